@@ -1,0 +1,325 @@
+// Package agent is Slipway's update-agent: one per node, it reports what update_engine says onto its
+// own Node and, once the operator grants reboot-ok, reboots the node through logind. It never cordons
+// or drains (that is the operator's job), so it needs only get/list/watch/patch on its own Node.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/slipway-dev/slipway/internal/nodes"
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/updateengine"
+)
+
+// StatusWatcher delivers update_engine's status (first GetStatus, then every StatusUpdate) until ctx
+// ends; updateengine.Watch is the real one.
+type StatusWatcher func(ctx context.Context, out chan<- updateengine.Status, problems func(error))
+
+// Rebooter reboots the machine; login1.Rebooter is the real one.
+type Rebooter interface {
+	Reboot(ctx context.Context) error
+}
+
+// Config wires an Agent.
+type Config struct {
+	NodeName string
+	Client   kubernetes.Interface
+	Status   StatusWatcher
+	Rebooter Rebooter
+	// BootID of the boot the agent runs in (/proc/sys/kernel/random/boot_id).
+	BootID string
+	// HostRoot is where the host's /etc and /usr are mounted ("/" when not in a container).
+	HostRoot string
+	// RebootRequiredPath is the file update_engine (Flatcar >= 3067) creates when a reboot is
+	// needed; "" disables the check.
+	RebootRequiredPath string
+	// FilePoll is how often RebootRequiredPath is checked (a stat, no API call).
+	FilePoll time.Duration
+	// RebootBackoff paces retries of a failed logind Reboot call.
+	RebootBackoff wait.Backoff
+	// RebootRepeat is how long after a successful Reboot call the agent asks again if it is still
+	// alive (an inhibitor may have delayed the first one).
+	RebootRepeat time.Duration
+	Version      string
+	Log          klog.Logger
+}
+
+// Agent is the update-agent. Its few fields of memory are all re-derivable after a restart from the
+// Node, update_engine and the boot ID.
+type Agent struct {
+	cfg     Config
+	info    HostInfo
+	store   cache.Store
+	overlay *nodes.Overlay
+	notify  chan struct{}
+
+	status      *updateengine.Status // last status heard, nil until update_engine answered
+	needed      bool                 // a reboot is needed; sticky until the next boot
+	initialized bool                 // the first sync after start has decided what to reset
+	inProgress  bool                 // we are rebooting (or about to)
+	armed       bool                 // a reboot-ok seen now belongs to this boot's cycle
+	rebootAfter time.Time            // earliest next Reboot call
+	rebootOK    atomic.Int32         // successful Reboot calls in this process
+	backoff     wait.Backoff
+}
+
+// New checks the configuration.
+func New(cfg Config) (*Agent, error) {
+	switch {
+	case cfg.NodeName == "":
+		return nil, errors.New("node name is empty: set --node or the NODE_NAME environment variable (downward API spec.nodeName)")
+	case cfg.Client == nil:
+		return nil, errors.New("no Kubernetes client")
+	case cfg.Status == nil:
+		return nil, errors.New("no update_engine status watcher")
+	case cfg.Rebooter == nil:
+		return nil, errors.New("no rebooter")
+	case cfg.BootID == "":
+		return nil, errors.New("boot ID is empty")
+	}
+	if cfg.HostRoot == "" {
+		cfg.HostRoot = "/"
+	}
+	if cfg.FilePoll <= 0 {
+		cfg.FilePoll = 10 * time.Second
+	}
+	if cfg.RebootBackoff.Duration == 0 {
+		cfg.RebootBackoff = wait.Backoff{Duration: 2 * time.Second, Factor: 2, Jitter: 0.1, Steps: 10, Cap: 5 * time.Minute}
+	}
+	if cfg.RebootRepeat <= 0 {
+		cfg.RebootRepeat = 5 * time.Minute
+	}
+	return &Agent{cfg: cfg, overlay: nodes.NewOverlay(), notify: make(chan struct{}, 1), backoff: cfg.RebootBackoff}, nil
+}
+
+func (a *Agent) poke() {
+	select {
+	case a.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Run reports and reacts until ctx ends. It returns an error only for what a restart cannot fix
+// without help (e.g. the API server refusing to let it watch its Node).
+func (a *Agent) Run(ctx context.Context) error {
+	log := a.cfg.Log.WithValues("node", a.cfg.NodeName)
+	var problems []error
+	a.info, problems = ReadHostInfo(a.cfg.HostRoot)
+	for _, p := range problems {
+		log.Info("host info incomplete; leaving those labels alone", "problem", p.Error())
+	}
+
+	factory := informers.NewSharedInformerFactoryWithOptions(a.cfg.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.cfg.NodeName).String()
+		}),
+		informers.WithTransform(nodes.Strip))
+	inf := factory.Core().V1().Nodes().Informer()
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { a.observed(obj) },
+		UpdateFunc: func(_, obj interface{}) { a.observed(obj) },
+		DeleteFunc: func(interface{}) { a.poke() },
+	})
+	if err != nil {
+		return err
+	}
+	a.store = inf.GetStore()
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return fmt.Errorf("watching node %s never synced: check the agent's RBAC (get/list/watch nodes)", a.cfg.NodeName)
+	}
+
+	statuses := make(chan updateengine.Status, 16)
+	go a.cfg.Status(ctx, statuses, func(err error) { log.Info("update_engine", "problem", err.Error()) })
+
+	filePoll := time.NewTicker(a.cfg.FilePoll)
+	defer filePoll.Stop()
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	log.Info("agent started", "bootID", a.cfg.BootID, "version", a.cfg.Version, "hostInfo", a.info)
+	for {
+		wake, err := a.sync(ctx, log)
+		if err != nil {
+			log.Error(err, "sync failed; retrying")
+			wake = time.Now().Add(a.backoff.Step())
+		}
+		if !wake.IsZero() {
+			retry.Reset(time.Until(wake))
+		}
+		select {
+		case <-ctx.Done():
+			log.Info("agent stopping")
+			return nil
+		case s := <-statuses:
+			log.Info("update_engine status", "operation", s.CurrentOperation, "newVersion", s.NewVersion, "lastChecked", s.LastCheckedTime)
+			a.status = &s
+			if s.NeedsReboot() {
+				a.needed = true
+			}
+		case <-a.notify:
+		case <-filePoll.C:
+		case <-retry.C:
+		}
+	}
+}
+
+func (a *Agent) observed(obj interface{}) {
+	if n, ok := obj.(*corev1.Node); ok {
+		a.overlay.Observed(n)
+	}
+	a.poke()
+}
+
+func (a *Agent) node() *corev1.Node {
+	obj, ok, err := a.store.GetByKey(a.cfg.NodeName)
+	if err != nil || !ok {
+		return nil
+	}
+	n, _ := obj.(*corev1.Node)
+	return a.overlay.View(n)
+}
+
+// rebootRequiredFile reports whether the reboot-required file exists.
+func (a *Agent) rebootRequiredFile(log klog.Logger) bool {
+	if a.cfg.RebootRequiredPath == "" {
+		return false
+	}
+	_, err := os.Stat(a.cfg.RebootRequiredPath)
+	if err == nil {
+		return true
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		log.Info("cannot check reboot-required file", "path", a.cfg.RebootRequiredPath, "error", err.Error())
+	}
+	return false
+}
+
+// sync writes what the agent knows onto its Node (only keys whose value differs) and reboots when the
+// operator says so. It returns when it wants to be called again at the latest (zero: no need).
+func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
+	n := a.node()
+	if n == nil {
+		log.Info("own Node not found (yet); waiting for it to appear")
+		return time.Now().Add(5 * time.Second), nil
+	}
+	ok := protocol.IsTrue(n.Annotations, protocol.RebootOK)
+	if !a.initialized {
+		a.initialized = true
+		if n.Annotations[protocol.BootID] == a.cfg.BootID {
+			// Same boot as the agent that wrote this Node last: a restart of the agent, not of the node.
+			// Nothing is reset; a reboot the operator granted in this boot goes on.
+			a.needed = a.needed || protocol.IsTrue(n.Annotations, protocol.RebootNeeded)
+			a.inProgress = protocol.IsTrue(n.Annotations, protocol.RebootInProgress)
+			a.armed = true
+			log.Info("agent restarted within the same boot; keeping the node's flags", "rebootNeeded", a.needed, "rebootInProgress", a.inProgress)
+		} else {
+			// First start after a reboot (or ever): reboot-needed becomes what update_engine says now
+			// and reboot-in-progress false, which tells the operator this node came back. A reboot-ok
+			// still set belongs to the finished cycle: wait until the operator clears it (FLUO does the same).
+			a.armed = !ok
+			log.Info("first start in this boot; resetting reboot-needed and reboot-in-progress", "previousBootID", n.Annotations[protocol.BootID])
+		}
+	}
+	if !ok {
+		a.armed = true
+	}
+	if a.rebootRequiredFile(log) {
+		a.needed = true
+	}
+
+	p := a.desired(n)
+	rebootNow := ok && a.needed && a.armed
+	if rebootNow && !a.inProgress {
+		a.inProgress = true
+		p.SetAnnotation(n, protocol.RebootInProgress, protocol.True)
+	}
+	if !p.Empty() {
+		out, err := p.Apply(ctx, a.cfg.Client, a.cfg.NodeName)
+		if err != nil {
+			return time.Time{}, err
+		}
+		a.overlay.Wrote(out)
+		n = out
+		log.V(1).Info("node updated", "patch", p.String())
+	}
+	if !rebootNow {
+		return time.Time{}, nil
+	}
+	if now := time.Now(); now.Before(a.rebootAfter) {
+		return a.rebootAfter, nil
+	}
+	log.Info("reboot-ok granted; rebooting through logind")
+	if err := a.cfg.Rebooter.Reboot(ctx); err != nil {
+		delay := a.backoff.Step()
+		a.rebootAfter = time.Now().Add(delay)
+		log.Error(err, "reboot refused; will retry", "retryIn", delay.String())
+		var ep nodes.Patch
+		ep.SetAnnotation(n, protocol.RebootError, fmt.Sprintf("%s: %v", time.Now().UTC().Format(time.RFC3339), err))
+		if out, perr := ep.Apply(ctx, a.cfg.Client, a.cfg.NodeName); perr == nil {
+			a.overlay.Wrote(out)
+		} else {
+			log.Error(perr, "cannot report the reboot error on the node")
+		}
+		return a.rebootAfter, nil
+	}
+	a.rebootOK.Add(1)
+	a.backoff = a.cfg.RebootBackoff
+	a.rebootAfter = time.Now().Add(a.cfg.RebootRepeat)
+	var ep nodes.Patch
+	ep.DeleteAnnotation(n, protocol.RebootError)
+	if out, err := ep.Apply(ctx, a.cfg.Client, a.cfg.NodeName); err == nil && out != nil {
+		a.overlay.Wrote(out)
+	}
+	return a.rebootAfter, nil
+}
+
+// desired is the patch that makes the agent's keys on n say what the agent knows.
+func (a *Agent) desired(n *corev1.Node) *nodes.Patch {
+	p := &nodes.Patch{}
+	b := func(v bool) string {
+		if v {
+			return protocol.True
+		}
+		return protocol.False
+	}
+	p.SetAnnotation(n, protocol.RebootNeeded, b(a.needed))
+	p.SetLabel(n, protocol.RebootNeeded, b(a.needed))
+	p.SetAnnotation(n, protocol.RebootInProgress, b(a.inProgress))
+	p.SetAnnotation(n, protocol.BootID, a.cfg.BootID)
+	if a.cfg.Version != "" {
+		p.SetAnnotation(n, protocol.AgentVersion, a.cfg.Version)
+	}
+	if a.status != nil {
+		p.SetAnnotation(n, protocol.Status, a.status.CurrentOperation)
+		p.SetAnnotation(n, protocol.LastCheckedTime, strconv.FormatInt(a.status.LastCheckedTime, 10))
+		p.SetAnnotation(n, protocol.NewVersion, a.status.NewVersion)
+	}
+	if a.info.HaveOS {
+		p.SetLabel(n, protocol.ID, a.info.ID)
+		p.SetLabel(n, protocol.Version, a.info.Version)
+	}
+	if a.info.HaveGroup {
+		p.SetLabel(n, protocol.Group, a.info.Group)
+	}
+	return p
+}
+
+// RebootCalls is how many Reboot calls succeeded in this process (for tests and the demo).
+func (a *Agent) RebootCalls() int { return int(a.rebootOK.Load()) }

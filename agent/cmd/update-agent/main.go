@@ -1,0 +1,149 @@
+// Command update-agent runs on every Flatcar node (as a DaemonSet pod): it reports update_engine's
+// status on its Node and reboots the node through logind when the update-operator grants reboot-ok.
+// This file only wires; the behaviour lives in package agent.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/slipway-dev/slipway/agent"
+	"github.com/slipway-dev/slipway/internal/flagenv"
+	"github.com/slipway-dev/slipway/internal/kubeclient"
+	"github.com/slipway-dev/slipway/internal/login1"
+	"github.com/slipway-dev/slipway/internal/updateengine"
+	"github.com/slipway-dev/slipway/internal/version"
+)
+
+const usage = `update-agent: reports update_engine's status on this node's Node object and reboots the
+node through logind when the update-operator sets reboot-ok.
+
+Usage:
+  update-agent [flags]            run the agent
+  update-agent send-need-reboot   emit what 'locksmithctl send-need-reboot' emits, then exit
+  update-agent version            print the version
+
+Every flag can also be set as UPDATE_AGENT_<FLAG> (e.g. UPDATE_AGENT_NODE).
+
+Flags:
+`
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "version", "--version", "-version":
+			fmt.Println(version.String())
+			return
+		case "send-need-reboot":
+			os.Exit(sendNeedReboot())
+		}
+	}
+	os.Exit(run())
+}
+
+func sendNeedReboot() int {
+	conn, err := updateengine.ConnectSystemBus()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "update-agent send-need-reboot:", err)
+		return 1
+	}
+	defer conn.Close()
+	if err := updateengine.SendNeedReboot(conn); err != nil {
+		fmt.Fprintln(os.Stderr, "update-agent send-need-reboot:", err)
+		return 1
+	}
+	return 0
+}
+
+func run() int {
+	fs := flag.NewFlagSet("update-agent", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
+	node := fs.String("node", os.Getenv("NODE_NAME"), "name of this node's Node object (default $NODE_NAME)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; empty means in-cluster config (or $KUBECONFIG)")
+	hostRoot := fs.String("host-root", "/", "where the host's /etc and /usr are mounted (the DaemonSet mounts them under /host)")
+	bootIDFile := fs.String("boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding this boot's ID")
+	rebootRequired := fs.String("reboot-required-file", "/run/reboot-required", "file whose existence means a reboot is needed (Flatcar >= 3067 writes it); empty disables")
+	filePoll := fs.Duration("reboot-required-poll", 10*time.Second, "how often to check --reboot-required-file")
+	printVersion := fs.Bool("version", false, "print the version and exit")
+	kubeclient.AddLogFlags(fs)
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return 2
+	}
+	if err := flagenv.Set(fs, "UPDATE_AGENT"); err != nil {
+		fmt.Fprintln(os.Stderr, "update-agent:", err)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "update-agent: unexpected argument %q (see --help)\n", fs.Arg(0))
+		return 2
+	}
+	if *printVersion {
+		fmt.Println(version.String())
+		return 0
+	}
+	log := klog.Background().WithName("update-agent")
+
+	bootID, err := os.ReadFile(*bootIDFile)
+	if err != nil || strings.TrimSpace(string(bootID)) == "" {
+		log.Error(err, "cannot read this boot's ID", "file", *bootIDFile)
+		return 1
+	}
+	cfg, err := kubeclient.RestConfig(*kubeconfig, "slipway-update-agent/"+version.String())
+	if err != nil {
+		log.Error(err, "no Kubernetes client configuration")
+		return 1
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		log.Error(err, "building Kubernetes client")
+		return 1
+	}
+	a, err := agent.New(agent.Config{
+		NodeName: *node,
+		Client:   client,
+		Status: func(ctx context.Context, out chan<- updateengine.Status, problems func(error)) {
+			updateengine.Watch(ctx, updateengine.ConnectSystemBus, out, problems)
+		},
+		Rebooter:           systemRebooter{},
+		BootID:             strings.TrimSpace(string(bootID)),
+		HostRoot:           *hostRoot,
+		RebootRequiredPath: *rebootRequired,
+		FilePoll:           *filePoll,
+		Version:            version.String(),
+		Log:                log,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "update-agent:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := a.Run(ctx); err != nil {
+		log.Error(err, "agent failed")
+		return 1
+	}
+	return 0
+}
+
+// systemRebooter dials the system bus for every attempt, so a restarted dbus-daemon does not leave
+// the agent holding a dead connection.
+type systemRebooter struct{}
+
+func (systemRebooter) Reboot(ctx context.Context) error {
+	conn, err := updateengine.ConnectSystemBus()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return login1.NewRebooter(conn).Reboot(ctx)
+}
+

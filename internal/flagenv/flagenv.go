@@ -1,0 +1,36 @@
+// Package flagenv fills flags from environment variables the way FLUO does (coreos/pkg/flagutil):
+// flag "reboot-window-start" with prefix "UPDATE_OPERATOR" reads UPDATE_OPERATOR_REBOOT_WINDOW_START.
+// Flags given on the command line win.
+package flagenv
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// EnvName is the variable that can set flag name under prefix.
+func EnvName(prefix, name string) string {
+	return prefix + "_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// Set applies the environment to every flag of fs not set on the command line. A value the flag
+// rejects is an error naming the variable.
+func Set(fs *flag.FlagSet, prefix string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || set[f.Name] {
+			return
+		}
+		key := EnvName(prefix, f.Name)
+		if v, ok := os.LookupEnv(key); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("environment variable %s=%q: %w", key, v, e)
+			}
+		}
+	})
+	return err
+}

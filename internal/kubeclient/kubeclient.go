@@ -1,0 +1,42 @@
+// Package kubeclient builds the client configuration both binaries use, and exposes klog's verbosity
+// on a binary's own flag set.
+package kubeclient
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+)
+
+// RestConfig uses kubeconfig, else $KUBECONFIG, else the in-cluster service account.
+func RestConfig(kubeconfig, userAgent string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		kubeconfig = os.Getenv("KUBECONFIG")
+	}
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+		if err != nil {
+			err = fmt.Errorf("%w (outside a cluster, pass --kubeconfig)", err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = userAgent
+	return cfg, nil
+}
+
+// AddLogFlags adds klog's -v to fs.
+func AddLogFlags(fs *flag.FlagSet) {
+	k := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(k)
+	fs.Var(k.Lookup("v").Value, "v", "log verbosity (0: cycle steps; 1: patches; 2: waits)")
+}

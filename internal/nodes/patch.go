@@ -1,0 +1,155 @@
+// Package nodes holds the Node plumbing both binaries share: minimal JSON merge patches of only the
+// keys a writer owns (never GET+PUT of whole Nodes), an informer transform that drops what Slipway
+// never reads, and an overlay that lets a writer see its own writes before the informer does.
+package nodes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Patch is a JSON merge patch of a Node's annotations, labels and spec.unschedulable. A nil value
+// deletes the key.
+type Patch struct {
+	Annotations   map[string]*string
+	Labels        map[string]*string
+	Unschedulable *bool
+	// ResourceVersion, when set, makes the server refuse the patch (409 Conflict) if the Node changed
+	// since the version the decision was made on.
+	ResourceVersion string
+}
+
+// Str returns a pointer to s, for Patch values.
+func Str(s string) *string { return &s }
+
+// SetAnnotation sets key=value, unless the node already has exactly that.
+func (p *Patch) SetAnnotation(n *corev1.Node, key, value string) {
+	if n != nil {
+		if v, ok := n.Annotations[key]; ok && v == value {
+			return
+		}
+	}
+	if p.Annotations == nil {
+		p.Annotations = map[string]*string{}
+	}
+	p.Annotations[key] = Str(value)
+}
+
+// DeleteAnnotation removes key, if the node has it.
+func (p *Patch) DeleteAnnotation(n *corev1.Node, key string) {
+	if n != nil {
+		if _, ok := n.Annotations[key]; !ok {
+			return
+		}
+	}
+	if p.Annotations == nil {
+		p.Annotations = map[string]*string{}
+	}
+	p.Annotations[key] = nil
+}
+
+// SetLabel sets key=value, unless the node already has exactly that.
+func (p *Patch) SetLabel(n *corev1.Node, key, value string) {
+	if n != nil {
+		if v, ok := n.Labels[key]; ok && v == value {
+			return
+		}
+	}
+	if p.Labels == nil {
+		p.Labels = map[string]*string{}
+	}
+	p.Labels[key] = Str(value)
+}
+
+// DeleteLabel removes key, if the node has it.
+func (p *Patch) DeleteLabel(n *corev1.Node, key string) {
+	if n != nil {
+		if _, ok := n.Labels[key]; !ok {
+			return
+		}
+	}
+	if p.Labels == nil {
+		p.Labels = map[string]*string{}
+	}
+	p.Labels[key] = nil
+}
+
+// SetUnschedulable sets spec.unschedulable, unless it already has that value.
+func (p *Patch) SetUnschedulable(n *corev1.Node, v bool) {
+	if n != nil && n.Spec.Unschedulable == v {
+		return
+	}
+	p.Unschedulable = &v
+}
+
+// Empty reports whether the patch changes nothing.
+func (p *Patch) Empty() bool {
+	return len(p.Annotations) == 0 && len(p.Labels) == 0 && p.Unschedulable == nil
+}
+
+// JSON renders the merge patch.
+func (p *Patch) JSON() ([]byte, error) {
+	meta := map[string]interface{}{}
+	if len(p.Annotations) > 0 {
+		meta["annotations"] = p.Annotations
+	}
+	if len(p.Labels) > 0 {
+		meta["labels"] = p.Labels
+	}
+	if p.ResourceVersion != "" {
+		meta["resourceVersion"] = p.ResourceVersion
+	}
+	body := map[string]interface{}{}
+	if len(meta) > 0 {
+		body["metadata"] = meta
+	}
+	if p.Unschedulable != nil {
+		body["spec"] = map[string]interface{}{"unschedulable": *p.Unschedulable}
+	}
+	return json.Marshal(body)
+}
+
+// String is a short human form for logs: the keys it sets and deletes.
+func (p *Patch) String() string {
+	var parts []string
+	add := func(kind string, m map[string]*string) {
+		for k, v := range m {
+			if v == nil {
+				parts = append(parts, fmt.Sprintf("-%s %s", kind, k))
+			} else {
+				parts = append(parts, fmt.Sprintf("%s %s=%s", kind, k, *v))
+			}
+		}
+	}
+	add("annotation", p.Annotations)
+	add("label", p.Labels)
+	sort.Strings(parts)
+	if p.Unschedulable != nil {
+		parts = append(parts, fmt.Sprintf("spec.unschedulable=%t", *p.Unschedulable))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Apply sends the patch. An empty patch sends nothing and returns (nil, nil).
+func (p *Patch) Apply(ctx context.Context, c kubernetes.Interface, name string) (*corev1.Node, error) {
+	if p.Empty() {
+		return nil, nil
+	}
+	body, err := p.JSON()
+	if err != nil {
+		return nil, err
+	}
+	n, err := c.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("patching node %s (%s): %w", name, p, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,131 @@
+// Package protocol is the contract between the update-agent, the update-operator and the humans and
+// hooks around them: the Node annotation and label keys (FLUO's, unchanged, plus Slipway's own), who
+// may write each of them, and the node cycle as one table.
+//
+// FLUO compatibility is the reason the FLUO keys and their "true"/"false" values are kept byte for byte:
+// a cluster can swap FLUO's operator for Slipway's while FLUO's agents keep running, and FLUO's README
+// test (annotate reboot-needed=true by hand) works unchanged.
+package protocol
+
+// Values of every boolean key. Anything else is malformed and reads as absent.
+const (
+	True  = "true"
+	False = "false"
+)
+
+// FLUOPrefix is the prefix of every key FLUO defined.
+const FLUOPrefix = "flatcar-linux-update.v1.flatcar-linux.net/"
+
+// FLUO keys. The comment of each says who writes it.
+const (
+	// RebootNeeded (annotation and label) — agent: update_engine said UPDATE_STATUS_UPDATED_NEED_REBOOT
+	// (or /run/reboot-required exists). Reset to false by the agent when it starts after a reboot.
+	RebootNeeded = FLUOPrefix + "reboot-needed"
+	// RebootInProgress (annotation) — agent: it is about to call logind's Reboot.
+	RebootInProgress = FLUOPrefix + "reboot-in-progress"
+	// RebootOK (annotation) — operator: the node may reboot now; false again when the cycle ends.
+	RebootOK = FLUOPrefix + "reboot-ok"
+	// RebootPaused (annotation) — admin: the operator leaves this node alone.
+	RebootPaused = FLUOPrefix + "reboot-paused"
+	// Status, LastCheckedTime, NewVersion (annotations) — agent: update_engine's GetStatus fields.
+	Status          = FLUOPrefix + "status"
+	LastCheckedTime = FLUOPrefix + "last-checked-time"
+	NewVersion      = FLUOPrefix + "new-version"
+	// AgentMadeUnschedulable (annotation) — FLUO's agent: it cordoned the node itself. Slipway's agent
+	// never cordons; the operator only reads this to count the node as unavailable.
+	AgentMadeUnschedulable = FLUOPrefix + "agent-made-unschedulable"
+	// BeforeReboot, AfterReboot (labels) — operator: the node waits for the configured hook
+	// annotations, each of which a hook (e.g. a DaemonSet selecting this label) sets to "true".
+	BeforeReboot = FLUOPrefix + "before-reboot"
+	AfterReboot  = FLUOPrefix + "after-reboot"
+	// ID, Version, Group (labels) — agent: from /etc/os-release and update.conf.
+	ID      = FLUOPrefix + "id"
+	Version = FLUOPrefix + "version"
+	Group   = FLUOPrefix + "group"
+	// AgentVersion (annotation) — agent: the agent's own version.
+	AgentVersion = FLUOPrefix + "agent-version"
+)
+
+// SlipwayPrefix is the prefix of every key only Slipway uses. Nothing in the operator may depend on
+// the agent-written ones being present: FLUO's agent does not write them.
+const SlipwayPrefix = "update.slipway.dev/"
+
+// Slipway keys (annotations).
+const (
+	// BootID — agent: /proc/sys/kernel/random/boot_id of the boot the agent runs in. The operator uses
+	// it when the kubelet's status.nodeInfo.bootID is missing or not yet updated.
+	BootID = SlipwayPrefix + "boot-id"
+	// RebootError — agent: why the last logind Reboot call failed; removed when one succeeds.
+	RebootError = SlipwayPrefix + "reboot-error"
+
+	// Cordoned — operator: "true" when Slipway cordoned the node, so it uncordons only what it cordoned.
+	Cordoned = SlipwayPrefix + "cordoned"
+	// DrainStarted — operator: RFC 3339 time the drain began; marks the draining state.
+	DrainStarted = SlipwayPrefix + "drain-started"
+	// DrainError — operator: why the last drain attempt failed; removed when the drain succeeds.
+	DrainError = SlipwayPrefix + "drain-error"
+	// RebootBootID — operator: the boot ID seen when reboot-ok was granted. The reboot counts as done
+	// only when the node reports a different one.
+	RebootBootID = SlipwayPrefix + "reboot-boot-id"
+	// RebootOKTime — operator: RFC 3339 time reboot-ok was granted.
+	RebootOKTime = SlipwayPrefix + "reboot-ok-time"
+	// LastRebootTime — operator: RFC 3339 time the last cycle finished after a verified reboot.
+	LastRebootTime = SlipwayPrefix + "last-reboot-time"
+)
+
+// Writer names who may write a key.
+type Writer string
+
+const (
+	WriterAgent    Writer = "agent"
+	WriterOperator Writer = "operator"
+	WriterAdmin    Writer = "admin"
+	WriterFLUO     Writer = "fluo-agent"
+	WriterHook     Writer = "hook"
+)
+
+// Owners says, for every key above, who may write it: the one place a reader finds "who writes what".
+// Hook annotations are configured at run time and are not listed.
+var Owners = map[string]Writer{
+	RebootNeeded:           WriterAgent,
+	RebootInProgress:       WriterAgent,
+	Status:                 WriterAgent,
+	LastCheckedTime:        WriterAgent,
+	NewVersion:             WriterAgent,
+	ID:                     WriterAgent,
+	Version:                WriterAgent,
+	Group:                  WriterAgent,
+	AgentVersion:           WriterAgent,
+	BootID:                 WriterAgent,
+	RebootError:            WriterAgent,
+	RebootOK:               WriterOperator,
+	BeforeReboot:           WriterOperator,
+	AfterReboot:            WriterOperator,
+	Cordoned:               WriterOperator,
+	DrainStarted:           WriterOperator,
+	DrainError:             WriterOperator,
+	RebootBootID:           WriterOperator,
+	RebootOKTime:           WriterOperator,
+	LastRebootTime:         WriterOperator,
+	RebootPaused:           WriterAdmin,
+	AgentMadeUnschedulable: WriterFLUO,
+}
+
+// ParseBool reads a boolean key. present is false when the key is absent; valid is false when it is
+// present with a value other than "true" or "false" (which then reads as false).
+func ParseBool(m map[string]string, key string) (value, present, valid bool) {
+	v, ok := m[key]
+	if !ok {
+		return false, false, true
+	}
+	switch v {
+	case True:
+		return true, true, true
+	case False:
+		return false, true, true
+	}
+	return false, true, false
+}
+
+// IsTrue reports whether key is exactly "true".
+func IsTrue(m map[string]string, key string) bool { return m[key] == True }

@@ -1,0 +1,305 @@
+// Package testenv starts the real parts Slipway is proven against: etcd, kube-apiserver and
+// kube-controller-manager (built offline by hack/build-controlplane.sh), private dbus-daemons, and
+// small kubelet stand-ins that do only what a control plane without kubelets cannot (mark pods
+// Running+Ready, finalize evicted pods, report a node's boot ID). Tests, the demo and the benchmarks
+// share it.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// ControlPlane is a running etcd + kube-apiserver (+ kube-controller-manager) on loopback.
+type ControlPlane struct {
+	Dir        string // scratch directory: data, keys, logs
+	URL        string // https://127.0.0.1:PORT
+	Token      string // bearer token of a system:masters user
+	Kubeconfig string // path to an admin kubeconfig
+	procs      []*exec.Cmd
+}
+
+// Options select what to start.
+type Options struct {
+	// ControllerManager also starts kube-controller-manager with the controllers PDBs need.
+	ControllerManager bool
+	// Log receives progress lines (nil: none).
+	Log func(format string, args ...interface{})
+}
+
+// RepoRoot finds the directory holding Slipway's go.mod, from the working directory upwards.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/slipway-dev/slipway") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("not inside the slipway repository")
+		}
+		dir = parent
+	}
+}
+
+// BinDir returns the directory with the control-plane binaries: $SLIPWAY_CONTROLPLANE_DIR, or what
+// hack/build-controlplane.sh prints (building only what is missing from its cache).
+func BinDir() (string, error) {
+	if d := os.Getenv("SLIPWAY_CONTROLPLANE_DIR"); d != "" {
+		return d, nil
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(filepath.Join(root, "hack", "build-controlplane.sh"), "etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/build-controlplane.sh failed (run it by hand to see why): %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1], nil
+}
+
+// FreePort asks the kernel for a free loopback port.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// StartControlPlane starts etcd and kube-apiserver in dir and waits for /readyz.
+func StartControlPlane(ctx context.Context, dir string, opt Options) (*ControlPlane, error) {
+	logf := opt.Log
+	if logf == nil {
+		logf = func(string, ...interface{}) {}
+	}
+	bin, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	cp := &ControlPlane{Dir: dir, Token: "slipway-admin-token"}
+	ok := false
+	defer func() {
+		if !ok {
+			cp.Stop()
+		}
+	}()
+
+	etcdPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	peerPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	start := time.Now()
+	if err := cp.start(filepath.Join(bin, "etcd"), "etcd",
+		"--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=default="+peerURL,
+		"--unsafe-no-fsync", "--log-level=warn",
+	); err != nil {
+		return nil, err
+	}
+
+	keyFile := filepath.Join(dir, "sa.key")
+	pubFile := filepath.Join(dir, "sa.pub")
+	if err := writeServiceAccountKey(keyFile, pubFile); err != nil {
+		return nil, err
+	}
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte(cp.Token+",slipway-admin,slipway-admin,\"system:masters\"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	apiPort, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	cp.URL = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	if err := cp.start(filepath.Join(bin, "kube-apiserver"), "kube-apiserver",
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(apiPort),
+		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
+		"--token-auth-file="+tokens,
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+pubFile,
+		"--service-account-signing-key-file="+keyFile,
+		"--service-cluster-ip-range=10.0.0.0/24",
+		// No kubelets here: pods need no ServiceAccount to exist before they can be created.
+		"--disable-admission-plugins=ServiceAccount",
+		"--allow-privileged=true",
+		"--v=0",
+	); err != nil {
+		return nil, err
+	}
+	if err := cp.waitReady(ctx, 60*time.Second); err != nil {
+		return nil, err
+	}
+	logf("kube-apiserver ready at %s after %s", cp.URL, time.Since(start).Round(time.Millisecond))
+
+	cp.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(cp.Kubeconfig, []byte(cp.kubeconfig()), 0o600); err != nil {
+		return nil, err
+	}
+	if opt.ControllerManager {
+		kcmPort, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		// The disruption controller fills PDB status; without it every PDB blocks every eviction.
+		if err := cp.start(filepath.Join(bin, "kube-controller-manager"), "kube-controller-manager",
+			"--kubeconfig="+cp.Kubeconfig,
+			"--authentication-kubeconfig="+cp.Kubeconfig,
+			"--authorization-kubeconfig="+cp.Kubeconfig,
+			"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort),
+			"--cert-dir="+filepath.Join(dir, "kcm-certs"),
+			"--controllers=disruption-controller,garbage-collector-controller",
+			"--leader-elect=false",
+			"--v=0",
+		); err != nil {
+			return nil, err
+		}
+		logf("kube-controller-manager started (disruption-controller)")
+	}
+	ok = true
+	return cp, nil
+}
+
+func (cp *ControlPlane) start(bin, name string, args ...string) error {
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("%s missing (%v): run hack/build-controlplane.sh", name, err)
+	}
+	logFile, err := os.Create(filepath.Join(cp.Dir, name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	cp.procs = append(cp.procs, cmd)
+	go func() { _ = cmd.Wait(); logFile.Close() }()
+	return nil
+}
+
+func (cp *ControlPlane) waitReady(ctx context.Context, timeout time.Duration) error {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cp.URL+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+cp.Token)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		if err := WaitCtx(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("kube-apiserver not ready after %s (last: %s); see %s", timeout, last, filepath.Join(cp.Dir, "kube-apiserver.log"))
+}
+
+// RestConfig is an admin client config.
+func (cp *ControlPlane) RestConfig() *rest.Config {
+	return &rest.Config{
+		Host:            cp.URL,
+		BearerToken:     cp.Token,
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
+		QPS:             1000,
+		Burst:           2000,
+	}
+}
+
+// Client is an admin clientset.
+func (cp *ControlPlane) Client() kubernetes.Interface {
+	return kubernetes.NewForConfigOrDie(cp.RestConfig())
+}
+
+func (cp *ControlPlane) kubeconfig() string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: %s
+    insecure-skip-tls-verify: true
+users:
+- name: admin
+  user:
+    token: %s
+contexts:
+- name: local
+  context:
+    cluster: local
+    user: admin
+current-context: local
+`, cp.URL, cp.Token)
+}
+
+// Stop kills every process, newest first.
+func (cp *ControlPlane) Stop() {
+	for i := len(cp.procs) - 1; i >= 0; i-- {
+		if p := cp.procs[i].Process; p != nil {
+			_ = p.Kill()
+		}
+	}
+	cp.procs = nil
+}
+
+func writeServiceAccountKey(keyFile, pubFile string) error {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	priv := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	pubDER, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	pub := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER})
+	if err := os.WriteFile(keyFile, priv, 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(pubFile, pub, 0o644)
+}

@@ -1,0 +1,302 @@
+// Command update-operator coordinates reboots of a Kubernetes cluster's Flatcar nodes: it admits
+// nodes that need a reboot within a budget and a reboot window, runs hooks, drains, grants reboot-ok,
+// verifies the reboot and uncordons. Leader-elected, so several replicas are safe. This file only
+// wires flags, leader election and the HTTP endpoints; the behaviour lives in package operator.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/slipway-dev/slipway/internal/flagenv"
+	"github.com/slipway-dev/slipway/internal/kubeclient"
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/version"
+	"github.com/slipway-dev/slipway/operator"
+	"github.com/slipway-dev/slipway/operator/budget"
+	"github.com/slipway-dev/slipway/operator/window"
+)
+
+const usage = `update-operator: coordinates safe reboots of Flatcar nodes (FLUO-compatible).
+
+Every flag can also be set as UPDATE_OPERATOR_<FLAG> (e.g. UPDATE_OPERATOR_REBOOT_WINDOW_START),
+as with FLUO. Flags on the command line win.
+
+Flags:
+`
+
+// listFlag accepts comma-separated values and repeats (FLUO's annotation flags are comma-separated).
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error {
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l = append(*l, v)
+		}
+	}
+	return nil
+}
+
+type options struct {
+	kubeconfig                                string
+	maxUnavailable                            string
+	windowStart, windowLength, windowTZ       string
+	before, after                             listFlag
+	drainTimeout, drainGrace                  time.Duration
+	forceDrain                                bool
+	drainPolicy                               string
+	drainRetryBase, drainRetryMax             time.Duration
+	namespace, leaseName, identity            string
+	leaderElect                               bool
+	leaseDuration, renewDeadline, retryPeriod time.Duration
+	httpAddr                                  string
+	printVersion                              bool
+}
+
+func main() { os.Exit(run()) }
+
+func parse(args []string) (*options, *flag.FlagSet, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("update-operator", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty means in-cluster config (or $KUBECONFIG)")
+	fs.StringVar(&o.maxUnavailable, "max-unavailable", "1", "nodes that may be unavailable at once: a count or a percentage of all nodes (rounded down, at least 1). Nodes in a reboot cycle, NotReady nodes and nodes cordoned by others all count")
+	fs.StringVar(&o.windowStart, "reboot-window-start", "", "start of the reboot window, FLUO format: \"14:00\" (daily) or \"Thu 14:00\" (weekly)")
+	fs.StringVar(&o.windowLength, "reboot-window-length", "", "length of the reboot window, e.g. \"1h30m\"")
+	fs.StringVar(&o.windowTZ, "reboot-window-timezone", "UTC", "IANA time zone the reboot window is in, e.g. \"Europe/Berlin\"")
+	fs.Var(&o.before, "before-reboot-annotations", "annotations (comma-separated) that must all be \"true\" before a node with the before-reboot label is drained")
+	fs.Var(&o.after, "after-reboot-annotations", "annotations (comma-separated) that must all be \"true\" before a rebooted node with the after-reboot label is finished")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Minute, "time one drain attempt may take (PDB refusals are retried within it); 0 means no limit")
+	fs.DurationVar(&o.drainGrace, "drain-grace-period", -1*time.Second, "termination grace period for evicted pods; negative uses each pod's own")
+	fs.BoolVar(&o.forceDrain, "force-drain", false, "also evict pods that no controller manages (they are gone for good)")
+	fs.StringVar(&o.drainPolicy, "drain-failure-policy", string(operator.DrainRetry), "after a failed or timed-out drain: \"retry\" (keep cordoned, no reboot-ok, retry with backoff) or \"force\" (grant reboot-ok anyway)")
+	fs.DurationVar(&o.drainRetryBase, "drain-retry-base", 10*time.Second, "first delay before retrying a failed drain (doubles per failure)")
+	fs.DurationVar(&o.drainRetryMax, "drain-retry-max", 5*time.Minute, "longest delay between drain retries")
+	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader-election Lease (default $POD_NAMESPACE)")
+	fs.StringVar(&o.leaseName, "lease-name", "slipway-update-operator", "name of the leader-election Lease")
+	fs.StringVar(&o.identity, "identity", os.Getenv("POD_NAME"), "this instance's leader-election identity (default $POD_NAME, else hostname plus a random suffix)")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "hold a Lease before acting; turn off only when exactly one instance can ever run")
+	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "how long a leader's lease lasts without renewal (failover time after a crash)")
+	fs.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops acting")
+	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
+	fs.StringVar(&o.httpAddr, "http-address", ":8080", "address serving /healthz, /readyz and /metrics; empty disables")
+	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
+	kubeclient.AddLogFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, fs, err
+	}
+	if err := flagenv.Set(fs, "UPDATE_OPERATOR"); err != nil {
+		return nil, fs, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fs, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
+	}
+	return o, fs, nil
+}
+
+// config validates the options into a controller configuration (everything but clients and logs).
+func (o *options) config() (operator.Config, error) {
+	var cfg operator.Config
+	max, err := budget.ParseMax(o.maxUnavailable)
+	if err != nil {
+		return cfg, err
+	}
+	loc, err := time.LoadLocation(o.windowTZ)
+	if err != nil {
+		return cfg, fmt.Errorf("reboot-window-timezone %q: %w", o.windowTZ, err)
+	}
+	w, err := window.Parse(o.windowStart, o.windowLength, loc)
+	if err != nil {
+		return cfg, err
+	}
+	policy, err := operator.ParseDrainPolicy(o.drainPolicy)
+	if err != nil {
+		return cfg, err
+	}
+	if o.drainTimeout < 0 {
+		return cfg, fmt.Errorf("drain-timeout %s must not be negative", o.drainTimeout)
+	}
+	if o.drainRetryBase <= 0 || o.drainRetryMax < o.drainRetryBase {
+		return cfg, fmt.Errorf("drain-retry-base (%s) must be positive and at most drain-retry-max (%s)", o.drainRetryBase, o.drainRetryMax)
+	}
+	for _, a := range append(append([]string{}, o.before...), o.after...) {
+		if owner, ok := protocol.Owners[a]; ok {
+			return cfg, fmt.Errorf("hook annotation %q is a protocol key written by the %s; pick a name of your own", a, owner)
+		}
+	}
+	if o.leaderElect && !(o.retryPeriod > 0 && o.retryPeriod < o.renewDeadline && o.renewDeadline < o.leaseDuration) {
+		return cfg, fmt.Errorf("leader election needs 0 < retry-period (%s) < renew-deadline (%s) < lease-duration (%s)", o.retryPeriod, o.renewDeadline, o.leaseDuration)
+	}
+	if o.leaderElect && o.namespace == "" {
+		return cfg, errors.New("no namespace for the leader-election Lease: set --namespace or POD_NAMESPACE (downward API)")
+	}
+	return operator.Config{
+		Hooks:          protocol.Hooks{Before: o.before, After: o.after},
+		MaxUnavailable: max,
+		Window:         w,
+		Drain: operator.DrainConfig{
+			Timeout: o.drainTimeout, GracePeriod: o.drainGrace, Force: o.forceDrain, Policy: policy,
+			RetryBase: o.drainRetryBase, RetryMax: o.drainRetryMax,
+		},
+	}, nil
+}
+
+func run() int {
+	o, _, err := parse(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "update-operator:", err)
+		return 2
+	}
+	if o.printVersion {
+		fmt.Println(version.String())
+		return 0
+	}
+	cfg, err := o.config()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "update-operator:", err)
+		return 2
+	}
+	log := klog.Background().WithName("update-operator")
+	rc, err := kubeclient.RestConfig(o.kubeconfig, "slipway-update-operator/"+version.String())
+	if err != nil {
+		log.Error(err, "no Kubernetes client configuration")
+		return 1
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		log.Error(err, "building Kubernetes client")
+		return 1
+	}
+	if o.identity == "" {
+		host, _ := os.Hostname()
+		o.identity = host + "_" + string(uuid.NewUUID())
+	}
+
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	cfg.Client = client
+	cfg.Recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "slipway-update-operator", Host: o.identity})
+	cfg.Log = log
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg.Metrics = operator.NewMetrics(reg)
+	ctrl, err := operator.New(cfg)
+	if err != nil {
+		log.Error(err, "building the controller")
+		return 1
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if o.httpAddr != "" {
+		if err := serveHTTP(ctx, o.httpAddr, reg, log); err != nil {
+			log.Error(err, "serving /healthz and /metrics", "address", o.httpAddr)
+			return 1
+		}
+	}
+	log.Info("starting", "version", version.String(), "identity", o.identity, "leaderElect", o.leaderElect)
+	if !o.leaderElect {
+		cfg.Metrics.IsLeader.Set(1)
+		if err := ctrl.Run(ctx); err != nil {
+			log.Error(err, "controller failed")
+			return 1
+		}
+		return 0
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: o.namespace, Name: o.leaseName},
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: o.identity, EventRecorder: cfg.Recorder},
+	}
+	lost := false
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   o.leaseDuration,
+		RenewDeadline:   o.renewDeadline,
+		RetryPeriod:     o.retryPeriod,
+		ReleaseOnCancel: true,
+		Name:            o.leaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				cfg.Metrics.IsLeader.Set(1)
+				log.Info("became leader", "lease", o.namespace+"/"+o.leaseName)
+				if err := ctrl.Run(ctx); err != nil {
+					log.Error(err, "controller failed")
+				}
+			},
+			OnStoppedLeading: func() {
+				cfg.Metrics.IsLeader.Set(0)
+				if ctx.Err() == nil {
+					lost = true
+				}
+			},
+			OnNewLeader: func(id string) {
+				if id != o.identity {
+					log.Info("another instance leads", "leader", id)
+				}
+			},
+		},
+	})
+	if lost {
+		// Exit rather than carry on: a fresh process starts from a fresh LIST, never from what this
+		// one believed while it was leader.
+		log.Info("lost the leader lease; exiting so a restart begins from the cluster's state")
+		return 1
+	}
+	return 0
+}
+
+func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, log klog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) }
+	mux.HandleFunc("/healthz", ok)
+	mux.HandleFunc("/readyz", ok)
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error(err, "HTTP server stopped")
+		}
+	}()
+	log.Info("serving /healthz, /readyz, /metrics", "address", ln.Addr().String())
+	return nil
+}

@@ -1,0 +1,415 @@
+// Package operator is Slipway's update-operator: it watches Nodes, keeps the budget of nodes allowed
+// to be unavailable, runs the before/after-reboot hooks, cordons and drains, grants reboot-ok,
+// verifies the reboot by the boot ID and uncordons what it cordoned. What happens to a node next is
+// decided by protocol.Table alone; this package only observes Nodes and carries out the table's actions.
+package operator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/slipway-dev/slipway/internal/nodes"
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/budget"
+	"github.com/slipway-dev/slipway/operator/window"
+)
+
+// Config wires a Controller.
+type Config struct {
+	Client         kubernetes.Interface
+	Hooks          protocol.Hooks
+	MaxUnavailable budget.Max
+	Window         *window.Window // nil: always open
+	Drain          DrainConfig
+	Recorder       record.EventRecorder
+	Metrics        *Metrics // may be nil
+	Log            klog.Logger
+	Now            func() time.Time
+}
+
+// Controller is the update-operator's reconcile loop (informer → workqueue → one sync per node).
+type Controller struct {
+	cfg      Config
+	factory  informers.SharedInformerFactory
+	informer cache.SharedIndexInformer
+	lister   corelisters.NodeLister
+	overlay  *nodes.Overlay
+	queue    workqueue.TypedRateLimitingInterface[string]
+	drains   *drainer
+	log      klog.Logger
+}
+
+// New builds a Controller; Run starts it.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Client == nil {
+		return nil, fmt.Errorf("no Kubernetes client")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Recorder == nil {
+		cfg.Recorder = &record.FakeRecorder{}
+	}
+	if cfg.Drain.Policy == "" {
+		cfg.Drain.Policy = DrainRetry
+	}
+	if cfg.Drain.RetryBase <= 0 {
+		cfg.Drain.RetryBase = 5 * time.Second
+	}
+	if cfg.Drain.RetryMax <= 0 {
+		cfg.Drain.RetryMax = 5 * time.Minute
+	}
+	c := &Controller{cfg: cfg, overlay: nodes.NewOverlay(), log: cfg.Log}
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.Drain.RetryBase, cfg.Drain.RetryMax),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodes"})
+	// No resync: every decision is driven by a Node change, a timer the controller set itself, or a
+	// drain finishing. An idle fleet costs no API calls.
+	c.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(nodes.Strip))
+	c.informer = c.factory.Core().V1().Nodes().Informer()
+	c.lister = c.factory.Core().V1().Nodes().Lister()
+	c.drains = newDrainer(cfg.Client, cfg.Drain, cfg.Log, c.queue.Add)
+	_, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			if n, ok := obj.(*corev1.Node); ok {
+				c.overlay.Observed(n)
+				c.queue.Add(n.Name)
+			}
+		},
+		UpdateFunc: func(old, obj interface{}) {
+			o, ok1 := old.(*corev1.Node)
+			n, ok2 := obj.(*corev1.Node)
+			if !ok1 || !ok2 {
+				return
+			}
+			c.overlay.Observed(n)
+			c.queue.Add(n.Name)
+			if c.unavailable(o) != c.unavailable(n) {
+				// The budget changed: nodes waiting for it get another look.
+				c.enqueueWaiting()
+			}
+		},
+		DeleteFunc: func(obj interface{}) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if n, ok := obj.(*corev1.Node); ok {
+				c.overlay.Deleted(n.Name)
+				c.drains.forget(n.Name)
+				c.enqueueWaiting()
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Metrics != nil {
+		cfg.Metrics.watch(c)
+	}
+	return c, nil
+}
+
+// Run processes nodes until ctx ends. One worker: admissions must see each other's writes, and every
+// action is a single quick PATCH (drains run in the background).
+func (c *Controller) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	c.factory.Start(ctx.Done())
+	defer c.factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
+		return fmt.Errorf("node informer never synced: check the operator's RBAC (list/watch nodes)")
+	}
+	c.log.Info("operator controller started", "maxUnavailable", c.cfg.MaxUnavailable.String(),
+		"window", c.cfg.Window.String(), "beforeHooks", c.cfg.Hooks.Before, "afterHooks", c.cfg.Hooks.After,
+		"drainTimeout", c.cfg.Drain.Timeout.String(), "drainFailurePolicy", c.cfg.Drain.Policy)
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	for c.processNext(ctx) {
+	}
+	return nil
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	name, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(name)
+	retryAfter, err := c.sync(ctx, name)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		if apierrors.IsConflict(err) {
+			c.log.V(1).Info("node changed under us; looking again", "node", name)
+		} else {
+			c.log.Error(err, "sync failed; will retry", "node", name)
+		}
+		c.queue.AddRateLimited(name)
+	case retryAfter > 0:
+		c.queue.AddAfter(name, retryAfter)
+	default:
+		c.queue.Forget(name)
+	}
+	return true
+}
+
+// node returns the newest view of a node: the informer's, or our own last write if newer.
+func (c *Controller) node(name string) (*corev1.Node, error) {
+	n, err := c.lister.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	return c.overlay.View(n), nil
+}
+
+func (c *Controller) allNodes() []*corev1.Node {
+	list, err := c.lister.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	for i, n := range list {
+		list[i] = c.overlay.View(n)
+	}
+	return list
+}
+
+// unavailable: the node counts against the budget, whether Slipway put it there or not.
+func (c *Controller) unavailable(n *corev1.Node) bool {
+	f := protocol.Observe(n, c.cfg.Hooks)
+	return protocol.Classify(f).InCycle() || !f.Ready || f.Unschedulable
+}
+
+func (c *Controller) enqueueWaiting() {
+	for _, n := range c.allNodes() {
+		if protocol.Classify(protocol.Observe(n, c.cfg.Hooks)) == protocol.NeedsReboot {
+			c.queue.Add(n.Name)
+		}
+	}
+}
+
+// admitted reports whether name may start a cycle now, and when to look again if not.
+func (c *Controller) admitted(name string) (bool, time.Duration) {
+	now := c.cfg.Now()
+	if !c.cfg.Window.Contains(now) {
+		return false, c.cfg.Window.NextOpen(now).Sub(now) + time.Second
+	}
+	all := c.allNodes()
+	busy := 0
+	var cands []budget.Candidate
+	for _, n := range all {
+		f := protocol.Observe(n, c.cfg.Hooks)
+		unavail := protocol.Classify(f).InCycle() || !f.Ready || f.Unschedulable
+		if unavail {
+			busy++
+		}
+		if protocol.Classify(f) == protocol.NeedsReboot && !f.Paused {
+			cands = append(cands, budget.Candidate{Name: n.Name, Unavailable: unavail})
+		}
+	}
+	limit := c.cfg.MaxUnavailable.Limit(len(all))
+	if c.cfg.Metrics != nil {
+		c.cfg.Metrics.budget(limit, busy)
+	}
+	for _, a := range budget.Admit(limit, busy, cands) {
+		if a == name {
+			return true, 0
+		}
+	}
+	// Waiting for budget needs no timer: the node that frees it triggers enqueueWaiting.
+	return false, 0
+}
+
+// sync decides and carries out the next step of one node. It returns how long to wait before looking
+// again when only time can change the answer.
+func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {
+	n, err := c.node(name)
+	if apierrors.IsNotFound(err) {
+		c.drains.forget(name)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	f := protocol.Observe(n, c.cfg.Hooks)
+	log := c.log.WithValues("node", name)
+	if len(f.Malformed) > 0 {
+		log.Info("ignoring malformed values (read as false)", "values", f.Malformed)
+		c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "MalformedAnnotation", "ignoring malformed values (read as false): %v", f.Malformed)
+	}
+	var retry time.Duration
+	state := protocol.Classify(f)
+	if state == protocol.NeedsReboot && !f.Paused {
+		f.Admitted, retry = c.admitted(name)
+	}
+	cycle := n.Annotations[protocol.DrainStarted]
+	if state == protocol.Draining {
+		if r, ok := c.drains.result(name, cycle); ok && (r.err == nil || c.cfg.Drain.Policy == DrainForce) {
+			f.DrainDone = true
+		}
+	}
+	state, row := protocol.Decide(f)
+	switch row.Do {
+	case protocol.None:
+		return 0, nil
+	case protocol.Wait:
+		log.V(2).Info("waiting", "state", state, "because", row.When)
+		return retry, nil
+	case protocol.Drain:
+		return c.drain(ctx, n, cycle, log)
+	}
+	p := c.patchFor(row.Do, n, f)
+	p.ResourceVersion = n.ResourceVersion
+	out, err := p.Apply(ctx, c.cfg.Client, name)
+	if err != nil {
+		return 0, err
+	}
+	c.overlay.Wrote(out)
+	log.Info("cycle step", "from", state, "action", row.Do, "to", row.Next, "because", row.When)
+	c.event(n, row, f)
+	if row.Do == protocol.Finish || row.Do == protocol.Abort || row.Do == protocol.GrantReboot {
+		c.drains.forget(name)
+	}
+	if row.Next.InCycle() != state.InCycle() {
+		c.enqueueWaiting()
+	}
+	if c.cfg.Metrics != nil {
+		c.cfg.Metrics.acted(row)
+	}
+	return 0, nil
+}
+
+// drain starts or follows a drain attempt of the node's current cycle. A failed attempt is reported
+// once on the Node (drain-error annotation + Event) and retried after a per-node exponential backoff.
+func (c *Controller) drain(ctx context.Context, n *corev1.Node, cycle string, log klog.Logger) (time.Duration, error) {
+	if r, ok := c.drains.result(n.Name, cycle); ok && r.err != nil {
+		if !r.reported {
+			var p nodes.Patch
+			msg := fmt.Sprintf("%s: attempt %d: %v", r.at.UTC().Format(time.RFC3339), r.failures, r.err)
+			p.SetAnnotation(n, protocol.DrainError, truncate(msg, 1024))
+			out, err := p.Apply(ctx, c.cfg.Client, n.Name)
+			if err != nil {
+				return 0, err
+			}
+			c.overlay.Wrote(out)
+			c.drains.markReported(n.Name)
+			c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "DrainFailed", "drain attempt %d failed, no reboot-ok; will retry: %v", r.failures, r.err)
+			log.Info("drain failed; not granting reboot-ok, will retry", "attempt", r.failures, "error", r.err.Error())
+			if c.cfg.Metrics != nil {
+				c.cfg.Metrics.drainFailed()
+			}
+		}
+		if wait := c.drains.retryAt(r).Sub(c.cfg.Now()); wait > 0 {
+			return wait, nil
+		}
+	}
+	if c.drains.start(ctx, n.Name, cycle) {
+		log.Info("draining", "timeout", c.cfg.Drain.Timeout.String())
+	}
+	return 0, nil
+}
+
+// patchFor builds the single PATCH that carries out an action on n.
+func (c *Controller) patchFor(a protocol.Action, n *corev1.Node, f protocol.Facts) *nodes.Patch {
+	p := &nodes.Patch{}
+	now := c.cfg.Now().UTC().Format(time.RFC3339)
+	clearHooks := func(keys []string) {
+		for _, k := range keys {
+			p.DeleteAnnotation(n, k)
+		}
+	}
+	endCycle := func() {
+		if _, ok := n.Annotations[protocol.RebootOK]; ok {
+			p.SetAnnotation(n, protocol.RebootOK, protocol.False)
+		}
+		p.DeleteLabel(n, protocol.BeforeReboot)
+		p.DeleteLabel(n, protocol.AfterReboot)
+		clearHooks(c.cfg.Hooks.Before)
+		clearHooks(c.cfg.Hooks.After)
+		if f.SlipwayCordoned {
+			p.SetUnschedulable(n, false)
+		}
+		for _, k := range []string{protocol.Cordoned, protocol.DrainStarted, protocol.DrainError, protocol.RebootBootID, protocol.RebootOKTime} {
+			p.DeleteAnnotation(n, k)
+		}
+	}
+	switch a {
+	case protocol.MarkBeforeReboot:
+		clearHooks(c.cfg.Hooks.Before)
+		p.SetLabel(n, protocol.BeforeReboot, protocol.True)
+	case protocol.StartDrain:
+		if !n.Spec.Unschedulable {
+			p.SetUnschedulable(n, true)
+			p.SetAnnotation(n, protocol.Cordoned, protocol.True)
+		}
+		p.SetAnnotation(n, protocol.DrainStarted, now)
+		p.DeleteAnnotation(n, protocol.DrainError)
+		p.DeleteLabel(n, protocol.BeforeReboot)
+		clearHooks(c.cfg.Hooks.Before)
+	case protocol.GrantReboot:
+		p.SetAnnotation(n, protocol.RebootOK, protocol.True)
+		if id := protocol.GrantBootID(n); id != "" {
+			p.SetAnnotation(n, protocol.RebootBootID, id)
+		}
+		p.SetAnnotation(n, protocol.RebootOKTime, now)
+		p.DeleteAnnotation(n, protocol.DrainStarted)
+		p.DeleteAnnotation(n, protocol.DrainError)
+	case protocol.MarkAfterReboot:
+		clearHooks(c.cfg.Hooks.After)
+		p.SetLabel(n, protocol.AfterReboot, protocol.True)
+	case protocol.Finish:
+		endCycle()
+		p.SetAnnotation(n, protocol.LastRebootTime, now)
+	case protocol.Abort:
+		endCycle()
+	}
+	return p
+}
+
+// event records a Kubernetes Event on the Node for a cycle step.
+func (c *Controller) event(n *corev1.Node, row protocol.Row, f protocol.Facts) {
+	typ, reason, msg := corev1.EventTypeNormal, "", ""
+	switch row.Do {
+	case protocol.MarkBeforeReboot:
+		reason, msg = "BeforeRebootHooks", fmt.Sprintf("reboot admitted; waiting for before-reboot annotations %v", c.cfg.Hooks.Before)
+	case protocol.StartDrain:
+		reason, msg = "Draining", "cordoned; evicting pods before reboot"
+		if n.Spec.Unschedulable {
+			msg = "already cordoned by someone else (will stay cordoned); evicting pods before reboot"
+		}
+	case protocol.GrantReboot:
+		reason, msg = "RebootGranted", fmt.Sprintf("drained; reboot-ok granted at boot ID %q", protocol.GrantBootID(n))
+	case protocol.MarkAfterReboot:
+		reason, msg = "AfterRebootHooks", fmt.Sprintf("rebooted (boot ID changed); waiting for after-reboot annotations %v", c.cfg.Hooks.After)
+	case protocol.Finish:
+		reason, msg = "RebootCompleted", "reboot verified (boot ID changed, node Ready); cycle finished"
+		if f.SlipwayCordoned {
+			msg += ", uncordoned"
+		}
+	case protocol.Abort:
+		typ, reason, msg = corev1.EventTypeWarning, "CycleAborted", "cycle ended without a verified reboot: "+row.When
+	default:
+		return
+	}
+	c.cfg.Recorder.Event(n, typ, reason, msg)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

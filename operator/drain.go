@@ -1,0 +1,210 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/kubectl/pkg/drain"
+)
+
+// DrainPolicy says what happens when a drain fails or times out.
+type DrainPolicy string
+
+const (
+	// DrainRetry keeps the node cordoned, records the error and retries with backoff. No reboot-ok.
+	DrainRetry DrainPolicy = "retry"
+	// DrainForce grants reboot-ok anyway after a failed drain (FLUO's behaviour, which Slipway does
+	// not default to: pods protected by a PDB would go down with the node).
+	DrainForce DrainPolicy = "force"
+)
+
+// ParseDrainPolicy reads --drain-failure-policy.
+func ParseDrainPolicy(s string) (DrainPolicy, error) {
+	switch p := DrainPolicy(s); p {
+	case DrainRetry, DrainForce:
+		return p, nil
+	}
+	return "", fmt.Errorf("drain failure policy %q: want %q or %q", s, DrainRetry, DrainForce)
+}
+
+// DrainConfig configures how nodes are drained.
+type DrainConfig struct {
+	// Timeout bounds one drain attempt (eviction retries on PDB refusals included); 0 means none.
+	Timeout time.Duration
+	// GracePeriod overrides each pod's termination grace period; negative uses the pod's own.
+	GracePeriod time.Duration
+	// Force also evicts pods no controller manages (they will not come back).
+	Force bool
+	// Policy decides what a failed attempt leads to.
+	Policy DrainPolicy
+	// RetryBase and RetryMax bound the backoff between failed attempts.
+	RetryBase, RetryMax time.Duration
+}
+
+// drainResult is the outcome of the last drain attempt of one cycle of one node.
+type drainResult struct {
+	cycle    string // value of the drain-started annotation the attempt belonged to
+	err      error
+	at       time.Time
+	failures int  // failed attempts in this cycle so far
+	reported bool // the failure is on the Node already
+}
+
+// drainer runs drains in the background, at most one per node, through kubectl's drain package: the
+// Eviction API, PDBs respected, DaemonSet and mirror pods skipped. Results wait in memory until the
+// controller picks them up; losing them on restart only means draining again, which is idempotent.
+type drainer struct {
+	client  kubernetes.Interface
+	cfg     DrainConfig
+	log     klog.Logger
+	done    func(node string) // called when an attempt ends
+	mu      sync.Mutex
+	running map[string]context.CancelFunc
+	results map[string]*drainResult
+}
+
+func newDrainer(c kubernetes.Interface, cfg DrainConfig, log klog.Logger, done func(string)) *drainer {
+	return &drainer{client: c, cfg: cfg, log: log, done: done, running: map[string]context.CancelFunc{}, results: map[string]*drainResult{}}
+}
+
+// start begins an attempt for node in cycle unless one is running. It reports whether it started one.
+func (d *drainer) start(ctx context.Context, node, cycle string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.running[node]; ok {
+		return false
+	}
+	failures := 0
+	if r, ok := d.results[node]; ok && r.cycle == cycle {
+		failures = r.failures
+	}
+	delete(d.results, node)
+	ctx, cancel := context.WithCancel(ctx)
+	d.running[node] = cancel
+	go func() {
+		err := d.drain(ctx, node)
+		cancelled := ctx.Err() != nil
+		cancel()
+		if cancelled {
+			// forget() or shutdown: nobody waits for this attempt any more.
+			return
+		}
+		r := &drainResult{cycle: cycle, err: err, at: time.Now(), failures: failures}
+		if err != nil {
+			r.failures++
+		}
+		d.mu.Lock()
+		delete(d.running, node)
+		d.results[node] = r
+		d.mu.Unlock()
+		d.done(node)
+	}()
+	return true
+}
+
+// result returns the last finished attempt for node in cycle, if any.
+func (d *drainer) result(node, cycle string) (drainResult, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r, ok := d.results[node]
+	if !ok || r.cycle != cycle {
+		return drainResult{}, false
+	}
+	return *r, true
+}
+
+// markReported notes that the failure of the last attempt is on the Node.
+func (d *drainer) markReported(node string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r, ok := d.results[node]; ok {
+		r.reported = true
+	}
+}
+
+// retryAt is when the next attempt after a failed one may start: exponential backoff per cycle.
+func (d *drainer) retryAt(r drainResult) time.Time {
+	delay := d.cfg.RetryBase
+	for i := 1; i < r.failures && delay < d.cfg.RetryMax; i++ {
+		delay *= 2
+	}
+	if delay > d.cfg.RetryMax {
+		delay = d.cfg.RetryMax
+	}
+	return r.at.Add(delay)
+}
+
+// forget cancels a running attempt and drops results (the cycle ended).
+func (d *drainer) forget(node string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if cancel, ok := d.running[node]; ok {
+		cancel()
+		delete(d.running, node)
+	}
+	delete(d.results, node)
+}
+
+func (d *drainer) drain(ctx context.Context, node string) error {
+	log := d.log.WithValues("node", node)
+	var out logWriter
+	out.log = log
+	grace := -1
+	if d.cfg.GracePeriod >= 0 {
+		grace = int(d.cfg.GracePeriod / time.Second)
+	}
+	h := &drain.Helper{
+		Ctx:                 ctx,
+		Client:              d.client,
+		Force:               d.cfg.Force,
+		GracePeriodSeconds:  grace,
+		IgnoreAllDaemonSets: true,
+		DeleteEmptyDirData:  true,
+		Timeout:             d.cfg.Timeout,
+		Out:                 &out,
+		ErrOut:              &out,
+		OnPodDeletionOrEvictionFinished: func(pod *corev1.Pod, usingEviction bool, err error) {
+			if err != nil {
+				log.Info("pod not evicted", "pod", klog.KObj(pod), "error", err.Error())
+				return
+			}
+			log.Info("pod evicted", "pod", klog.KObj(pod))
+		},
+	}
+	list, errs := h.GetPodsForDeletion(node)
+	if len(errs) > 0 {
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.Error()
+		}
+		return fmt.Errorf("listing pods to evict: %s", strings.Join(msgs, "; "))
+	}
+	if w := list.Warnings(); w != "" {
+		log.Info("drain warnings", "warnings", w)
+	}
+	pods := list.Pods()
+	if len(pods) == 0 {
+		return nil
+	}
+	log.Info("evicting pods", "count", len(pods))
+	if err := h.DeleteOrEvictPods(pods); err != nil {
+		return fmt.Errorf("evicting pods: %w", err)
+	}
+	return nil
+}
+
+// logWriter turns kubectl drain's progress lines into structured log lines.
+type logWriter struct{ log klog.Logger }
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	if s := strings.TrimSpace(string(p)); s != "" {
+		w.log.V(1).Info("drain", "message", s)
+	}
+	return len(p), nil
+}

@@ -1,0 +1,73 @@
+package operator
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
+)
+
+// Metrics are the operator's Prometheus metrics. Node counts per state are computed from the
+// informer cache at scrape time, so they can never drift from what the controller sees.
+type Metrics struct {
+	actions      *prometheus.CounterVec
+	drainFails   prometheus.Counter
+	limit        prometheus.Gauge
+	unavailable  prometheus.Gauge
+	IsLeader     prometheus.Gauge
+	nodesByState *prometheus.Desc
+	c            *Controller
+}
+
+// NewMetrics registers the metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slipway_operator_actions_total", Help: "Cycle actions carried out, by action.",
+		}, []string{"action"}),
+		drainFails: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slipway_operator_drain_failures_total", Help: "Drain attempts that failed or timed out.",
+		}),
+		limit: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "slipway_operator_budget_limit", Help: "Nodes allowed to be unavailable at once (last computed).",
+		}),
+		unavailable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "slipway_operator_budget_unavailable", Help: "Nodes counting against the budget (last computed).",
+		}),
+		IsLeader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "slipway_operator_is_leader", Help: "1 while this instance holds the leader lease.",
+		}),
+		nodesByState: prometheus.NewDesc("slipway_operator_nodes", "Nodes by cycle state.", []string{"state"}, nil),
+	}
+	reg.MustRegister(m.actions, m.drainFails, m.limit, m.unavailable, m.IsLeader, m)
+	return m
+}
+
+func (m *Metrics) watch(c *Controller) { m.c = c }
+
+func (m *Metrics) acted(r protocol.Row) { m.actions.WithLabelValues(string(r.Do)).Inc() }
+
+func (m *Metrics) drainFailed() { m.drainFails.Inc() }
+
+func (m *Metrics) budget(limit, unavailable int) {
+	m.limit.Set(float64(limit))
+	m.unavailable.Set(float64(unavailable))
+}
+
+// Describe implements prometheus.Collector for the per-state node counts.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.nodesByState }
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	counts := map[protocol.State]int{}
+	for _, s := range []protocol.State{protocol.Idle, protocol.NeedsReboot, protocol.BeforeHooks, protocol.Draining, protocol.Rebooting, protocol.Rebooted, protocol.AfterHooks} {
+		counts[s] = 0
+	}
+	if m.c != nil {
+		for _, n := range m.c.allNodes() {
+			counts[protocol.Classify(protocol.Observe(n, m.c.cfg.Hooks))]++
+		}
+	}
+	for s, v := range counts {
+		ch <- prometheus.MustNewConstMetric(m.nodesByState, prometheus.GaugeValue, float64(v), string(s))
+	}
+}
