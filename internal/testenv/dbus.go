@@ -26,7 +26,7 @@ type Bus struct {
 const busConfig = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
-  <type>system</type>
+  <type>session</type>
   <listen>unix:path=%s</listen>
   <auth>EXTERNAL</auth>
   <policy context="default">
@@ -58,7 +58,10 @@ func StartBus(dir string) (*Bus, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stderr = os.Stderr
+	if logFile, err := os.Create(filepath.Join(dir, "dbus-daemon.log")); err == nil {
+		cmd.Stderr = logFile
+		defer logFile.Close()
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting dbus-daemon: %w", err)
 	}
@@ -89,8 +92,11 @@ type discard struct{}
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // Connect opens a new private connection to the bus.
-func (b *Bus) Connect() (*dbus.Conn, error) {
-	conn, err := dbus.Dial(b.Address)
+func (b *Bus) Connect() (*dbus.Conn, error) { return DialBus(b.Address) }
+
+// DialBus opens a new private, authenticated connection to the bus at address.
+func DialBus(address string) (*dbus.Conn, error) {
+	conn, err := dbus.Dial(address)
 	if err != nil {
 		return nil, err
 	}

@@ -146,4 +146,3 @@ func (systemRebooter) Reboot(ctx context.Context) error {
 	defer conn.Close()
 	return login1.NewRebooter(conn).Reboot(ctx)
 }
-

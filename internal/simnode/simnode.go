@@ -1,0 +1,235 @@
+// Package simnode simulates a Flatcar node for tests and the demo with real parts wherever they can
+// run without a VM: its own dbus-daemon, the update_engine and logind stand-ins on it, the real
+// update-agent talking to both over D-Bus, and a Node object in a real API server. Only the reboot
+// itself is simulated: when the agent calls logind's Reboot, the agent is stopped, the boot ID
+// changes, update_engine comes back idle, and the agent starts again. Real reboots are the e2e tier's.
+package simnode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/slipway-dev/slipway/agent"
+	"github.com/slipway-dev/slipway/internal/login1"
+	"github.com/slipway-dev/slipway/internal/standin"
+	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/updateengine"
+)
+
+// Node is one simulated node.
+type Node struct {
+	Name   string
+	Dir    string
+	Bus    *testenv.Bus
+	UE     *standin.UpdateEngine
+	Login  *standin.Login1
+	client kubernetes.Interface
+	log    klog.Logger
+
+	// Hooks for tests and the demo.
+	OnReboot func(n *Node, boot int) // after the simulated reboot completed (new agent running)
+	// RebootDelay is how long the simulated machine is "down".
+	RebootDelay time.Duration
+
+	mu      sync.Mutex
+	boot    int
+	bootID  string
+	cancel  context.CancelFunc
+	done    chan struct{}
+	ctx     context.Context
+	conns   []*dbus.Conn
+	version string
+}
+
+// Options configure New.
+type Options struct {
+	Client      kubernetes.Interface
+	Dir         string
+	Log         klog.Logger
+	RebootDelay time.Duration
+	Version     string // OS version before the update
+}
+
+// New starts the node's bus and stand-ins, registers its Node object (Ready, with a boot ID) and
+// starts its agent.
+func New(ctx context.Context, name string, o Options) (*Node, error) {
+	n := &Node{Name: name, Dir: o.Dir, client: o.Client, log: o.Log.WithValues("simnode", name), RebootDelay: o.RebootDelay, ctx: ctx, version: o.Version}
+	if n.version == "" {
+		n.version = "4459.2.1"
+	}
+	if err := n.writeHostFiles(); err != nil {
+		return nil, err
+	}
+	bus, err := testenv.StartBus(filepath.Join(o.Dir, "dbus"))
+	if err != nil {
+		return nil, err
+	}
+	n.Bus = bus
+	ueConn, err := bus.Connect()
+	if err != nil {
+		n.Stop()
+		return nil, err
+	}
+	n.conns = append(n.conns, ueConn)
+	if n.UE, err = standin.ServeUpdateEngine(ueConn, "4500.0.0"); err != nil {
+		n.Stop()
+		return nil, err
+	}
+	loginConn, err := bus.Connect()
+	if err != nil {
+		n.Stop()
+		return nil, err
+	}
+	n.conns = append(n.conns, loginConn)
+	if n.Login, err = standin.ServeLogin1(loginConn, func(bool) { go n.reboot() }); err != nil {
+		n.Stop()
+		return nil, err
+	}
+	n.bootID = bootID(name, 0)
+	if _, err := testenv.CreateNode(ctx, o.Client, name, n.bootID, nil); err != nil {
+		n.Stop()
+		return nil, err
+	}
+	if err := n.startAgent(); err != nil {
+		n.Stop()
+		return nil, err
+	}
+	return n, nil
+}
+
+func bootID(name string, boot int) string { return fmt.Sprintf("%s-boot-%d", name, boot) }
+
+func (n *Node) writeHostFiles() error {
+	files := map[string]string{
+		"etc/os-release":                "NAME=\"Flatcar Container Linux by Kinvolk\"\nID=flatcar\nVERSION=" + n.version + "\nVERSION_ID=" + n.version + "\n",
+		"usr/share/flatcar/update.conf": "SERVER=https://public.update.flatcar-linux.net/v1/update/\nGROUP=stable\n",
+		"etc/flatcar/update.conf":       "GROUP=\"stable\"\nREBOOT_STRATEGY=off\n",
+	}
+	for p, content := range files {
+		full := filepath.Join(n.Dir, "host", p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BootID is the node's current boot ID; Boots how many times it rebooted.
+func (n *Node) BootID() string { n.mu.Lock(); defer n.mu.Unlock(); return n.bootID }
+func (n *Node) Boots() int     { n.mu.Lock(); defer n.mu.Unlock(); return n.boot }
+
+func (n *Node) startAgent() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	rebootConn, err := n.Bus.Connect()
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(agent.Config{
+		NodeName: n.Name,
+		Client:   n.client,
+		Status: func(ctx context.Context, out chan<- updateengine.Status, problems func(error)) {
+			updateengine.Watch(ctx, n.Bus.Connect, out, problems)
+		},
+		Rebooter:           login1.NewRebooter(rebootConn),
+		BootID:             n.bootID,
+		HostRoot:           filepath.Join(n.Dir, "host"),
+		RebootRequiredPath: filepath.Join(n.Dir, "run", fmt.Sprintf("reboot-required-%d", n.boot)),
+		FilePoll:           time.Second,
+		RebootBackoff:      fastBackoff,
+		Version:            "simnode",
+		Log:                n.log.WithName("agent"),
+	})
+	if err != nil {
+		rebootConn.Close()
+		return err
+	}
+	ctx, cancel := context.WithCancel(n.ctx)
+	done := make(chan struct{})
+	n.cancel, n.done = cancel, done
+	go func() {
+		defer close(done)
+		defer rebootConn.Close()
+		if err := a.Run(ctx); err != nil {
+			n.log.Error(err, "agent stopped with an error")
+		}
+	}()
+	return nil
+}
+
+func (n *Node) stopAgent() {
+	n.mu.Lock()
+	cancel, done := n.cancel, n.done
+	n.cancel, n.done = nil, nil
+	n.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// RestartAgent stops and starts the agent within the same boot (a pod restart).
+func (n *Node) RestartAgent() error {
+	n.stopAgent()
+	return n.startAgent()
+}
+
+// reboot simulates the machine going down and coming back: agent gone, new boot ID reported by the
+// "kubelet", update_engine idle with the new version current, agent started again.
+func (n *Node) reboot() {
+	n.stopAgent()
+	if n.ctx.Err() != nil {
+		return
+	}
+	n.log.Info("simulated reboot: down")
+	time.Sleep(n.RebootDelay)
+	n.mu.Lock()
+	n.boot++
+	n.bootID = bootID(n.Name, n.boot)
+	id, boot := n.bootID, n.boot
+	n.mu.Unlock()
+	_ = n.UE.Set(updateengine.Status{CurrentOperation: updateengine.StatusIdle, NewVersion: "0.0.0", LastCheckedTime: time.Now().Unix()})
+	if _, err := testenv.SetNodeStatus(n.ctx, n.client, n.Name, id, true); err != nil {
+		n.log.Error(err, "simulated kubelet could not report the new boot ID")
+	}
+	if err := n.startAgent(); err != nil {
+		n.log.Error(err, "agent did not start after the simulated reboot")
+		return
+	}
+	n.log.Info("simulated reboot: up", "bootID", id)
+	if n.OnReboot != nil {
+		n.OnReboot(n, boot)
+	}
+}
+
+// SendNeedReboot emits what `locksmithctl send-need-reboot` emits, from a fresh connection of its own.
+func (n *Node) SendNeedReboot() error {
+	conn, err := n.Bus.Connect()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return updateengine.SendNeedReboot(conn)
+}
+
+// Stop stops the agent, the stand-ins and the bus.
+func (n *Node) Stop() {
+	n.stopAgent()
+	for _, c := range n.conns {
+		c.Close()
+	}
+	if n.Bus != nil {
+		n.Bus.Stop()
+	}
+}

@@ -1,0 +1,184 @@
+package updateengine_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+
+	"github.com/slipway-dev/slipway/internal/login1"
+	"github.com/slipway-dev/slipway/internal/standin"
+	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/updateengine"
+)
+
+func startBus(t *testing.T) *testenv.Bus {
+	t.Helper()
+	bus, err := testenv.StartBus(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bus.Stop)
+	return bus
+}
+
+func next(t *testing.T, ch <-chan updateengine.Status) updateengine.Status {
+	t.Helper()
+	select {
+	case s := <-ch:
+		return s
+	case <-time.After(10 * time.Second):
+		t.Fatal("no status within 10s")
+	}
+	return updateengine.Status{}
+}
+
+// Against a real dbus-daemon: GetStatus from the stand-in, signals from update_engine and from a
+// third party (as locksmithctl sends them), and bodies of the wrong shape reported and skipped.
+func TestWatchOverRealBus(t *testing.T) {
+	bus := startBus(t)
+	ueConn, err := bus.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ueConn.Close()
+	ue, err := standin.ServeUpdateEngine(ueConn, "4500.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan updateengine.Status, 32)
+	var mu sync.Mutex
+	var problems []string
+	go updateengine.Watch(ctx, bus.Connect, out, func(err error) {
+		mu.Lock()
+		problems = append(problems, err.Error())
+		mu.Unlock()
+	})
+	if s := next(t, out); s.CurrentOperation != updateengine.StatusIdle || s.NewVersion != "0.0.0" {
+		t.Fatalf("GetStatus at start: %+v", s)
+	}
+
+	// A wrong-shape body from another sender, then a correct one.
+	other, err := bus.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.Emit(updateengine.ObjectPath, updateengine.Interface+".StatusUpdate", "garbage", int32(3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := updateengine.SendNeedReboot(other); err != nil {
+		t.Fatal(err)
+	}
+	if s := next(t, out); s.CurrentOperation != updateengine.StatusUpdatedNeedReboot || s.NewVersion != "" {
+		t.Fatalf("send-need-reboot from a third party: %+v", s)
+	}
+	mu.Lock()
+	if len(problems) != 1 || !strings.Contains(problems[0], "2 fields") {
+		t.Errorf("want one problem about the bad body, got %q", problems)
+	}
+	mu.Unlock()
+
+	// The stand-in's AttemptUpdate path, through the D-Bus method.
+	call := other.Object(updateengine.BusName, updateengine.ObjectPath).Call(updateengine.MethodAttemptUpdate, 0)
+	if call.Err != nil {
+		t.Fatal(call.Err)
+	}
+	var ops []string
+	for len(ops) == 0 || ops[len(ops)-1] != updateengine.StatusUpdatedNeedReboot {
+		ops = append(ops, next(t, out).CurrentOperation)
+	}
+	if len(ops) != 6 || ops[0] != updateengine.StatusCheckingForUpdate {
+		t.Errorf("AttemptUpdate steps: %v", ops)
+	}
+	got, err := updateengine.NewClient(other).GetStatus(ctx)
+	if err != nil || got.NewVersion != "4500.0.0" || !got.NeedsReboot() {
+		t.Errorf("GetStatus after update: %+v, %v", got, err)
+	}
+	if ue.Status().NewVersion != "4500.0.0" {
+		t.Errorf("stand-in status: %+v", ue.Status())
+	}
+}
+
+// Watch survives the bus going away and picks update_engine up again when a bus is back at the same
+// address (dbus-daemon restarted), asking GetStatus again so nothing said meanwhile is lost.
+func TestWatchReconnects(t *testing.T) {
+	dir := t.TempDir()
+	serve := func(s updateengine.Status) *testenv.Bus {
+		bus, err := testenv.StartBus(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := bus.Connect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ue, err := standin.ServeUpdateEngine(conn, "4500.0.0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ue.Set(s); err != nil {
+			t.Fatal(err)
+		}
+		return bus
+	}
+	bus := serve(updateengine.Status{CurrentOperation: updateengine.StatusIdle})
+	addr := "unix:path=" + filepath.Join(dir, "system_bus_socket")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan updateengine.Status, 32)
+	go updateengine.Watch(ctx, func() (*dbus.Conn, error) { return testenv.DialBus(addr) }, out, func(error) {})
+	if s := next(t, out); s.CurrentOperation != updateengine.StatusIdle {
+		t.Fatalf("first status: %+v", s)
+	}
+	bus.Stop()
+	bus = serve(updateengine.Status{CurrentOperation: updateengine.StatusUpdatedNeedReboot, NewVersion: "4500.0.0"})
+	defer bus.Stop()
+	if s := next(t, out); !s.NeedsReboot() {
+		t.Fatalf("after the bus came back: %+v", s)
+	}
+}
+
+func TestLogin1StandIn(t *testing.T) {
+	bus := startBus(t)
+	conn, err := bus.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rebooted := make(chan bool, 1)
+	l, err := standin.ServeLogin1(conn, func(interactive bool) { rebooted <- interactive })
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := bus.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	r := login1.NewRebooter(client)
+	l.FailNext(1)
+	if err := r.Reboot(context.Background()); err == nil || !strings.Contains(err.Error(), "reboot refused") {
+		t.Fatalf("refused reboot must surface as an error, got %v", err)
+	}
+	if err := r.Reboot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case interactive := <-rebooted:
+		if interactive {
+			t.Error("Reboot must be called with interactive=false")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("reboot callback not called")
+	}
+	if calls := l.Calls(); len(calls) != 2 || calls[0] || calls[1] {
+		t.Errorf("calls = %v", calls)
+	}
+}

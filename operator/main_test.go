@@ -1,0 +1,337 @@
+package operator_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/simnode"
+	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/operator"
+	"github.com/slipway-dev/slipway/operator/budget"
+)
+
+// One real control plane (etcd, kube-apiserver, kube-controller-manager) for the whole package.
+var (
+	cp     *testenv.ControlPlane
+	client kubernetes.Interface
+	bins   string // directory with the built update-operator binary
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "slipway-operator-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cp, err = testenv.StartControlPlane(ctx, filepath.Join(dir, "cp"), testenv.Options{ControllerManager: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
+		return 1
+	}
+	defer cp.Stop()
+	client = cp.Client()
+	testenv.PodKubelet(ctx, client)
+	bins = filepath.Join(dir, "bin")
+	build := exec.Command("go", "build", "-o", bins+"/", "./cmd/update-operator")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building update-operator:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// cleanNodes deletes every Node (and the test namespace's pods) when the test ends: the budget counts
+// every Node in the cluster, so tests must not leave any behind.
+func cleanNodes(t *testing.T) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = client.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+			l, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			return err == nil && len(l.Items) == 0, nil
+		})
+	})
+}
+
+type opOptions struct {
+	max        string
+	before     []string
+	after      []string
+	window     func(*operator.Config)
+	drainTO    time.Duration
+	now        func() time.Time
+	retryBase  time.Duration
+	forceDrain bool
+}
+
+// startOperator runs the controller in-process (no leader election) until the test ends.
+func startOperator(t *testing.T, o opOptions) context.CancelFunc {
+	t.Helper()
+	if o.max == "" {
+		o.max = "1"
+	}
+	max, err := budget.ParseMax(o.max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.drainTO == 0 {
+		o.drainTO = 30 * time.Second
+	}
+	if o.retryBase == 0 {
+		o.retryBase = 500 * time.Millisecond
+	}
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	cfg := operator.Config{
+		Client:         client,
+		Hooks:          protocol.Hooks{Before: o.before, After: o.after},
+		MaxUnavailable: max,
+		Drain:          operator.DrainConfig{Timeout: o.drainTO, GracePeriod: -1, Force: o.forceDrain, Policy: operator.DrainRetry, RetryBase: o.retryBase, RetryMax: 2 * time.Second},
+		Recorder:       broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "slipway-update-operator"}),
+		Log:            klog.Background().WithName(t.Name()),
+		Now:            o.now,
+	}
+	if o.window != nil {
+		o.window(&cfg)
+	}
+	c, err := operator.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.Run(ctx); err != nil {
+			t.Errorf("operator: %v", err)
+		}
+	}()
+	stop := func() {
+		cancel()
+		<-done
+		broadcaster.Shutdown()
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func getNode(t *testing.T, name string) *corev1.Node {
+	t.Helper()
+	n, err := client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitNode polls until cond holds for the node, failing the test after timeout.
+func waitNode(t *testing.T, name string, timeout time.Duration, what string, cond func(*corev1.Node) bool) *corev1.Node {
+	t.Helper()
+	var last *corev1.Node
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = n
+		return cond(n), nil
+	})
+	if err != nil {
+		t.Fatalf("node %s: %s did not happen within %s; last annotations %v labels %v unschedulable %v", name, what, timeout, last.Annotations, last.Labels, last.Spec.Unschedulable)
+	}
+	return last
+}
+
+// finished: FLUO's final state after a cycle.
+func finished(n *corev1.Node) bool {
+	a := n.Annotations
+	_, cordonMark := a[protocol.Cordoned]
+	return a[protocol.RebootOK] == protocol.False && a[protocol.RebootNeeded] == protocol.False &&
+		a[protocol.RebootInProgress] == protocol.False && !cordonMark && n.Labels[protocol.AfterReboot] == "" &&
+		a[protocol.LastRebootTime] != ""
+}
+
+// budgetWatcher sees every change of every Node through a watch (not sampling) and tracks the largest
+// number of nodes counting against the budget at any instant.
+type budgetWatcher struct {
+	mu     sync.Mutex
+	state  map[string]bool
+	max    int
+	starts map[string]int // times each node entered the cycle
+	stop   func()
+}
+
+func watchBudget(t *testing.T, hooks protocol.Hooks) *budgetWatcher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &budgetWatcher{state: map[string]bool{}, starts: map[string]int{}, stop: cancel}
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wi, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		w.observe(&list.Items[i], hooks)
+	}
+	go func() {
+		for ev := range wi.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			if ev.Type == watch.Deleted {
+				w.mu.Lock()
+				delete(w.state, n.Name)
+				w.mu.Unlock()
+				continue
+			}
+			w.observe(n, hooks)
+		}
+	}()
+	t.Cleanup(cancel)
+	return w
+}
+
+func (w *budgetWatcher) observe(n *corev1.Node, hooks protocol.Hooks) {
+	f := protocol.Observe(n, hooks)
+	in := protocol.Classify(f).InCycle() || !f.Ready || f.Unschedulable
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if in && !w.state[n.Name] {
+		w.starts[n.Name]++
+	}
+	w.state[n.Name] = in
+	count := 0
+	for _, v := range w.state {
+		if v {
+			count++
+		}
+	}
+	if count > w.max {
+		w.max = count
+	}
+}
+
+func (w *budgetWatcher) Max() int { w.mu.Lock(); defer w.mu.Unlock(); return w.max }
+func (w *budgetWatcher) Starts() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range w.starts {
+		out[k] = v
+	}
+	return out
+}
+
+// simNodes starts n simulated nodes (real dbus-daemon, stand-ins, real agent) named prefix-0..n-1.
+func simNodes(t *testing.T, prefix string, n int) []*simnode.Node {
+	t.Helper()
+	var out []*simnode.Node
+	for i := 0; i < n; i++ {
+		sn, err := simnode.New(context.Background(), fmt.Sprintf("%s-%d", prefix, i), simnode.Options{
+			Client: client, Dir: t.TempDir(), Log: klog.Background(), RebootDelay: 200 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, sn)
+		t.Cleanup(sn.Stop)
+	}
+	// Agents report first (status, boot ID, labels) before anything is fired.
+	for _, sn := range out {
+		waitNode(t, sn.Name, 20*time.Second, "agent reports", func(n *corev1.Node) bool {
+			return n.Annotations[protocol.BootID] == sn.BootID() && n.Annotations[protocol.Status] != ""
+		})
+	}
+	return out
+}
+
+// workload creates a ReplicaSet object (no controller runs to scale it) and pods it owns on node, so
+// drains treat them as managed pods and the garbage collector leaves them alone.
+func workload(t *testing.T, ns, name, node string, replicas int) {
+	t.Helper()
+	ctx := context.Background()
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	labels := map[string]string{"app": name}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr(int32(replicas)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.invalid/app:1"}}},
+			},
+		},
+	}
+	rs, err := client.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < replicas; i++ {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: fmt.Sprintf("%s-%d", name, i), Namespace: ns, Labels: labels,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr(true)}},
+			},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "example.invalid/app:1"}}},
+		}
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := testenv.WaitPodsRunning(ctx, client, ns, "app="+name, replicas); err != nil {
+		t.Fatalf("pods of %s not running: %v", name, err)
+	}
+}
+
+func podsOn(t *testing.T, node string) int {
+	t.Helper()
+	l, err := client.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(l.Items)
+}
+
+func events(t *testing.T, node, reason string) int {
+	t.Helper()
+	l, err := client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + node + ",reason=" + reason})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(l.Items)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+type operatorConfig = operator.Config
