@@ -74,6 +74,7 @@ type Agent struct {
 	initialized bool                 // the first sync after start has decided what to reset
 	inProgress  bool                 // we are rebooting (or about to)
 	armed       bool                 // a reboot-ok seen now belongs to this boot's cycle
+	newBoot     bool                 // the agent is the first one in this boot
 	rebootAfter time.Time            // earliest next Reboot call
 	rebootOK    atomic.Int32         // successful Reboot calls in this process
 	backoff     wait.Backoff
@@ -234,6 +235,7 @@ func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
 			// and reboot-in-progress false, which tells the operator this node came back. A reboot-ok
 			// still set belongs to the finished cycle: wait until the operator clears it (FLUO does the same).
 			a.armed = !ok
+			a.newBoot = true
 			log.Info("first start in this boot; resetting reboot-needed and reboot-in-progress", "previousBootID", n.Annotations[protocol.BootID])
 		}
 	}
@@ -245,6 +247,10 @@ func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
 	}
 
 	p := a.desired(n)
+	if a.newBoot {
+		// A reboot error of an earlier boot is history.
+		p.DeleteAnnotation(n, protocol.RebootError)
+	}
 	rebootNow := ok && a.needed && a.armed
 	if rebootNow && !a.inProgress {
 		a.inProgress = true
@@ -259,6 +265,7 @@ func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
 		n = out
 		log.V(1).Info("node updated", "patch", p.String())
 	}
+	a.newBoot = false
 	if !rebootNow {
 		return time.Time{}, nil
 	}

@@ -1,0 +1,225 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/simnode"
+	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/updateengine"
+)
+
+var client kubernetes.Interface
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "slipway-agent-test-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		cp, err := testenv.StartControlPlane(context.Background(), dir, testenv.Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "starting the control plane:", err)
+			return 1
+		}
+		defer cp.Stop()
+		client = cp.Client()
+		return m.Run()
+	}())
+}
+
+func newNode(t *testing.T, name string) *simnode.Node {
+	t.Helper()
+	sn, err := simnode.New(context.Background(), name, simnode.Options{Client: client, Dir: t.TempDir(), Log: klog.Background(), RebootDelay: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sn.Stop)
+	waitNode(t, name, "agent reports", func(n *corev1.Node) bool { return n.Annotations[protocol.Status] == updateengine.StatusIdle })
+	return sn
+}
+
+func getNode(t *testing.T, name string) *corev1.Node {
+	t.Helper()
+	n, err := client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func waitNode(t *testing.T, name, what string, cond func(*corev1.Node) bool) *corev1.Node {
+	t.Helper()
+	var last *corev1.Node
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = n
+		return cond(n), nil
+	})
+	if err != nil {
+		t.Fatalf("node %s: %s did not happen; annotations %v labels %v", name, what, last.Annotations, last.Labels)
+	}
+	return last
+}
+
+func setAnnotation(t *testing.T, name, key, value string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, value)
+	if _, err := client.CoreV1().Nodes().Patch(context.Background(), name, types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The agent's side of the protocol over a real dbus-daemon and a real API server, with the test in
+// the operator's seat: report, reboot on reboot-ok (retrying a refused Reboot), reset after the reboot,
+// and never reuse a stale reboot-ok.
+func TestAgentReportsAndReboots(t *testing.T) {
+	sn := newNode(t, "agent-0")
+	n := getNode(t, "agent-0")
+	for k, want := range map[string]string{protocol.ID: "flatcar", protocol.Version: "4459.2.1", protocol.Group: "stable", protocol.RebootNeeded: protocol.False} {
+		if n.Labels[k] != want {
+			t.Errorf("label %s = %q, want %q", k, n.Labels[k], want)
+		}
+	}
+	if n.Annotations[protocol.RebootNeeded] != protocol.False || n.Annotations[protocol.RebootInProgress] != protocol.False || n.Annotations[protocol.BootID] != sn.BootID() {
+		t.Errorf("initial annotations %v", n.Annotations)
+	}
+
+	// The stand-in's whole update path (AttemptUpdate's steps) ends in reboot-needed.
+	sn.UE.AttemptUpdate()
+	n = waitNode(t, "agent-0", "reboot-needed", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+	if n.Labels[protocol.RebootNeeded] != protocol.True || n.Annotations[protocol.NewVersion] != "4500.0.0" ||
+		n.Annotations[protocol.Status] != updateengine.StatusUpdatedNeedReboot || n.Annotations[protocol.LastCheckedTime] == "0" {
+		t.Errorf("after update: annotations %v labels %v", n.Annotations, n.Labels)
+	}
+	if len(sn.Login.Calls()) != 0 {
+		t.Fatal("rebooted without reboot-ok")
+	}
+
+	// reboot-ok: logind refuses twice, the error is reported, the third call goes through.
+	sn.Login.FailNext(2)
+	setAnnotation(t, "agent-0", protocol.RebootOK, protocol.True)
+	waitNode(t, "agent-0", "reboot-error reported", func(n *corev1.Node) bool {
+		return n.Annotations[protocol.RebootError] != "" && n.Annotations[protocol.RebootInProgress] == protocol.True
+	})
+	n = waitNode(t, "agent-0", "back after the reboot", func(n *corev1.Node) bool { return n.Annotations[protocol.BootID] == "agent-0-boot-1" })
+	if calls := sn.Login.Calls(); len(calls) != 3 || calls[2] {
+		t.Errorf("logind calls %v: want 3, interactive=false", calls)
+	}
+	if n.Annotations[protocol.RebootNeeded] != protocol.False || n.Annotations[protocol.RebootInProgress] != protocol.False || n.Labels[protocol.RebootNeeded] != protocol.False {
+		t.Errorf("flags not reset after the reboot: %v", n.Annotations)
+	}
+	if _, ok := n.Annotations[protocol.RebootError]; ok {
+		t.Error("reboot-error of the previous boot left on the node")
+	}
+
+	// A new update while the old cycle's reboot-ok is still set: reported, but no reboot on a stale grant.
+	if err := sn.SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, "agent-0", "reboot-needed again", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+	time.Sleep(500 * time.Millisecond)
+	if sn.Boots() != 1 || len(sn.Login.Calls()) != 3 {
+		t.Fatalf("rebooted on a stale reboot-ok (boots %d)", sn.Boots())
+	}
+	// The operator ends the old cycle and grants a new one: now it reboots.
+	setAnnotation(t, "agent-0", protocol.RebootOK, protocol.False)
+	time.Sleep(300 * time.Millisecond)
+	setAnnotation(t, "agent-0", protocol.RebootOK, protocol.True)
+	waitNode(t, "agent-0", "second reboot", func(n *corev1.Node) bool { return n.Annotations[protocol.BootID] == "agent-0-boot-2" })
+}
+
+// An agent restarted within the same boot (pod restart) keeps the node's flags and goes on with a
+// granted reboot; it does not pretend the node rebooted.
+func TestAgentRestartSameBoot(t *testing.T) {
+	sn := newNode(t, "agent-1")
+	sn.Login.FailNext(1000) // logind refuses: the node stays up in the middle of its reboot
+	if err := sn.SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, "agent-1", "reboot-needed", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+	setAnnotation(t, "agent-1", protocol.RebootOK, protocol.True)
+	waitNode(t, "agent-1", "reboot in progress", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootInProgress] == protocol.True })
+	before := len(sn.Login.Calls())
+	if err := sn.RestartAgent(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	n := getNode(t, "agent-1")
+	if n.Annotations[protocol.RebootNeeded] != protocol.True || n.Annotations[protocol.RebootInProgress] != protocol.True {
+		t.Fatalf("restart within the same boot reset the flags: %v", n.Annotations)
+	}
+	if len(sn.Login.Calls()) <= before {
+		t.Fatal("restarted agent did not go on with the granted reboot")
+	}
+	sn.Login.FailNext(0)
+	waitNode(t, "agent-1", "rebooted", func(n *corev1.Node) bool { return n.Annotations[protocol.BootID] == "agent-1-boot-1" })
+}
+
+// Bad input changes nothing: StatusUpdate bodies of the wrong shape, and an unreadable os-release.
+func TestAgentBadInput(t *testing.T) {
+	sn := newNode(t, "agent-2")
+	rv := getNode(t, "agent-2").ResourceVersion
+	conn, err := sn.Bus.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, body := range [][]interface{}{
+		{},
+		{"UPDATE_STATUS_UPDATED_NEED_REBOOT"},
+		{int32(0), 0.0, "UPDATE_STATUS_UPDATED_NEED_REBOOT", "", int64(0)},
+		{int64(0), 0.0, "UPDATE_STATUS_UPDATED_NEED_REBOOT", "", int64(0), "extra"},
+		{int64(0), 0.0, "", "", int64(0)},
+	} {
+		if err := conn.Emit(updateengine.ObjectPath, updateengine.Interface+".StatusUpdate", body...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second)
+	if n := getNode(t, "agent-2"); n.ResourceVersion != rv {
+		t.Fatalf("bad StatusUpdate bodies changed the node: %v", n.Annotations)
+	}
+	// A good one right after still works: the agent is alive.
+	if err := sn.SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, "agent-2", "reboot-needed", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+
+	// os-release becomes unreadable (a directory) and update.conf disappears: the restarted agent
+	// leaves the id/version/group labels as they are and keeps working.
+	host := filepath.Join(sn.Dir, "host")
+	if err := os.Remove(filepath.Join(host, "etc/os-release")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(host, "etc/os-release"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.RemoveAll(filepath.Join(host, "etc/flatcar"))
+	_ = os.RemoveAll(filepath.Join(host, "usr/share/flatcar"))
+	if err := sn.RestartAgent(); err != nil {
+		t.Fatal(err)
+	}
+	setAnnotation(t, "agent-2", protocol.RebootOK, protocol.True)
+	n := waitNode(t, "agent-2", "rebooted", func(n *corev1.Node) bool { return n.Annotations[protocol.BootID] == "agent-2-boot-1" })
+	if n.Labels[protocol.ID] != "flatcar" || n.Labels[protocol.Group] != "stable" {
+		t.Errorf("labels changed although their files were unreadable: %v", n.Labels)
+	}
+}
