@@ -274,6 +274,10 @@ func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
 	}
 	log.Info("reboot-ok granted; rebooting through logind")
 	if err := a.cfg.Rebooter.Reboot(ctx); err != nil {
+		if ctx.Err() != nil {
+			// Shutting down, most likely because the reboot is under way.
+			return time.Time{}, nil
+		}
 		delay := a.backoff.Step()
 		a.rebootAfter = time.Now().Add(delay)
 		log.Error(err, "reboot refused; will retry", "retryIn", delay.String())

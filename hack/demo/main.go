@@ -1,0 +1,369 @@
+// Command demo is `make demo`: it starts a real control plane on loopback (etcd, kube-apiserver,
+// kube-controller-manager), a handful of simulated Flatcar nodes (each with its own dbus-daemon, the
+// update_engine and logind stand-ins, and the real update-agent), a workload with a
+// PodDisruptionBudget, and the update-operator. It fires an update on every node at once, prints the
+// rolling reboot as it happens, and exits 0 when every node has rebooted exactly once and is back in
+// service.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/simnode"
+	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/operator"
+	"github.com/slipway-dev/slipway/operator/budget"
+)
+
+func main() {
+	n := flag.Int("nodes", 5, "simulated nodes")
+	maxUnavail := flag.String("max-unavailable", "2", "the operator's --max-unavailable")
+	timeout := flag.Duration("timeout", 3*time.Minute, "give up after this long")
+	keep := flag.Bool("keep", false, "keep the scratch directory (logs of etcd, apiserver, dbus)")
+	flag.Parse()
+	if err := run(*n, *maxUnavail, *timeout, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "demo failed:", err)
+		os.Exit(1)
+	}
+}
+
+var start = time.Now()
+
+func say(format string, args ...interface{}) {
+	fmt.Printf("[%6.2fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func run(count int, maxUnavail string, timeout time.Duration, keep bool) error {
+	max, err := budget.ParseMax(maxUnavail)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	defer cancelTimeout()
+
+	dir, err := os.MkdirTemp("", "slipway-demo-")
+	if err != nil {
+		return err
+	}
+	if keep {
+		say("scratch directory (kept): %s", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	// The components' structured logs go to a file; the terminal gets the timeline.
+	logPath := filepath.Join(dir, "slipway.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	kf := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(kf)
+	_ = kf.Set("logtostderr", "false")
+	_ = kf.Set("alsologtostderr", "false")
+	_ = kf.Set("stderrthreshold", "FATAL")
+	klog.SetOutput(logFile)
+	if keep {
+		say("agent and operator logs: %s", logPath)
+	}
+
+	say("starting etcd, kube-apiserver, kube-controller-manager (binaries from hack/build-controlplane.sh)")
+	cp, err := testenv.StartControlPlane(ctx, filepath.Join(dir, "cp"), testenv.Options{ControllerManager: true, Log: say})
+	if err != nil {
+		return err
+	}
+	defer cp.Stop()
+	client := cp.Client()
+	testenv.PodKubelet(ctx, client)
+
+	say("starting %d simulated Flatcar nodes: dbus-daemon + update_engine/logind stand-ins + update-agent each", count)
+	var nodes []*simnode.Node
+	for i := 0; i < count; i++ {
+		sn, err := simnode.New(ctx, fmt.Sprintf("flatcar-%d", i), simnode.Options{
+			Client: client, Dir: filepath.Join(dir, fmt.Sprintf("node-%d", i)), Log: klog.Background(), RebootDelay: 2 * time.Second,
+		})
+		if err != nil {
+			return err
+		}
+		defer sn.Stop()
+		nodes = append(nodes, sn)
+	}
+	if err := workload(ctx, client, count); err != nil {
+		return err
+	}
+	go replicaSet(ctx, client, count)
+
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	ctrl, err := operator.New(operator.Config{
+		Client:         client,
+		MaxUnavailable: max,
+		Drain:          operator.DrainConfig{Timeout: time.Minute, GracePeriod: -1, Policy: operator.DrainRetry, RetryBase: time.Second, RetryMax: 5 * time.Second},
+		Recorder:       broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "slipway-update-operator"}),
+		Log:            klog.Background(),
+	})
+	if err != nil {
+		return err
+	}
+	go func() { _ = ctrl.Run(ctx) }()
+	say("update-operator running: --max-unavailable=%s; a PDB keeps at least %d of %d web pods up", max, count-1, count)
+
+	tl := newTimeline(nodes)
+	go tl.watch(ctx, client)
+	time.Sleep(500 * time.Millisecond)
+	say("firing an update on every node at once (update_engine stand-in: CHECKING → … → UPDATED_NEED_REBOOT)")
+	for _, sn := range nodes {
+		go sn.UE.AttemptUpdate()
+	}
+	select {
+	case <-tl.done:
+	case <-ctx.Done():
+		return fmt.Errorf("not every node finished within %s (%v)", timeout, ctx.Err())
+	}
+	tl.summary(max.Limit(count))
+	for _, sn := range nodes {
+		if sn.Boots() != 1 {
+			return fmt.Errorf("%s rebooted %d times, want 1", sn.Name, sn.Boots())
+		}
+	}
+	if tl.peak > max.Limit(count) {
+		return fmt.Errorf("budget exceeded: %d nodes unavailable at once", tl.peak)
+	}
+	say("done: every node rebooted exactly once, never more than %d unavailable at once", tl.peak)
+	return nil
+}
+
+// workload: one web pod per node, owned by a ReplicaSet, with a PDB allowing one disruption.
+func workload(ctx context.Context, c kubernetes.Interface, count int) error {
+	ns := "demo"
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	labels := map[string]string{"app": "web"}
+	r := int32(count)
+	rs, err := c.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &r, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "example.invalid/web:1"}}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	yes := true
+	for i := 0; i < count; i++ {
+		_, err := c.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-%d", i), Labels: labels,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &yes}}},
+			Spec: corev1.PodSpec{NodeName: fmt.Sprintf("flatcar-%d", i), Containers: []corev1.Container{{Name: "web", Image: "example.invalid/web:1"}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+	}
+	min := intstr.FromInt32(int32(count - 1))
+	_, err = c.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &min, Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	return testenv.WaitPodsRunning(ctx, c, ns, "app=web", count)
+}
+
+// timeline prints every node's state changes as a watch delivers them.
+type timeline struct {
+	mu     sync.Mutex
+	nodes  map[string]*simnode.Node
+	state  map[string]string
+	unav   map[string]bool
+	events map[string][]string
+	first  map[string]time.Time
+	end    map[string]time.Time
+	peak   int
+	done   chan struct{}
+	closed bool
+}
+
+func newTimeline(nodes []*simnode.Node) *timeline {
+	t := &timeline{nodes: map[string]*simnode.Node{}, state: map[string]string{}, unav: map[string]bool{}, events: map[string][]string{},
+		first: map[string]time.Time{}, end: map[string]time.Time{}, done: make(chan struct{})}
+	for _, n := range nodes {
+		t.nodes[n.Name] = n
+	}
+	return t
+}
+
+func (t *timeline) watch(ctx context.Context, c kubernetes.Interface) {
+	w, err := c.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		say("watch failed: %v", err)
+		return
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Error {
+			continue
+		}
+		if n, ok := ev.Object.(*corev1.Node); ok {
+			t.observe(n)
+		}
+	}
+}
+
+func describe(n *corev1.Node, s protocol.State) string {
+	a := n.Annotations
+	switch s {
+	case protocol.Idle:
+		if a[protocol.LastRebootTime] != "" {
+			if n.Spec.Unschedulable {
+				return "done (still cordoned)"
+			}
+			return "done: uncordoned, reboot-ok=false"
+		}
+		return "idle"
+	case protocol.NeedsReboot:
+		return "reboot-needed=true (waiting for budget)"
+	case protocol.Draining:
+		return "cordoned, draining"
+	case protocol.Rebooting:
+		if a[protocol.RebootInProgress] == protocol.True {
+			return "agent rebooting through logind"
+		}
+		return "drained, reboot-ok=true"
+	case protocol.Rebooted:
+		return "back with boot ID " + a[protocol.BootID]
+	}
+	return string(s)
+}
+
+func (t *timeline) observe(n *corev1.Node) {
+	sn, ok := t.nodes[n.Name]
+	if !ok {
+		return
+	}
+	f := protocol.Observe(n, protocol.Hooks{})
+	s := protocol.Classify(f)
+	d := describe(n, s)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.unav[n.Name] = s.InCycle() || !f.Ready || f.Unschedulable
+	busy := 0
+	for _, v := range t.unav {
+		if v {
+			busy++
+		}
+	}
+	if busy > t.peak {
+		t.peak = busy
+	}
+	if t.state[n.Name] == d {
+		return
+	}
+	if _, seen := t.state[n.Name]; !seen && d == "idle" {
+		t.state[n.Name] = d
+		return
+	}
+	t.state[n.Name] = d
+	if _, ok := t.first[n.Name]; !ok && s != protocol.Idle {
+		t.first[n.Name] = time.Now()
+	}
+	say("%-10s %-42s (unavailable now: %d)", n.Name, d, busy)
+	if strings.HasPrefix(d, "done") {
+		t.end[n.Name] = time.Now()
+		if len(t.end) == len(t.nodes) && !t.closed {
+			t.closed = true
+			close(t.done)
+		}
+	}
+	_ = sn
+}
+
+func (t *timeline) summary(limit int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	names := make([]string, 0, len(t.nodes))
+	for name := range t.nodes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	fmt.Println()
+	fmt.Printf("%-10s %10s %10s %8s\n", "node", "asked", "done", "cycle")
+	for _, name := range names {
+		a, e := t.first[name], t.end[name]
+		fmt.Printf("%-10s %9.2fs %9.2fs %7.2fs\n", name, a.Sub(start).Seconds(), e.Sub(start).Seconds(), e.Sub(a).Seconds())
+	}
+	fmt.Printf("peak unavailable: %d (budget %d)\n\n", t.peak, limit)
+}
+
+// replicaSet stands in for the ReplicaSet controller and the scheduler: whenever fewer than want web
+// pods are alive, it starts a replacement on a schedulable node. That is what lets the PDB, which
+// allows one web pod down at a time, make progress in a rolling fashion.
+func replicaSet(ctx context.Context, c kubernetes.Interface, want int) {
+	rs, err := c.AppsV1().ReplicaSets("demo").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	yes := true
+	for i := 0; ctx.Err() == nil; i++ {
+		time.Sleep(200 * time.Millisecond)
+		pods, err := c.CoreV1().Pods("demo").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			continue
+		}
+		alive := 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				alive++
+			}
+		}
+		if alive >= want {
+			continue
+		}
+		nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		var target string
+		for _, n := range nodes.Items {
+			if !n.Spec.Unschedulable && protocol.NodeReady(&n) {
+				target = n.Name
+				break
+			}
+		}
+		if target == "" {
+			continue
+		}
+		_, _ = c.CoreV1().Pods("demo").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-r%d", i), Labels: map[string]string{"app": "web"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &yes}}},
+			Spec: corev1.PodSpec{NodeName: target, Containers: []corev1.Container{{Name: "web", Image: "example.invalid/web:1"}}},
+		}, metav1.CreateOptions{})
+	}
+}
