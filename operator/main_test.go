@@ -335,3 +335,48 @@ func events(t *testing.T, node, reason string) int {
 func ptr[T any](v T) *T { return &v }
 
 type operatorConfig = operator.Config
+
+// benchNodes and benchOperator are simNodes and startOperator for benchmarks.
+func benchNodes(b *testing.B, prefix string, n int) []*simnode.Node {
+	b.Helper()
+	ctx := context.Background()
+	_ = client.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	var out []*simnode.Node
+	for i := 0; i < n; i++ {
+		sn, err := simnode.New(ctx, fmt.Sprintf("%s-%d", prefix, i), simnode.Options{
+			Client: client, Dir: b.TempDir(), Log: klog.Background(), RebootDelay: 20 * time.Millisecond,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, sn)
+	}
+	for _, sn := range out {
+		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			n, err := client.CoreV1().Nodes().Get(ctx, sn.Name, metav1.GetOptions{})
+			return err == nil && n.Annotations[protocol.BootID] == sn.BootID() && n.Annotations[protocol.Status] != "", nil
+		})
+		if err != nil {
+			b.Fatalf("%s: agent never reported", sn.Name)
+		}
+	}
+	return out
+}
+
+func benchOperator(b *testing.B, max string) func() {
+	m, err := budget.ParseMax(max)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := operator.New(operator.Config{
+		Client: client, MaxUnavailable: m, Log: klog.Background(),
+		Drain: operator.DrainConfig{Timeout: 30 * time.Second, GracePeriod: -1, Policy: operator.DrainRetry},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Run(ctx) }()
+	return func() { cancel(); <-done }
+}
