@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -64,40 +65,65 @@ func sendNeedReboot() int {
 	return 0
 }
 
-func run() int {
+type options struct {
+	node, kubeconfig, hostRoot, bootIDFile, rebootRequired string
+	filePoll                                               time.Duration
+	printVersion                                           bool
+}
+
+func parse(args []string) (*options, *flag.FlagSet, error) {
+	o := &options{}
 	fs := flag.NewFlagSet("update-agent", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
-	node := fs.String("node", os.Getenv("NODE_NAME"), "name of this node's Node object (default $NODE_NAME)")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; empty means in-cluster config (or $KUBECONFIG)")
-	hostRoot := fs.String("host-root", "/", "where the host's /etc and /usr are mounted (the DaemonSet mounts them under /host)")
-	bootIDFile := fs.String("boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding this boot's ID")
-	rebootRequired := fs.String("reboot-required-file", "/run/reboot-required", "file whose existence means a reboot is needed (Flatcar >= 3067 writes it); empty disables")
-	filePoll := fs.Duration("reboot-required-poll", 10*time.Second, "how often to check --reboot-required-file")
-	printVersion := fs.Bool("version", false, "print the version and exit")
+	fs.StringVar(&o.node, "node", os.Getenv("NODE_NAME"), "name of this node's Node object (default $NODE_NAME)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty means in-cluster config (or $KUBECONFIG)")
+	fs.StringVar(&o.hostRoot, "host-root", "/", "where the host's /etc and /usr are mounted (the DaemonSet mounts them under /host)")
+	fs.StringVar(&o.bootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding this boot's ID")
+	fs.StringVar(&o.rebootRequired, "reboot-required-file", "/run/reboot-required", "file whose existence means a reboot is needed (Flatcar >= 3067 writes it); empty disables")
+	fs.DurationVar(&o.filePoll, "reboot-required-poll", 10*time.Second, "how often to check --reboot-required-file")
+	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	kubeclient.AddLogFlags(fs)
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		return 2
+	if err := fs.Parse(args); err != nil {
+		return nil, fs, err
 	}
 	if err := flagenv.Set(fs, "UPDATE_AGENT"); err != nil {
+		return nil, fs, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fs, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
+	}
+	if o.printVersion {
+		return o, fs, nil
+	}
+	if strings.TrimSpace(o.node) == "" {
+		return nil, fs, fmt.Errorf("node name is empty: set --node or NODE_NAME (downward API spec.nodeName)")
+	}
+	if o.filePoll <= 0 {
+		return nil, fs, fmt.Errorf("reboot-required-poll %s must be positive", o.filePoll)
+	}
+	return o, fs, nil
+}
+
+func run() int {
+	o, _, err := parse(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "update-agent:", err)
 		return 2
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "update-agent: unexpected argument %q (see --help)\n", fs.Arg(0))
-		return 2
-	}
-	if *printVersion {
+	if o.printVersion {
 		fmt.Println(version.String())
 		return 0
 	}
 	log := klog.Background().WithName("update-agent")
-
-	bootID, err := os.ReadFile(*bootIDFile)
+	bootID, err := os.ReadFile(o.bootIDFile)
 	if err != nil || strings.TrimSpace(string(bootID)) == "" {
-		log.Error(err, "cannot read this boot's ID", "file", *bootIDFile)
+		log.Error(err, "cannot read this boot's ID", "file", o.bootIDFile)
 		return 1
 	}
-	cfg, err := kubeclient.RestConfig(*kubeconfig, "slipway-update-agent/"+version.String())
+	cfg, err := kubeclient.RestConfig(o.kubeconfig, "slipway-update-agent/"+version.String())
 	if err != nil {
 		log.Error(err, "no Kubernetes client configuration")
 		return 1
@@ -108,16 +134,16 @@ func run() int {
 		return 1
 	}
 	a, err := agent.New(agent.Config{
-		NodeName: *node,
+		NodeName: o.node,
 		Client:   client,
 		Status: func(ctx context.Context, out chan<- updateengine.Status, problems func(error)) {
 			updateengine.Watch(ctx, updateengine.ConnectSystemBus, out, problems)
 		},
 		Rebooter:           systemRebooter{},
 		BootID:             strings.TrimSpace(string(bootID)),
-		HostRoot:           *hostRoot,
-		RebootRequiredPath: *rebootRequired,
-		FilePoll:           *filePoll,
+		HostRoot:           o.hostRoot,
+		RebootRequiredPath: o.rebootRequired,
+		FilePoll:           o.filePoll,
 		Version:            version.String(),
 		Log:                log,
 	})

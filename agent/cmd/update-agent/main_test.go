@@ -1,0 +1,53 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestFlags(t *testing.T) {
+	t.Setenv("NODE_NAME", "")
+	t.Setenv("UPDATE_AGENT_HOST_ROOT", "/host")
+	o, _, err := parse([]string{"--node=n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.node != "n1" || o.hostRoot != "/host" || o.rebootRequired != "/run/reboot-required" {
+		t.Errorf("parsed %+v", o)
+	}
+	for name, args := range map[string][]string{
+		"no node":        {},
+		"blank node":     {"--node= "},
+		"bad poll":       {"--node=n1", "--reboot-required-poll=0s"},
+		"unknown flag":   {"--node=n1", "--reboot=now"},
+		"stray argument": {"--node=n1", "reboot"},
+	} {
+		_, fs, err := parse(args)
+		if fs != nil {
+			fs.SetOutput(new(strings.Builder))
+		}
+		if err == nil {
+			t.Errorf("%s: %v accepted", name, args)
+		}
+	}
+}
+
+func TestREADMEListsEveryFlag(t *testing.T) {
+	readme, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("NODE_NAME", "n")
+	_, fs, _ := parse(nil)
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "`--" + f.Name + "`"
+		if f.Name == "v" {
+			name = "`-v`"
+		}
+		if !strings.Contains(string(readme), name) {
+			t.Errorf("README does not document %s", name)
+		}
+	})
+}

@@ -1,0 +1,99 @@
+package nodes
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func node(rv string, ann map[string]string, unsched bool) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: rv, Annotations: ann, Labels: map[string]string{"l": "1"}}}
+	n.Spec.Unschedulable = unsched
+	return n
+}
+
+func TestPatchOnlyDifferences(t *testing.T) {
+	n := node("5", map[string]string{"a": "1", "b": "2"}, false)
+	var p Patch
+	p.SetAnnotation(n, "a", "1") // unchanged: not sent
+	p.SetAnnotation(n, "b", "3")
+	p.DeleteAnnotation(n, "gone") // absent: not sent
+	p.DeleteAnnotation(n, "a")
+	p.SetLabel(n, "l", "1")
+	p.DeleteLabel(n, "l")
+	p.SetUnschedulable(n, false) // unchanged
+	p.ResourceVersion = "5"
+	b, err := p.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]interface{}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]interface{}{"metadata": map[string]interface{}{
+		"annotations":     map[string]interface{}{"b": "3", "a": nil},
+		"labels":          map[string]interface{}{"l": nil},
+		"resourceVersion": "5",
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("patch %s, want %v", b, want)
+	}
+	var empty Patch
+	empty.SetAnnotation(n, "a", "1")
+	empty.SetUnschedulable(n, false)
+	if !empty.Empty() {
+		t.Error("a patch of equal values must be empty (no write)")
+	}
+	var cordon Patch
+	cordon.SetUnschedulable(n, true)
+	if b, _ := cordon.JSON(); string(b) != `{"spec":{"unschedulable":true}}` {
+		t.Errorf("cordon patch %s", b)
+	}
+}
+
+func TestOverlay(t *testing.T) {
+	o := NewOverlay()
+	cached := node("10", nil, false)
+	written := node("12", map[string]string{"k": "v"}, true)
+	o.Wrote(written)
+	if got := o.View(cached); got != written {
+		t.Error("a newer own write must win over an older cache")
+	}
+	o.Observed(node("11", nil, false)) // an older event: keep the write
+	if got := o.View(node("11", nil, false)); got != written {
+		t.Error("an event older than the write must not drop it")
+	}
+	o.Observed(node("12", nil, false))
+	newer := node("13", nil, false)
+	if got := o.View(newer); got != newer {
+		t.Error("once the informer caught up, the cache wins")
+	}
+	o.Wrote(node("20", nil, false))
+	o.Wrote(node("15", nil, false)) // out of order: the newer stays
+	if got := o.View(node("14", nil, false)); got.ResourceVersion != "20" {
+		t.Errorf("view rv %s, want 20", got.ResourceVersion)
+	}
+	o.Deleted("n")
+	if got := o.View(node("14", nil, false)); got.ResourceVersion != "14" {
+		t.Error("deleted node still overlaid")
+	}
+}
+
+func TestStrip(t *testing.T) {
+	n := node("1", nil, false)
+	n.Status.Images = []corev1.ContainerImage{{Names: []string{"x"}, SizeBytes: 1}}
+	n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "m"}}
+	n.Status.NodeInfo.BootID = "b"
+	out, _ := Strip(n)
+	s := out.(*corev1.Node)
+	if s.Status.Images != nil || s.ManagedFields != nil || s.Status.NodeInfo.BootID != "b" {
+		t.Errorf("strip: %+v", s.Status)
+	}
+	if x, _ := Strip("not a node"); x != "not a node" {
+		t.Error("non-nodes must pass through")
+	}
+}
