@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +23,10 @@ import (
 	"github.com/slipway-dev/slipway/internal/updateengine"
 )
 
-var client kubernetes.Interface
+var (
+	client kubernetes.Interface
+	bins   string // directory with the built update-agent binary
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
@@ -38,6 +43,13 @@ func TestMain(m *testing.M) {
 		}
 		defer cp.Stop()
 		client = cp.Client()
+		bins = filepath.Join(dir, "bin")
+		build := exec.Command("go", "build", "-o", bins+"/", "./cmd/update-agent")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building update-agent:", err)
+			return 1
+		}
 		return m.Run()
 	}())
 }
@@ -221,5 +233,42 @@ func TestAgentBadInput(t *testing.T) {
 	n := waitNode(t, "agent-2", "rebooted", func(n *corev1.Node) bool { return n.Annotations[protocol.BootID] == "agent-2-boot-1" })
 	if n.Labels[protocol.ID] != "flatcar" || n.Labels[protocol.Group] != "stable" {
 		t.Errorf("labels changed although their files were unreadable: %v", n.Labels)
+	}
+}
+
+// The shipped binary's send-need-reboot, pointed at a node's bus through DBUS_SYSTEM_BUS_ADDRESS,
+// emits a signal the agent takes as locksmithctl's.
+func TestSendNeedRebootCommand(t *testing.T) {
+	sn := newNode(t, "agent-3")
+	cmd := exec.Command(filepath.Join(bins, "update-agent"), "send-need-reboot")
+	cmd.Env = append(os.Environ(), "DBUS_SYSTEM_BUS_ADDRESS="+sn.Bus.Address)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("update-agent send-need-reboot: %v\n%s", err, out)
+	}
+	n := waitNode(t, "agent-3", "reboot-needed", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+	if n.Annotations[protocol.Status] != updateengine.StatusUpdatedNeedReboot {
+		t.Errorf("status %q", n.Annotations[protocol.Status])
+	}
+	// Without a bus it fails with a clear message and a non-zero exit.
+	cmd = exec.Command(filepath.Join(bins, "update-agent"), "send-need-reboot")
+	cmd.Env = append(os.Environ(), "DBUS_SYSTEM_BUS_ADDRESS=unix:path="+filepath.Join(t.TempDir(), "none"))
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "system bus") {
+		t.Errorf("send-need-reboot without a bus: %v %s", err, out)
+	}
+}
+
+// /run/reboot-required (Flatcar >= 3067, what kured watches) alone is enough to ask for a reboot.
+func TestRebootRequiredFile(t *testing.T) {
+	sn := newNode(t, "agent-4")
+	path := filepath.Join(sn.Dir, "run", "reboot-required-0")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := waitNode(t, "agent-4", "reboot-needed from the file", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+	if n.Annotations[protocol.Status] != updateengine.StatusIdle {
+		t.Errorf("status %q: the file, not update_engine, asked", n.Annotations[protocol.Status])
 	}
 }

@@ -259,6 +259,10 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if state == protocol.Draining {
 		if r, ok := c.drains.result(name, cycle); ok && (r.err == nil || c.cfg.Drain.Policy == DrainForce) {
 			f.DrainDone = true
+			if r.err != nil {
+				log.Info("drain failed; granting reboot-ok anyway (--drain-failure-policy=force)", "error", r.err.Error())
+				c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "DrainFailedForced", "drain failed, granting reboot-ok anyway (--drain-failure-policy=force): %v", r.err)
+			}
 		}
 	}
 	state, row := protocol.Decide(f)

@@ -27,7 +27,7 @@ func runOperatorProcess(t *testing.T, identity string, extra ...string) *exec.Cm
 	args := append([]string{
 		"--kubeconfig=" + cp.Kubeconfig, "--namespace=slipway-leader", "--identity=" + identity,
 		"--lease-duration=4s", "--renew-deadline=3s", "--retry-period=500ms", "--http-address=127.0.0.1:0",
-	}, extra...)
+	}, extra...) // a flag given again in extra wins
 	cmd := exec.Command(filepath.Join(bins, "update-operator"), args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

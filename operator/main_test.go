@@ -88,6 +88,7 @@ type opOptions struct {
 	now        func() time.Time
 	retryBase  time.Duration
 	forceDrain bool
+	policy     operator.DrainPolicy
 }
 
 // startOperator runs the controller in-process (no leader election) until the test ends.
@@ -106,13 +107,16 @@ func startOperator(t *testing.T, o opOptions) context.CancelFunc {
 	if o.retryBase == 0 {
 		o.retryBase = 500 * time.Millisecond
 	}
+	if o.policy == "" {
+		o.policy = operator.DrainRetry
+	}
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	cfg := operator.Config{
 		Client:         client,
 		Hooks:          protocol.Hooks{Before: o.before, After: o.after},
 		MaxUnavailable: max,
-		Drain:          operator.DrainConfig{Timeout: o.drainTO, GracePeriod: -1, Force: o.forceDrain, Policy: operator.DrainRetry, RetryBase: o.retryBase, RetryMax: 2 * time.Second},
+		Drain:          operator.DrainConfig{Timeout: o.drainTO, GracePeriod: -1, Force: o.forceDrain, Policy: o.policy, RetryBase: o.retryBase, RetryMax: 2 * time.Second},
 		Recorder:       broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "slipway-update-operator"}),
 		Log:            klog.Background().WithName(t.Name()),
 		Now:            o.now,

@@ -1,0 +1,106 @@
+package operator_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/operator"
+)
+
+// A pod no controller manages is not evicted without --force-drain (it would be gone for good), so
+// the node is not granted; with --force-drain it is evicted and the cycle goes on.
+func TestUnownedPodNeedsForceDrain(t *testing.T) {
+	cleanNodes(t)
+	ctx := context.Background()
+	if _, err := testenv.CreateNode(ctx, client, "bare-0", "boot-a", nil); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bare"}}, metav1.CreateOptions{})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "lonely", Namespace: "bare"}, Spec: corev1.PodSpec{NodeName: "bare-0", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	if _, err := client.CoreV1().Pods("bare").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stop := startOperator(t, opOptions{})
+	annotate(t, "bare-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	n := waitNode(t, "bare-0", 30*time.Second, "drain error", func(n *corev1.Node) bool { return n.Annotations[protocol.DrainError] != "" })
+	if !strings.Contains(n.Annotations[protocol.DrainError], "controller") || n.Annotations[protocol.RebootOK] == protocol.True {
+		t.Fatalf("drain-error %q, reboot-ok %q", n.Annotations[protocol.DrainError], n.Annotations[protocol.RebootOK])
+	}
+	stop()
+	startOperator(t, opOptions{forceDrain: true})
+	waitNode(t, "bare-0", 30*time.Second, "reboot-ok with --force-drain", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })
+	if podsOn(t, "bare-0") != 0 {
+		t.Error("unowned pod still on the node")
+	}
+}
+
+// --drain-failure-policy=force grants reboot-ok after a failed drain (FLUO's behaviour, opt-in).
+func TestDrainFailurePolicyForce(t *testing.T) {
+	cleanNodes(t)
+	ctx := context.Background()
+	if _, err := testenv.CreateNode(ctx, client, "forced-0", "boot-a", nil); err != nil {
+		t.Fatal(err)
+	}
+	workload(t, "forced", "db", "forced-0", 1)
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "forced"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
+	}
+	if _, err := client.PolicyV1().PodDisruptionBudgets("forced").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, opOptions{drainTO: time.Second, policy: operator.DrainForce})
+	annotate(t, "forced-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	waitNode(t, "forced-0", 30*time.Second, "reboot-ok despite the PDB", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })
+	if podsOn(t, "forced-0") != 1 {
+		t.Error("the PDB-protected pod should still be there: the drain failed and was overridden")
+	}
+}
+
+// The binary serves /healthz and /metrics, with per-state node counts from its cache.
+func TestHTTPEndpoints(t *testing.T) {
+	cleanNodes(t)
+	if _, err := testenv.CreateNode(context.Background(), client, "http-0", "boot-a", nil); err != nil {
+		t.Fatal(err)
+	}
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runOperatorProcess(t, "http", "--leader-elect=false", fmt.Sprintf("--http-address=127.0.0.1:%d", port))
+	get := func(path string) (int, string) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, body := get("/metrics")
+		if code == http.StatusOK && strings.Contains(body, `slipway_operator_nodes{state="idle"} 1`) && strings.Contains(body, "slipway_operator_is_leader 1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics: %d\n%s", code, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code, body := get("/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("/healthz: %d %q", code, body)
+	}
+}
