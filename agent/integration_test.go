@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -76,19 +75,11 @@ func getNode(t *testing.T, name string) *corev1.Node {
 
 func waitNode(t *testing.T, name, what string, cond func(*corev1.Node) bool) *corev1.Node {
 	t.Helper()
-	var last *corev1.Node
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = n
-		return cond(n), nil
-	})
+	n, err := testenv.WaitNode(context.Background(), client, name, 20*time.Second, cond)
 	if err != nil {
-		t.Fatalf("node %s: %s did not happen; annotations %v labels %v", name, what, last.Annotations, last.Labels)
+		t.Fatalf("node %s: %s did not happen: %v", name, what, err)
 	}
-	return last
+	return n
 }
 
 func setAnnotation(t *testing.T, name, key, value string) {

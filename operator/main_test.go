@@ -157,19 +157,11 @@ func getNode(t *testing.T, name string) *corev1.Node {
 // waitNode polls until cond holds for the node, failing the test after timeout.
 func waitNode(t *testing.T, name string, timeout time.Duration, what string, cond func(*corev1.Node) bool) *corev1.Node {
 	t.Helper()
-	var last *corev1.Node
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = n
-		return cond(n), nil
-	})
+	n, err := testenv.WaitNode(context.Background(), client, name, timeout, cond)
 	if err != nil {
-		t.Fatalf("node %s: %s did not happen within %s; last annotations %v labels %v unschedulable %v", name, what, timeout, last.Annotations, last.Labels, last.Spec.Unschedulable)
+		t.Fatalf("node %s: %s did not happen: %v", name, what, err)
 	}
-	return last
+	return n
 }
 
 // finished: FLUO's final state after a cycle.

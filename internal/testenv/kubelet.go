@@ -114,3 +114,21 @@ func WaitPodsRunning(ctx context.Context, c kubernetes.Interface, ns, selector s
 		return running >= n, nil
 	})
 }
+
+// WaitNode polls the Node until cond holds. On timeout the error shows the node's last annotations,
+// labels and cordon, which is usually what a failing test needs to say.
+func WaitNode(ctx context.Context, c kubernetes.Interface, name string, timeout time.Duration, cond func(*corev1.Node) bool) (*corev1.Node, error) {
+	var last *corev1.Node
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = n
+		return cond(n), nil
+	})
+	if err != nil && last != nil {
+		return last, fmt.Errorf("after %s: annotations %v labels %v unschedulable %v", timeout, last.Annotations, last.Labels, last.Spec.Unschedulable)
+	}
+	return last, err
+}
