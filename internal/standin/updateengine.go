@@ -21,6 +21,8 @@ type UpdateEngine struct {
 	StepDelay time.Duration
 	// NewVersion is what an update brings.
 	NewVersion string
+	// OnNeedReboot, if set, runs when AttemptUpdate has staged the update (before the signal).
+	OnNeedReboot func()
 
 	mu     sync.Mutex
 	status updateengine.Status
@@ -101,6 +103,9 @@ func (u *UpdateEngine) AttemptUpdate() {
 	for i, s := range steps {
 		if i > 0 {
 			time.Sleep(u.StepDelay)
+		}
+		if s.NeedsReboot() && u.OnNeedReboot != nil {
+			u.OnNeedReboot()
 		}
 		_ = u.Set(s)
 	}

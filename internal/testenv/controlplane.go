@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -32,16 +33,30 @@ type ControlPlane struct {
 	URL        string // https://127.0.0.1:PORT
 	Token      string // bearer token of a system:masters user
 	Kubeconfig string // path to an admin kubeconfig
+	Port       int    // the apiserver's port on 127.0.0.1
+	CAFile     string // cluster CA (ForKubelets only)
 	procs      []*exec.Cmd
 }
 
 // Options select what to start.
 type Options struct {
-	// ControllerManager also starts kube-controller-manager with the controllers PDBs need.
+	// ControllerManager also starts kube-controller-manager with Controllers (default: what PDBs need).
 	ControllerManager bool
+	Controllers       []string
+	// Scheduler also starts kube-scheduler (real kubelets need their pods scheduled).
+	Scheduler bool
+	// ForKubelets serves a certificate from the cluster CA valid for ServingIPs, accepts the node
+	// tokens in NodeTokens (name -> token, user system:node:<name>), authorizes with Node,RBAC and
+	// keeps the ServiceAccount admission plugin: what real kubelets in VMs need.
+	ForKubelets bool
+	ServingIPs  []string
+	NodeTokens  map[string]string
 	// Log receives progress lines (nil: none).
 	Log func(format string, args ...interface{})
 }
+
+// DefaultControllers are the kube-controller-manager controllers tests without kubelets need.
+var DefaultControllers = []string{"disruption-controller", "garbage-collector-controller"}
 
 // RepoRoot finds the directory holding Slipway's go.mod, from the working directory upwards.
 func RepoRoot() (string, error) {
@@ -71,7 +86,7 @@ func BinDir() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command(filepath.Join(root, "hack", "build-controlplane.sh"), "etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
+	cmd := exec.Command(filepath.Join(root, "hack", "build-controlplane.sh"), "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -139,7 +154,11 @@ func StartControlPlane(ctx context.Context, dir string, opt Options) (*ControlPl
 		return nil, err
 	}
 	tokens := filepath.Join(dir, "tokens.csv")
-	if err := os.WriteFile(tokens, []byte(cp.Token+",slipway-admin,slipway-admin,\"system:masters\"\n"), 0o600); err != nil {
+	tokenLines := cp.Token + ",slipway-admin,slipway-admin,\"system:masters\"\n"
+	for name, tok := range opt.NodeTokens {
+		tokenLines += fmt.Sprintf("%s,system:node:%s,node-%s,\"system:nodes\"\n", tok, name, name)
+	}
+	if err := os.WriteFile(tokens, []byte(tokenLines), 0o600); err != nil {
 		return nil, err
 	}
 	apiPort, err := FreePort()
@@ -147,22 +166,33 @@ func StartControlPlane(ctx context.Context, dir string, opt Options) (*ControlPl
 		return nil, err
 	}
 	cp.URL = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	if err := cp.start(filepath.Join(bin, "kube-apiserver"), "kube-apiserver",
-		"--etcd-servers="+etcdURL,
+	cp.Port = apiPort
+	args := []string{
+		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(apiPort),
-		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
-		"--token-auth-file="+tokens,
-		"--authorization-mode=RBAC",
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--token-auth-file=" + tokens,
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+pubFile,
-		"--service-account-signing-key-file="+keyFile,
+		"--service-account-key-file=" + pubFile,
+		"--service-account-signing-key-file=" + keyFile,
 		"--service-cluster-ip-range=10.0.0.0/24",
-		// No kubelets here: pods need no ServiceAccount to exist before they can be created.
-		"--disable-admission-plugins=ServiceAccount",
 		"--allow-privileged=true",
 		"--v=0",
-	); err != nil {
+	}
+	if opt.ForKubelets {
+		pki, err := writePKI(filepath.Join(dir, "pki"), append([]string{"127.0.0.1"}, opt.ServingIPs...))
+		if err != nil {
+			return nil, err
+		}
+		cp.CAFile = pki.caCert
+		args = append(args, "--tls-cert-file="+pki.cert, "--tls-private-key-file="+pki.key,
+			"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction")
+	} else {
+		// No kubelets here: pods need no ServiceAccount to exist before they can be created.
+		args = append(args, "--cert-dir="+filepath.Join(dir, "apiserver-certs"),
+			"--authorization-mode=RBAC", "--disable-admission-plugins=ServiceAccount")
+	}
+	if err := cp.start(filepath.Join(bin, "kube-apiserver"), "kube-apiserver", args...); err != nil {
 		return nil, err
 	}
 	if err := cp.waitReady(ctx, 60*time.Second); err != nil {
@@ -179,20 +209,45 @@ func StartControlPlane(ctx context.Context, dir string, opt Options) (*ControlPl
 		if err != nil {
 			return nil, err
 		}
-		// The disruption controller fills PDB status; without it every PDB blocks every eviction.
-		if err := cp.start(filepath.Join(bin, "kube-controller-manager"), "kube-controller-manager",
+		controllers := opt.Controllers
+		if len(controllers) == 0 {
+			// The disruption controller fills PDB status; without it every PDB blocks every eviction.
+			controllers = DefaultControllers
+		}
+		kcmArgs := []string{
+			"--kubeconfig=" + cp.Kubeconfig,
+			"--authentication-kubeconfig=" + cp.Kubeconfig,
+			"--authorization-kubeconfig=" + cp.Kubeconfig,
+			"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(kcmPort),
+			"--cert-dir=" + filepath.Join(dir, "kcm-certs"),
+			"--controllers=" + strings.Join(controllers, ","),
+			"--leader-elect=false",
+			"--use-service-account-credentials=false",
+			"--v=0",
+		}
+		if cp.CAFile != "" {
+			kcmArgs = append(kcmArgs, "--root-ca-file="+cp.CAFile, "--service-account-private-key-file="+keyFile)
+		}
+		if err := cp.start(filepath.Join(bin, "kube-controller-manager"), "kube-controller-manager", kcmArgs...); err != nil {
+			return nil, err
+		}
+		logf("kube-controller-manager started (%s)", strings.Join(controllers, ", "))
+	}
+	if opt.Scheduler {
+		schedPort, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		if err := cp.start(filepath.Join(bin, "kube-scheduler"), "kube-scheduler",
 			"--kubeconfig="+cp.Kubeconfig,
 			"--authentication-kubeconfig="+cp.Kubeconfig,
 			"--authorization-kubeconfig="+cp.Kubeconfig,
-			"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort),
-			"--cert-dir="+filepath.Join(dir, "kcm-certs"),
-			"--controllers=disruption-controller,garbage-collector-controller",
-			"--leader-elect=false",
-			"--v=0",
+			"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(schedPort),
+			"--leader-elect=false", "--v=0",
 		); err != nil {
 			return nil, err
 		}
-		logf("kube-controller-manager started (disruption-controller)")
+		logf("kube-scheduler started")
 	}
 	ok = true
 	return cp, nil
@@ -208,6 +263,8 @@ func (cp *ControlPlane) start(bin, name string, args ...string) error {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// No strays: the control plane dies with the process that started it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
 	}

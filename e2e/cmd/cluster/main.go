@@ -1,0 +1,175 @@
+// Command cluster is `make cluster` / `make cluster-down`: the local e2e cluster (real control plane on
+// the host, QEMU VMs with real kubelets, Slipway's agent as a DaemonSet, the operator on the host),
+// left running for you to play with.
+//
+//	cluster up [-nodes 3]   boot it, print the kubeconfig and how to fire an update, keep it running
+//	cluster down            stop it (VMs, control plane, operator)
+//	cluster exec NODE CMD   run a command in a node VM (through qemu-guest-agent)
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/slipway-dev/slipway/e2e/harness"
+)
+
+func stateDir() string {
+	base := os.Getenv("SLIPWAY_CACHE")
+	if base == "" {
+		home, _ := os.UserHomeDir()
+		base = filepath.Join(home, ".cache", "slipway")
+	}
+	return filepath.Join(base, "cluster")
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes N] [-foreground] | cluster down | cluster exec NODE COMMAND [ARG...]")
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "up":
+		os.Exit(up(os.Args[2:]))
+	case "down":
+		os.Exit(down())
+	case "exec":
+		os.Exit(execIn(os.Args[2:]))
+	default:
+		fmt.Fprintf(os.Stderr, "cluster: unknown command %q (up or down)\n", os.Args[1])
+		os.Exit(2)
+	}
+}
+
+func up(args []string) int {
+	fs := flag.NewFlagSet("cluster up", flag.ContinueOnError)
+	nodes := fs.Int("nodes", 3, "worker VMs")
+	mem := fs.Int("memory", 768, "MiB per VM")
+	foreground := fs.Bool("foreground", false, "stay in the foreground (Ctrl-C tears down)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	dir := stateDir()
+	pidFile := filepath.Join(dir, "cluster.pid")
+	if b, err := os.ReadFile(pidFile); err == nil {
+		if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 && syscall.Kill(pid, 0) == nil {
+			fmt.Fprintf(os.Stderr, "a cluster is already running (pid %d): run `make cluster-down` first\n", pid)
+			return 1
+		}
+	}
+	if !*foreground {
+		// Re-run ourselves detached; the child keeps the VMs alive. Wait until it says ready.
+		_ = os.RemoveAll(dir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		logPath := filepath.Join(dir, "cluster.log")
+		logf, err := os.Create(logPath)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		cmd := exec.Command(os.Args[0], "up", "-foreground", fmt.Sprintf("-nodes=%d", *nodes), fmt.Sprintf("-memory=%d", *mem))
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Printf("bringing up %d VMs in the background (pid %d); progress: %s\n", *nodes, cmd.Process.Pid, logPath)
+		offset := int64(0)
+		for {
+			b, _ := os.ReadFile(logPath)
+			if int64(len(b)) > offset {
+				os.Stdout.Write(b[offset:])
+				offset = int64(len(b))
+			}
+			if strings.Contains(string(b), "CLUSTER READY") {
+				return 0
+			}
+			if strings.Contains(string(b), "CLUSTER FAILED") || syscall.Kill(cmd.Process.Pid, 0) != nil {
+				return 1
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	_ = os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644)
+	defer os.Remove(pidFile)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	c, err := harness.Up(ctx, harness.Config{Nodes: *nodes, MemoryMB: *mem, Dir: dir, Log: func(f string, a ...interface{}) { fmt.Printf(f+"\n", a...) }})
+	if err != nil {
+		fmt.Println("CLUSTER FAILED:", err)
+		return 1
+	}
+	defer c.Down()
+	if err := c.StartOperator(); err != nil {
+		fmt.Println("CLUSTER FAILED:", err)
+		return 1
+	}
+	fmt.Printf(`CLUSTER READY
+  kubeconfig:  %s
+  nodes:       kubectl --kubeconfig %s get nodes
+  fire update: kubectl --kubeconfig %s annotate node node-0 --overwrite flatcar-linux-update.v1.flatcar-linux.net/reboot-needed=true
+  (or inside a VM, as locksmithctl does: update-agent send-need-reboot)
+  logs:        %s (serial consoles in vms/*/serial.log, operator in update-operator.log)
+  stop:        make cluster-down
+`, c.Kubeconfig, c.Kubeconfig, c.Kubeconfig, dir)
+	<-ctx.Done()
+	fmt.Println("tearing down")
+	return 0
+}
+
+func down() int {
+	pidFile := filepath.Join(stateDir(), "cluster.pid")
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		fmt.Println("no cluster running")
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid <= 0 || syscall.Kill(pid, syscall.SIGTERM) != nil {
+		fmt.Println("no cluster running")
+		_ = os.Remove(pidFile)
+		return 0
+	}
+	for i := 0; i < 30 && syscall.Kill(pid, 0) == nil; i++ {
+		time.Sleep(time.Second)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	fmt.Println("cluster stopped")
+	return 0
+}
+
+func execIn(args []string) int {
+	if len(args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: cluster exec NODE COMMAND [ARG...]  (e.g. cluster exec node-0 /usr/local/bin/update-agent send-need-reboot)")
+		return 2
+	}
+	vm := &harness.VM{Name: args[0], QGA: filepath.Join(stateDir(), "vms", args[0], "qga.sock")}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := vm.Exec(ctx, args[1], args[2:]...)
+	fmt.Print(out)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster exec:", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,357 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testenv"
+)
+
+// Config describes the local cluster.
+type Config struct {
+	Nodes     int
+	Dir       string // everything of this cluster: control plane data, VM disks, serial logs, kubeconfig
+	MemoryMB  int
+	CPUs      int
+	Operator  []string // extra update-operator flags
+	Log       func(format string, args ...interface{})
+	BootLimit time.Duration // how long nodes may take to become Ready
+}
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	Config
+	CP         *testenv.ControlPlane
+	Client     kubernetes.Interface
+	VMs        []*VM
+	Kubeconfig string
+	bins       string // built update-operator etc. (hack/build-node-image.sh inputs)
+	mu         sync.Mutex
+	operator   *exec.Cmd
+	opLog      *os.File
+	start      time.Time
+}
+
+// Controllers the VMs' kubelets need from kube-controller-manager (checked one by one: without
+// node-lifecycle the not-ready taint never lifts, without serviceaccount pods fail, without the root
+// CA publisher token volumes fail, without disruption every PDB blocks, without daemonset no agents).
+var vmControllers = []string{
+	"node-lifecycle-controller", "serviceaccount-controller", "root-ca-certificate-publisher-controller",
+	"taint-eviction-controller", "disruption-controller", "replicaset-controller", "deployment-controller",
+	"daemonset-controller", "garbage-collector-controller",
+}
+
+func (c *Cluster) logf(format string, args ...interface{}) {
+	if c.Log != nil {
+		c.Log("[+%5.1fs] "+format, append([]interface{}{time.Since(c.start).Seconds()}, args...)...)
+	}
+}
+
+// Up builds what is missing (control plane binaries, node image), starts the control plane, boots the
+// VMs, waits for every node to be Ready, installs the agent DaemonSet and waits for every agent to
+// report. On error everything started is stopped again.
+func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
+	if cfg.Nodes <= 0 {
+		cfg.Nodes = 3
+	}
+	if cfg.MemoryMB == 0 {
+		cfg.MemoryMB = 768
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = 1
+	}
+	if cfg.BootLimit == 0 {
+		cfg.BootLimit = 6 * time.Minute
+	}
+	c = &Cluster{Config: cfg, start: time.Now()}
+	defer func() {
+		if err != nil {
+			c.Down()
+		}
+	}()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	c.logf("building the node image if its inputs changed (hack/build-node-image.sh)")
+	build := exec.CommandContext(ctx, filepath.Join(root, "hack", "build-node-image.sh"))
+	build.Stderr = os.Stderr
+	out, err := build.Output()
+	if err != nil {
+		return nil, fmt.Errorf("hack/build-node-image.sh: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	image := lines[len(lines)-1]
+	imgDir := filepath.Dir(image)
+	c.bins = filepath.Join(imgDir, "inputs")
+
+	tokens := map[string]string{}
+	for i := 0; i < cfg.Nodes; i++ {
+		tokens[nodeName(i)] = randomToken()
+	}
+	c.logf("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler")
+	c.CP, err = testenv.StartControlPlane(ctx, filepath.Join(cfg.Dir, "controlplane"), testenv.Options{
+		ControllerManager: true, Controllers: vmControllers, Scheduler: true,
+		ForKubelets: true, ServingIPs: []string{"10.0.2.2"}, NodeTokens: tokens,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.Client = c.CP.Client()
+	c.Kubeconfig = c.CP.Kubeconfig
+	ca, err := os.ReadFile(c.CP.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	c.logf("booting %d VMs (accel %s, %d MiB, %d vCPU each)", cfg.Nodes, Accel(), cfg.MemoryMB, cfg.CPUs)
+	for i := 0; i < cfg.Nodes; i++ {
+		name := nodeName(i)
+		dir := filepath.Join(cfg.Dir, "vms", name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		kc := filepath.Join(dir, "kubelet.conf")
+		if err := os.WriteFile(kc, []byte(kubeletConfig(c.CP.Port, ca, tokens[name])), 0o600); err != nil {
+			return nil, err
+		}
+		vm, err := StartVM(name, dir, VMConfig{
+			Image: image, Kernel: filepath.Join(imgDir, "vmlinuz"), Initrd: filepath.Join(imgDir, "initrd.img"),
+			MemoryMB: cfg.MemoryMB, CPUs: cfg.CPUs, Files: map[string]string{"kubeconfig": kc},
+		})
+		if err != nil {
+			return nil, err
+		}
+		c.VMs = append(c.VMs, vm)
+	}
+	if err := c.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.installAgent(ctx, root); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func nodeName(i int) string { return fmt.Sprintf("node-%d", i) }
+
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func kubeletConfig(port int, ca []byte, token string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://10.0.2.2:%d
+    certificate-authority-data: %s
+users:
+- name: kubelet
+  user:
+    token: %s
+contexts:
+- name: local
+  context: {cluster: local, user: kubelet}
+current-context: local
+`, port, base64.StdEncoding.EncodeToString(ca), token)
+}
+
+func (c *Cluster) waitReady(ctx context.Context) error {
+	deadline := time.Now().Add(c.BootLimit)
+	ready := map[string]bool{}
+	for len(ready) < len(c.VMs) {
+		if time.Now().After(deadline) {
+			var tails []string
+			for _, vm := range c.VMs {
+				if !ready[vm.Name] {
+					tails = append(tails, fmt.Sprintf("--- %s serial (%s), last lines:\n%s", vm.Name, vm.SerialLog, vm.SerialTail(3000)))
+				}
+			}
+			return fmt.Errorf("nodes not Ready after %s:\n%s", c.BootLimit, strings.Join(tails, "\n"))
+		}
+		for _, vm := range c.VMs {
+			if !vm.Alive() {
+				return fmt.Errorf("qemu for %s exited; see %s and %s", vm.Name, filepath.Join(vm.Dir, "qemu.log"), vm.SerialLog)
+			}
+		}
+		nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for i := range nodes.Items {
+				n := &nodes.Items[i]
+				if protocol.NodeReady(n) && !ready[n.Name] {
+					ready[n.Name] = true
+					c.logf("%s Ready (kubelet %s, boot %s)", n.Name, n.Status.NodeInfo.KubeletVersion, n.Status.NodeInfo.BootID)
+				}
+			}
+		}
+		if err := testenv.WaitCtx(ctx, 2*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// installAgent applies deploy/ through an overlay: the locally imported image (never pulled), the API
+// server at 10.0.2.2 (the "kubernetes" Service has no proxy behind it here), and no operator
+// Deployment (the operator runs on the host; see README).
+func (c *Cluster) installAgent(ctx context.Context, root string) error {
+	dir := filepath.Join(c.Dir, "deploy-e2e")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(dir, filepath.Join(root, "deploy"))
+	if err != nil {
+		return err
+	}
+	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - %s
+images:
+  - name: ghcr.io/slipway-dev/slipway
+    newName: docker.io/library/slipway
+    newTag: e2e
+patches:
+  - patch: |-
+      $patch: delete
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata: {name: slipway-update-operator, namespace: slipway-system}
+  - patch: |-
+      $patch: delete
+      apiVersion: policy/v1
+      kind: PodDisruptionBudget
+      metadata: {name: slipway-update-operator, namespace: slipway-system}
+  - target: {kind: DaemonSet, name: slipway-update-agent}
+    patch: |-
+      - op: add
+        path: /spec/template/spec/containers/0/imagePullPolicy
+        value: Never
+      - op: add
+        path: /spec/template/spec/containers/0/env/-
+        value: {name: KUBERNETES_SERVICE_HOST, value: "10.0.2.2"}
+      - op: add
+        path: /spec/template/spec/containers/0/env/-
+        value: {name: KUBERNETES_SERVICE_PORT, value: "%d"}
+`, rel, c.CP.Port)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		return err
+	}
+	if out, err := c.Kubectl(ctx, "apply", "-k", dir); err != nil {
+		return fmt.Errorf("kubectl apply -k %s: %v\n%s", dir, err, out)
+	}
+	c.logf("agent DaemonSet applied; waiting for every agent to report its boot ID")
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		reported := 0
+		if err == nil {
+			for _, n := range nodes.Items {
+				if n.Annotations[protocol.BootID] != "" && n.Annotations[protocol.Status] != "" {
+					reported++
+				}
+			}
+		}
+		if reported == len(c.VMs) {
+			c.logf("all %d agents report (update_engine status and boot ID on every Node)", reported)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			pods, _ := c.Kubectl(ctx, "get", "pods", "-A", "-o", "wide")
+			return fmt.Errorf("only %d of %d agents reported after 3m; pods:\n%s", reported, len(c.VMs), pods)
+		}
+		if err := testenv.WaitCtx(ctx, 2*time.Second); err != nil {
+			return err
+		}
+	}
+}
+
+// Kubectl runs the control plane's kubectl against the cluster.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
+	bin, err := testenv.BinDir()
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// StartOperator runs update-operator on the host (leader election on, in slipway-system), logging to
+// the cluster directory. A second call after StopOperator starts a fresh process.
+func (c *Cluster) StartOperator(extra ...string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.opLog == nil {
+		f, err := os.OpenFile(filepath.Join(c.Dir, "update-operator.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		c.opLog = f
+	}
+	args := append([]string{"--kubeconfig=" + c.Kubeconfig, "--namespace=slipway-system", "--http-address=",
+		"--lease-duration=8s", "--renew-deadline=6s", "--retry-period=1s", "--drain-timeout=2m"}, c.Operator...)
+	args = append(args, extra...)
+	cmd := exec.Command(filepath.Join(c.bins, "update-operator"), args...)
+	cmd.Stdout, cmd.Stderr = c.opLog, c.opLog
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	c.operator = cmd
+	c.logf("update-operator started on the host (pid %d)", cmd.Process.Pid)
+	return nil
+}
+
+// KillOperator SIGKILLs the operator (no lease release: the next one waits out the lease).
+func (c *Cluster) KillOperator() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.operator != nil {
+		_ = c.operator.Process.Kill()
+		_ = c.operator.Wait()
+		c.logf("update-operator killed (SIGKILL)")
+		c.operator = nil
+	}
+}
+
+// VM returns the VM of a node.
+func (c *Cluster) VM(name string) *VM {
+	for _, vm := range c.VMs {
+		if vm.Name == name {
+			return vm
+		}
+	}
+	return nil
+}
+
+// Down stops the operator, every VM and the control plane. Logs and serial consoles stay in Dir.
+func (c *Cluster) Down() {
+	c.KillOperator()
+	for _, vm := range c.VMs {
+		vm.Stop()
+	}
+	if c.CP != nil {
+		c.CP.Stop()
+	}
+	if c.opLog != nil {
+		c.opLog.Close()
+	}
+}
+
