@@ -354,4 +354,3 @@ func (c *Cluster) Down() {
 		c.opLog.Close()
 	}
 }
-

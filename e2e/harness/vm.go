@@ -137,4 +137,3 @@ func (vm *VM) SerialTail(n int) string {
 	}
 	return string(b)
 }
-

@@ -85,4 +85,3 @@ func build(ref, out, entry string, files []string) error {
 	}
 	return tarball.WriteToFile(out, tag, img)
 }
-
