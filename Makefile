@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0
 LDFLAGS := -s -w -X github.com/slipway-dev/slipway/internal/version.Version=$(VERSION)
 export CGO_ENABLED ?= 0
 
-.PHONY: build test lint deps controlplane demo bench render image clean
+.PHONY: build test lint deps controlplane demo bench render image clean e2e e2e-deps cluster cluster-down
 
 ## build: the two binaries into bin/, version-stamped
 build:
@@ -37,6 +37,22 @@ bench: controlplane
 ## render: the kustomize manifests
 render: controlplane
 	@"$$(hack/build-controlplane.sh kubectl 2>/dev/null)/kubectl" kustomize deploy/
+
+## e2e-deps: QEMU, mmdebstrap and a guest kernel (apt)
+e2e-deps:
+	@hack/install-e2e-deps.sh
+
+## e2e: local QEMU cluster (3 VMs, real kubelets, real reboots), the e2e-framework suites, teardown,
+##      per-node timeline. Artifacts (serial consoles, operator log, timeline) in e2e-artifacts/.
+e2e: controlplane e2e-deps
+	cd e2e && go test -count=1 -timeout 80m -v . 2>&1 | grep -v '^[IWE][0-9]\{4\} '
+
+## cluster: the same local cluster, left running (make cluster-down stops it)
+cluster: controlplane e2e-deps
+	go run ./e2e/cmd/cluster up
+
+cluster-down:
+	go run ./e2e/cmd/cluster down
 
 ## image: the container image (needs a Docker engine)
 image:

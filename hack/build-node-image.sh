@@ -29,13 +29,14 @@ inputs="$OUT/inputs"
 mkdir -p "$inputs"
 log "building static binaries (agent, operator, stand-in, pause, ociimage)"
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/slipway-dev/slipway/internal/version.Version=e2e" \
-  -o "$inputs/" ./agent/cmd/update-agent ./operator/cmd/update-operator ./hack/slipway-standin ./hack/pause ./hack/ociimage
+  -o "$inputs/" ./agent/cmd/update-agent ./operator/cmd/update-operator ./hack/slipway-standin ./hack/pause ./hack/ociimage ./hack/e2e-hook
 "$inputs/ociimage" -name docker.io/library/slipway:e2e -out "$inputs/slipway.tar" -entrypoint /update-operator \
   /update-agent="$inputs/update-agent" /update-operator="$inputs/update-operator"
 "$inputs/ociimage" -name registry.k8s.io/pause:3.10 -out "$inputs/pause.tar" -entrypoint /pause /pause="$inputs/pause"
+"$inputs/ociimage" -name docker.io/library/slipway-e2e-hook:e2e -out "$inputs/hook.tar" -entrypoint /e2e-hook /e2e-hook="$inputs/e2e-hook"
 
 PACKAGES="systemd,systemd-sysv,dbus,udev,kmod,iproute2,iptables,containerd,runc,containernetworking-plugins,ca-certificates,procps,util-linux,mount,conntrack,ethtool,qemu-guest-agent"
-key=$( { cat "$0"; echo "$PACKAGES $KVER"; sha256sum "$CP/kubelet" "$inputs/slipway-standin" "$inputs/slipway.tar" "$inputs/pause.tar" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
+key=$( { cat "$0"; echo "$PACKAGES $KVER"; sha256sum "$CP/kubelet" "$inputs/slipway-standin" "$inputs/slipway.tar" "$inputs/pause.tar" "$inputs/hook.tar" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
 IMAGE="$OUT/node-$key.raw"
 if [ -f "$IMAGE" ]; then
   log "cached: $IMAGE"
@@ -155,7 +156,7 @@ RestartSec=2
 WantedBy=multi-user.target
 U
 mkdir -p "$root/opt/slipway/images" "$root/etc/kubernetes" "$root/etc/cni/net.d" "$root/etc/systemd/network"
-cp "$inputs/slipway.tar" "$inputs/pause.tar" "$root/opt/slipway/images/"
+cp "$inputs/slipway.tar" "$inputs/pause.tar" "$inputs/hook.tar" "$root/opt/slipway/images/"
 cat > "$root/etc/kubernetes/kubelet-config.yaml" <<'K'
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration

@@ -1,0 +1,367 @@
+package e2e
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/e2e-framework/pkg/envconf"
+	"sigs.k8s.io/e2e-framework/pkg/features"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
+)
+
+const rebootLimit = 8 * time.Minute // one TCG reboot takes ~1 min; several queue behind a budget of 1
+
+func nodeNames(t *testing.T, ctx context.Context, c kubernetes.Interface) []string {
+	t.Helper()
+	l, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range l.Items {
+		names = append(names, n.Name)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		t.Fatal("no nodes")
+	}
+	return names
+}
+
+// readyWatcher tracks the smallest number of Ready pods of a workload seen at any instant.
+type readyWatcher struct {
+	mu    sync.Mutex
+	ready map[string]bool
+	min   int
+	stop  context.CancelFunc
+}
+
+func watchReady(t *testing.T, c kubernetes.Interface, selector string) *readyWatcher {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &readyWatcher{ready: map[string]bool{}, min: 1 << 30, stop: cancel}
+	wi, err := c.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for ev := range wi.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			r := false
+			if ev.Type != watch.Deleted && p.DeletionTimestamp == nil {
+				for _, cond := range p.Status.Conditions {
+					if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+						r = true
+					}
+				}
+			}
+			w.mu.Lock()
+			w.ready[p.Name] = r
+			n := 0
+			for _, v := range w.ready {
+				if v {
+					n++
+				}
+			}
+			if n < w.min {
+				w.min = n
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// A locksmithctl-style signal inside a VM: the node is cordoned, a workload with a PDB is evicted
+// within its budget, the VM really reboots (boot ID and on-disk boot counter change), the node returns
+// Ready, is uncordoned, and the annotations end in FLUO's final state.
+func TestRebootOneNodeWithPDB(t *testing.T) {
+	f := features.New("one node, PDB-protected workload").
+		Assess("signal, drain within the PDB, real reboot, back in service", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			skipIfNeeded(t)
+			c := clientset(t, cfg)
+			target := nodeNames(t, ctx, c)[0]
+			labels := map[string]string{"app": "web"}
+			replicas := int32(2)
+			dep := &appsv1.Deployment{
+				ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+				Spec: appsv1.DeploymentSpec{
+					Replicas: &replicas,
+					Selector: &metav1.LabelSelector{MatchLabels: labels},
+					Template: corev1.PodTemplateSpec{
+						ObjectMeta: metav1.ObjectMeta{Labels: labels},
+						Spec: corev1.PodSpec{
+							// Start on the node that will reboot, so the drain has something to evict.
+							Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+								Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{target}}}},
+							}}}},
+							Containers: []corev1.Container{{Name: "web", Image: "registry.k8s.io/pause:3.10", ImagePullPolicy: corev1.PullIfNotPresent}},
+						},
+					},
+				},
+			}
+			if _, err := c.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			one := intstr.FromInt32(1)
+			pdb := &policyv1.PodDisruptionBudget{
+				ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+				Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: &metav1.LabelSelector{MatchLabels: labels}},
+			}
+			if _, err := c.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitPods(t, ctx, c, "app=web", 2, target)
+			rw := watchReady(t, c, "app=web")
+			defer rw.stop()
+			s := before(t, ctx, c, target)
+			fireLocksmith(t, ctx, c, target)
+			waitRebooted(t, ctx, c, s, rebootLimit)
+			rw.mu.Lock()
+			minReady := rw.min
+			rw.mu.Unlock()
+			if minReady < 1 {
+				t.Errorf("the PDB (maxUnavailable 1 of 2) was broken: %d web pods Ready at one point", minReady)
+			}
+			pods, _ := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web", FieldSelector: "spec.nodeName=" + target})
+			t.Logf("web pods on %s after its reboot: %d (evicted before it, at least 1 of 2 Ready throughout: min %d)", target, len(pods.Items), minReady)
+			_ = c.AppsV1().Deployments(ns).Delete(ctx, "web", metav1.DeleteOptions{})
+			_ = c.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, "web", metav1.DeleteOptions{})
+			return ctx
+		}).Feature()
+	testEnv.Test(t, f)
+}
+
+// waitPods waits for n Running+Ready pods, at least one of them on node (the drain must have work).
+func waitPods(t *testing.T, ctx context.Context, c kubernetes.Interface, selector string, n int, node string) {
+	t.Helper()
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		l, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		ready, onNode := 0, 0
+		if err == nil {
+			for _, p := range l.Items {
+				for _, cond := range p.Status.Conditions {
+					if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+						ready++
+						if p.Spec.NodeName == node {
+							onNode++
+						}
+					}
+				}
+			}
+		}
+		if ready >= n && onNode > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pods %s: %d Ready (%d on %s) after 4m", selector, ready, onNode, node)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// Every node signalled at once with max-unavailable=1: the reboots happen strictly one after another
+// (a watch on every Node change proves at most one unavailable at any instant). One node is fired
+// through update_engine's own AttemptUpdate path, the others locksmithctl-style.
+func TestAllNodesAtOnceOneByOne(t *testing.T) {
+	f := features.New("all nodes at once, budget 1").
+		Assess("strictly sequential real reboots", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			skipIfNeeded(t)
+			c := clientset(t, cfg)
+			names := nodeNames(t, ctx, c)
+			var states []nodeState
+			for _, n := range names {
+				states = append(states, before(t, ctx, c, n))
+			}
+			for i, n := range names {
+				if i == 1 && cluster != nil {
+					fireAttemptUpdate(t, ctx, n)
+				} else {
+					fireLocksmith(t, ctx, c, n)
+				}
+			}
+			for _, s := range states {
+				waitRebooted(t, ctx, c, s, time.Duration(len(names))*rebootLimit)
+			}
+			if p := timeline.PeakUnavailable(); p > 1 {
+				t.Errorf("more than one node unavailable at one instant (peak %d) with --max-unavailable=1", p)
+			}
+			// Sequential: each reboot-ok came after the previous node was back in service.
+			type span struct{ ok, done time.Time }
+			var spans []span
+			for _, n := range names {
+				cs := timeline.Cycles(n)
+				if len(cs) == 0 {
+					t.Fatalf("%s: no cycle recorded", n)
+				}
+				last := cs[len(cs)-1]
+				spans = append(spans, span{last["reboot-ok"], last["uncordoned"]})
+			}
+			sort.Slice(spans, func(i, j int) bool { return spans[i].ok.Before(spans[j].ok) })
+			for i := 1; i < len(spans); i++ {
+				if spans[i].ok.Before(spans[i-1].done) {
+					t.Errorf("reboot %d was granted before reboot %d finished", i+1, i)
+				}
+			}
+			return ctx
+		}).Feature()
+	testEnv.Test(t, f)
+}
+
+// hookDaemonSet is a before-reboot hook as FLUO documents them: a DaemonSet selecting the
+// before-reboot=true label, whose pod sets its annotation to "true" after a delay.
+func hookDaemonSet(t *testing.T, ctx context.Context, c kubernetes.Interface, annotation string, delay time.Duration) {
+	t.Helper()
+	labels := map[string]string{"app": "before-reboot-hook"}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: ns}}
+	_, _ = c.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{})
+	_, _ = c.RbacV1().ClusterRoles().Create(ctx, hookRole(), metav1.CreateOptions{})
+	_, _ = c.RbacV1().ClusterRoleBindings().Create(ctx, hookBinding(), metav1.CreateOptions{})
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "before-reboot-hook", Namespace: ns},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: "hook",
+					NodeSelector:       map[string]string{protocol.BeforeReboot: protocol.True},
+					Containers: []corev1.Container{{
+						Name: "hook", Image: hookImage, ImagePullPolicy: corev1.PullIfNotPresent,
+						Env: []corev1.EnvVar{
+							{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+							{Name: "HOOK_ANNOTATION", Value: annotation},
+							{Name: "HOOK_DELAY", Value: delay.String()},
+							{Name: "KUBERNETES_SERVICE_HOST", Value: "10.0.2.2"},
+							{Name: "KUBERNETES_SERVICE_PORT", Value: apiPort()},
+						},
+					}},
+				},
+			},
+		},
+	}
+	if cluster == nil {
+		ds.Spec.Template.Spec.Containers[0].Env = ds.Spec.Template.Spec.Containers[0].Env[:3]
+	}
+	if _, err := c.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A before-reboot hook holds the reboot until it sets its annotation.
+func TestBeforeRebootHookHolds(t *testing.T) {
+	const hook = "e2e.slipway.dev/hook-ok"
+	const delay = 30 * time.Second
+	f := features.New("before-reboot hook").
+		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			skipIfNeeded(t)
+			if cluster == nil {
+				t.Skip("needs the local cluster: the operator's flags are set by the harness")
+			}
+			cluster.KillOperator()
+			if err := cluster.StartOperator("--before-reboot-annotations=" + hook); err != nil {
+				t.Fatal(err)
+			}
+			hookDaemonSet(t, ctx, clientset(t, cfg), hook, delay)
+			return ctx
+		}).
+		Assess("the node waits for the hook, then reboots", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			skipIfNeeded(t)
+			c := clientset(t, cfg)
+			target := nodeNames(t, ctx, c)[1]
+			s := before(t, ctx, c, target)
+			fireLocksmith(t, ctx, c, target)
+			labelled, err := waitFor(ctx, c, target, 2*time.Minute, func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
+			if err != nil {
+				t.Fatalf("no before-reboot label: %v", err)
+			}
+			cordoned, err := waitFor(ctx, c, target, 4*time.Minute, func(n *corev1.Node) bool { return n.Spec.Unschedulable })
+			if err != nil {
+				t.Fatalf("never cordoned after the hook: %v", err)
+			}
+			if held := cordoned.Sub(labelled); held < delay-5*time.Second {
+				t.Errorf("drain started %s after the before-reboot label; the hook held it for %s", held, delay)
+			}
+			waitRebooted(t, ctx, c, s, rebootLimit)
+			return ctx
+		}).Feature()
+	testEnv.Test(t, f)
+}
+
+// The operator killed (SIGKILL) while a node is mid-cycle: a new operator process finishes that
+// cycle from the Nodes alone, and no second node starts early.
+func TestOperatorKilledMidCycle(t *testing.T) {
+	const hook = "e2e.slipway.dev/hook-ok"
+	f := features.New("operator killed mid-cycle").
+		Assess("the cycle completes, the budget holds", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			skipIfNeeded(t)
+			if cluster == nil {
+				t.Skip("needs the local cluster: the harness owns the operator process")
+			}
+			c := clientset(t, cfg)
+			names := nodeNames(t, ctx, c)
+			targets := []string{names[0], names[len(names)-1]}
+			var states []nodeState
+			for _, n := range targets {
+				states = append(states, before(t, ctx, c, n))
+			}
+			for _, n := range targets {
+				fireLocksmith(t, ctx, c, n)
+			}
+			// Mid-cycle: one node waits for the hook (30 s) in before-reboot.
+			var first string
+			deadline := time.Now().Add(2 * time.Minute)
+			for first == "" && time.Now().Before(deadline) {
+				for _, n := range targets {
+					node, err := c.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+					if err == nil && node.Labels[protocol.BeforeReboot] == protocol.True {
+						first = n
+					}
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+			if first == "" {
+				t.Fatal("no node entered the cycle")
+			}
+			cluster.KillOperator()
+			t.Logf("operator killed while %s waits in before-reboot", first)
+			time.Sleep(5 * time.Second)
+			if err := cluster.StartOperator("--before-reboot-annotations=" + hook); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range states {
+				waitRebooted(t, ctx, c, s, 2*rebootLimit)
+			}
+			if p := timeline.PeakUnavailable(); p > 1 {
+				t.Errorf("budget 1 exceeded: %d nodes unavailable at one instant", p)
+			}
+			return ctx
+		}).Feature()
+	testEnv.Test(t, f)
+}
+
+func waitFor(ctx context.Context, c kubernetes.Interface, node string, timeout time.Duration, cond func(*corev1.Node) bool) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err == nil && cond(n) {
+			return time.Now(), nil
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return time.Time{}, context.DeadlineExceeded
+}
