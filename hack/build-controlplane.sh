@@ -18,7 +18,7 @@ OUT="$CACHE_ROOT/controlplane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
 STAGING_VERSION="v0.${K8S_VERSION#v1.}"
 
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl)
+[ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 
 start=$(date +%s)
 log() { printf '[build-controlplane +%ss] %s\n' "$(( $(date +%s) - start ))" "$*" >&2; }
@@ -34,6 +34,13 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 command -v go >/dev/null || { echo "go is not on PATH: install Go 1.26 first" >&2; exit 1; }
 mkdir -p "$OUT"
+# Parallel test packages may ask at once: one builds, the others wait and then find it cached.
+exec 9>"$OUT/.lock"
+flock 9
+missing=()
+for b in "${want[@]}"; do
+  [ -x "$OUT/$b" ] || missing+=("$b")
+done
 work="$CACHE_ROOT/controlplane/src"
 mkdir -p "$work"
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0

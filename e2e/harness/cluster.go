@@ -341,10 +341,18 @@ func (c *Cluster) VM(name string) *VM {
 	return nil
 }
 
-// Down stops the operator, every VM and the control plane. Logs and serial consoles stay in Dir.
+// Down stops the operator, every VM and the control plane. Logs stay in Dir: serial consoles, the
+// operator's log, and each node's agent log (read from the guest, since `kubectl logs` cannot reach
+// kubelets behind slirp).
 func (c *Cluster) Down() {
 	c.KillOperator()
 	for _, vm := range c.VMs {
+		if vm.Alive() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			out, _ := vm.Exec(ctx, "/bin/sh", "-c", "cat /var/log/pods/slipway-system_slipway-update-agent-*/update-agent/*.log 2>/dev/null")
+			cancel()
+			_ = os.WriteFile(filepath.Join(vm.Dir, "agent.log"), []byte(out), 0o644)
+		}
 		vm.Stop()
 	}
 	if c.CP != nil {
