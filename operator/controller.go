@@ -189,8 +189,7 @@ func (c *Controller) allNodes() []*corev1.Node {
 
 // unavailable: the node counts against the budget, whether Slipway put it there or not.
 func (c *Controller) unavailable(n *corev1.Node) bool {
-	f := protocol.Observe(n, c.cfg.Hooks)
-	return protocol.Classify(f).InCycle() || !f.Ready || f.Unschedulable
+	return protocol.Observe(n, c.cfg.Hooks).Unavailable()
 }
 
 func (c *Controller) enqueueWaiting() {
@@ -212,7 +211,7 @@ func (c *Controller) admitted(name string) (bool, time.Duration) {
 	var cands []budget.Candidate
 	for _, n := range all {
 		f := protocol.Observe(n, c.cfg.Hooks)
-		unavail := protocol.Classify(f).InCycle() || !f.Ready || f.Unschedulable
+		unavail := f.Unavailable()
 		if unavail {
 			busy++
 		}

@@ -176,9 +176,9 @@ func finished(n *corev1.Node) bool {
 // budgetWatcher sees every change of every Node through a watch (not sampling) and tracks the largest
 // number of nodes counting against the budget at any instant.
 type budgetWatcher struct {
+	testenv.Peak
 	mu     sync.Mutex
 	state  map[string]bool
-	max    int
 	starts map[string]int // times each node entered the cycle
 	stop   func()
 }
@@ -208,6 +208,7 @@ func watchBudget(t *testing.T, hooks protocol.Hooks) *budgetWatcher {
 				w.mu.Lock()
 				delete(w.state, n.Name)
 				w.mu.Unlock()
+				w.Forget(n.Name)
 				continue
 			}
 			w.observe(n, hooks)
@@ -218,26 +219,15 @@ func watchBudget(t *testing.T, hooks protocol.Hooks) *budgetWatcher {
 }
 
 func (w *budgetWatcher) observe(n *corev1.Node, hooks protocol.Hooks) {
-	f := protocol.Observe(n, hooks)
-	in := protocol.Classify(f).InCycle() || !f.Ready || f.Unschedulable
+	in := protocol.Observe(n, hooks).Unavailable()
+	w.Set(n.Name, in)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if in && !w.state[n.Name] {
 		w.starts[n.Name]++
 	}
 	w.state[n.Name] = in
-	count := 0
-	for _, v := range w.state {
-		if v {
-			count++
-		}
-	}
-	if count > w.max {
-		w.max = count
-	}
 }
-
-func (w *budgetWatcher) Max() int { w.mu.Lock(); defer w.mu.Unlock(); return w.max }
 func (w *budgetWatcher) Starts() map[string]int {
 	w.mu.Lock()
 	defer w.mu.Unlock()

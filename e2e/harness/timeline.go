@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testenv"
 )
 
 // Milestones of one node's reboot, in the order they happen.
@@ -26,15 +27,14 @@ type Timeline struct {
 	start  time.Time
 	cycles map[string][]map[string]time.Time
 	bootAt map[string]string // boot ID at the start of the current cycle
-	unav   map[string]bool
-	Peak   int
+	unav   testenv.Peak
 	cancel context.CancelFunc
 }
 
 // WatchTimeline starts recording.
 func WatchTimeline(ctx context.Context, c kubernetes.Interface) (*Timeline, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	t := &Timeline{start: time.Now(), cycles: map[string][]map[string]time.Time{}, bootAt: map[string]string{}, unav: map[string]bool{}, cancel: cancel}
+	t := &Timeline{start: time.Now(), cycles: map[string][]map[string]time.Time{}, bootAt: map[string]string{}, cancel: cancel}
 	list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		cancel()
@@ -62,11 +62,7 @@ func WatchTimeline(ctx context.Context, c kubernetes.Interface) (*Timeline, erro
 }
 
 // PeakUnavailable is the largest number of nodes unavailable at one instant so far.
-func (t *Timeline) PeakUnavailable() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.Peak
-}
+func (t *Timeline) PeakUnavailable() int { return t.unav.Max() }
 
 // Stop ends the watch.
 func (t *Timeline) Stop() { t.cancel() }
@@ -75,18 +71,9 @@ func (t *Timeline) observe(n *corev1.Node) {
 	f := protocol.Observe(n, protocol.Hooks{})
 	s := protocol.Classify(f)
 	now := time.Now()
+	t.unav.Set(n.Name, f.Unavailable())
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.unav[n.Name] = s.InCycle() || !f.Ready || f.Unschedulable
-	busy := 0
-	for _, v := range t.unav {
-		if v {
-			busy++
-		}
-	}
-	if busy > t.Peak {
-		t.Peak = busy
-	}
 	cycles := t.cycles[n.Name]
 	var cur map[string]time.Time
 	if len(cycles) > 0 {
@@ -156,6 +143,6 @@ func (t *Timeline) String() string {
 			fmt.Fprintf(&b, " %9.1fs\n", last.Sub(s).Seconds())
 		}
 	}
-	fmt.Fprintf(&b, "peak unavailable at one instant: %d\n", t.Peak)
+	fmt.Fprintf(&b, "peak unavailable at one instant: %d\n", t.unav.Max())
 	return b.String()
 }

@@ -152,10 +152,10 @@ func run(count int, maxUnavail string, timeout time.Duration, keep bool) error {
 			return fmt.Errorf("%s rebooted %d times, want 1", sn.Name, sn.Boots())
 		}
 	}
-	if tl.peak > max.Limit(count) {
-		return fmt.Errorf("budget exceeded: %d nodes unavailable at once", tl.peak)
+	if p := tl.unav.Max(); p > max.Limit(count) {
+		return fmt.Errorf("budget exceeded: %d nodes unavailable at once", p)
 	}
-	say("done: every node rebooted exactly once, never more than %d unavailable at once", tl.peak)
+	say("done: every node rebooted exactly once, never more than %d unavailable at once", tl.unav.Max())
 	return nil
 }
 
@@ -202,17 +202,15 @@ type timeline struct {
 	mu     sync.Mutex
 	nodes  map[string]*simnode.Node
 	state  map[string]string
-	unav   map[string]bool
-	events map[string][]string
+	unav   testenv.Peak
 	first  map[string]time.Time
 	end    map[string]time.Time
-	peak   int
 	done   chan struct{}
 	closed bool
 }
 
 func newTimeline(nodes []*simnode.Node) *timeline {
-	t := &timeline{nodes: map[string]*simnode.Node{}, state: map[string]string{}, unav: map[string]bool{}, events: map[string][]string{},
+	t := &timeline{nodes: map[string]*simnode.Node{}, state: map[string]string{},
 		first: map[string]time.Time{}, end: map[string]time.Time{}, done: make(chan struct{})}
 	for _, n := range nodes {
 		t.nodes[n.Name] = n
@@ -264,25 +262,15 @@ func describe(n *corev1.Node, s protocol.State) string {
 }
 
 func (t *timeline) observe(n *corev1.Node) {
-	sn, ok := t.nodes[n.Name]
-	if !ok {
+	if _, ok := t.nodes[n.Name]; !ok {
 		return
 	}
 	f := protocol.Observe(n, protocol.Hooks{})
 	s := protocol.Classify(f)
 	d := describe(n, s)
+	busy := t.unav.Set(n.Name, f.Unavailable())
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.unav[n.Name] = s.InCycle() || !f.Ready || f.Unschedulable
-	busy := 0
-	for _, v := range t.unav {
-		if v {
-			busy++
-		}
-	}
-	if busy > t.peak {
-		t.peak = busy
-	}
 	if t.state[n.Name] == d {
 		return
 	}
@@ -302,7 +290,6 @@ func (t *timeline) observe(n *corev1.Node) {
 			close(t.done)
 		}
 	}
-	_ = sn
 }
 
 func (t *timeline) summary(limit int) {
@@ -319,7 +306,7 @@ func (t *timeline) summary(limit int) {
 		a, e := t.first[name], t.end[name]
 		fmt.Printf("%-10s %9.2fs %9.2fs %7.2fs\n", name, a.Sub(start).Seconds(), e.Sub(start).Seconds(), e.Sub(a).Seconds())
 	}
-	fmt.Printf("peak unavailable: %d (budget %d)\n\n", t.peak, limit)
+	fmt.Printf("peak unavailable: %d (budget %d)\n\n", t.unav.Max(), limit)
 }
 
 // replicaSet stands in for the ReplicaSet controller and the scheduler: whenever fewer than want web

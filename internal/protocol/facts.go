@@ -46,6 +46,10 @@ type Facts struct {
 	Malformed []string
 }
 
+// Unavailable reports whether the node counts against the budget: it is in a cycle, NotReady, or
+// cordoned (by Slipway or anyone else).
+func (f Facts) Unavailable() bool { return Classify(f).InCycle() || !f.Ready || f.Unschedulable }
+
 // Observe reads the Facts of a Node. It never fails: malformed values read as false and are listed.
 func Observe(n *corev1.Node, hooks Hooks) Facts {
 	a, l := n.Annotations, n.Labels
