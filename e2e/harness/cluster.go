@@ -354,9 +354,12 @@ func (c *Cluster) Down() {
 			_ = os.WriteFile(filepath.Join(vm.Dir, "agent.log"), []byte(out), 0o644)
 		}
 		vm.Stop()
+		// The disk overlay is hundreds of MiB and no artifact: logs are what a failed run needs.
+		_ = os.Remove(filepath.Join(vm.Dir, "disk.qcow2"))
 	}
 	if c.CP != nil {
 		c.CP.Stop()
+		_ = os.RemoveAll(filepath.Join(c.CP.Dir, "etcd"))
 	}
 	if c.opLog != nil {
 		c.opLog.Close()
