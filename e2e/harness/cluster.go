@@ -77,6 +77,10 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if cfg.BootLimit == 0 {
 		cfg.BootLimit = 6 * time.Minute
 	}
+	if img := os.Getenv("FLATCAR_IMAGE"); img != "" {
+		// Said plainly rather than silently booting the Debian image instead.
+		return nil, fmt.Errorf("FLATCAR_IMAGE=%s: booting a real Flatcar image is not implemented yet (it needs the butane/ node snippets and an offline kubelet for Flatcar); unset it to use the Debian node image", img)
+	}
 	c = &Cluster{Config: cfg, start: time.Now()}
 	defer func() {
 		if err != nil {
