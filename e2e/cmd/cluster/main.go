@@ -125,7 +125,8 @@ func up(args []string) int {
   kubeconfig:  %s
   nodes:       kubectl --kubeconfig %s get nodes
   fire update: kubectl --kubeconfig %s annotate node node-0 --overwrite flatcar-linux-update.v1.flatcar-linux.net/reboot-needed=true
-  (or inside a VM, as locksmithctl does: update-agent send-need-reboot)
+  or inside a VM, exactly as locksmithctl send-need-reboot does:
+               go run ./e2e/cmd/cluster exec node-0 /usr/local/bin/update-agent send-need-reboot
   logs:        %s (serial consoles in vms/*/serial.log, operator in update-operator.log)
   stop:        make cluster-down
 `, c.Kubeconfig, c.Kubeconfig, c.Kubeconfig, dir)
