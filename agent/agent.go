@@ -75,6 +75,7 @@ type Agent struct {
 	inProgress  bool                 // we are rebooting (or about to)
 	armed       bool                 // a reboot-ok seen now belongs to this boot's cycle
 	newBoot     bool                 // the agent is the first one in this boot
+	reported    bool                 // this process has written (or confirmed) its keys once
 	rebootAfter time.Time            // earliest next Reboot call
 	rebootOK    atomic.Int32         // successful Reboot calls in this process
 	backoff     wait.Backoff
@@ -245,6 +246,13 @@ func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
 	if a.rebootRequiredFile(log) {
 		a.needed = true
 	}
+	if a.reported && protocol.IsTrue(n.Annotations, protocol.RebootNeeded) && !a.needed {
+		// Someone else asked for a reboot (FLUO's README test: `kubectl annotate ... reboot-needed=true`).
+		// Like FLUO's agent, honour it instead of writing our own "false" over it. Only after our first
+		// write in this process: before that, a "true" may be the last boot's, which a reboot answers.
+		log.Info("reboot-needed=true set on the node by someone else; honouring it")
+		a.needed = true
+	}
 
 	p := a.desired(n)
 	if a.newBoot {
@@ -266,6 +274,7 @@ func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
 		log.V(1).Info("node updated", "patch", p.String())
 	}
 	a.newBoot = false
+	a.reported = true
 	if !rebootNow {
 		return time.Time{}, nil
 	}

@@ -263,3 +263,23 @@ func TestRebootRequiredFile(t *testing.T) {
 		t.Errorf("status %q: the file, not update_engine, asked", n.Annotations[protocol.Status])
 	}
 }
+
+// FLUO's README test on a node running Slipway's agent: an admin's reboot-needed=true is honoured
+// (not overwritten with update_engine's idle status), and the granted reboot happens.
+func TestAgentHonoursManualRebootNeeded(t *testing.T) {
+	sn := newNode(t, "agent-5")
+	setAnnotation(t, "agent-5", protocol.RebootNeeded, protocol.True)
+	time.Sleep(time.Second)
+	n := getNode(t, "agent-5")
+	if n.Annotations[protocol.RebootNeeded] != protocol.True || n.Labels[protocol.RebootNeeded] != protocol.True {
+		t.Fatalf("the agent overwrote the admin's reboot-needed: %v", n.Annotations)
+	}
+	setAnnotation(t, "agent-5", protocol.RebootOK, protocol.True)
+	n = waitNode(t, "agent-5", "rebooted", func(n *corev1.Node) bool { return n.Annotations[protocol.BootID] == "agent-5-boot-1" })
+	if n.Annotations[protocol.RebootNeeded] != protocol.False {
+		t.Errorf("after the reboot reboot-needed = %q, want false", n.Annotations[protocol.RebootNeeded])
+	}
+	if sn.Boots() != 1 {
+		t.Errorf("boots = %d", sn.Boots())
+	}
+}

@@ -339,3 +339,18 @@ func TestMalformedAnnotationsChangeNothing(t *testing.T) {
 		t.Fatalf("malformed input changed the node: unschedulable=%v %v", n.Spec.Unschedulable, n.Annotations)
 	}
 }
+
+// FLUO's README test on a node running Slipway's real agent: the whole cycle, with a reboot.
+func TestFLUOReadmeAnnotateWithSlipwayAgent(t *testing.T) {
+	cleanNodes(t)
+	sn := simNodes(t, "readme", 1)[0]
+	startOperator(t, opOptions{})
+	kubectl(t, "annotate", "node", sn.Name, "--overwrite", "flatcar-linux-update.v1.flatcar-linux.net/reboot-needed=true")
+	waitNode(t, sn.Name, 30*time.Second, "cycle finished", finished)
+	if sn.Boots() != 1 {
+		t.Errorf("boots = %d, want 1: the annotated reboot did not happen", sn.Boots())
+	}
+	if events(t, sn.Name, "CycleAborted") != 0 {
+		t.Error("the cycle was aborted")
+	}
+}
