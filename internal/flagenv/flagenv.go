@@ -34,3 +34,18 @@ func Set(fs *flag.FlagSet, prefix string) error {
 	})
 	return err
 }
+
+// Undocumented lists the flags of fs that doc (a README) does not mention as `--name` (`-v` for v).
+func Undocumented(fs *flag.FlagSet, doc string) []string {
+	var missing []string
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "`--" + f.Name + "`"
+		if f.Name == "v" {
+			name = "`-v`"
+		}
+		if !strings.Contains(doc, name) {
+			missing = append(missing, name)
+		}
+	})
+	return missing
+}

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"flag"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/slipway-dev/slipway/internal/flagenv"
 )
 
 func TestFlags(t *testing.T) {
@@ -41,13 +42,7 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 	}
 	t.Setenv("NODE_NAME", "n")
 	_, fs, _ := parse(nil)
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "`--" + f.Name + "`"
-		if f.Name == "v" {
-			name = "`-v`"
-		}
-		if !strings.Contains(string(readme), name) {
-			t.Errorf("README does not document %s", name)
-		}
-	})
+	if missing := flagenv.Undocumented(fs, string(readme)); len(missing) > 0 {
+		t.Errorf("README does not document %v", missing)
+	}
 }
