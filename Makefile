@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0
 LDFLAGS := -s -w -X github.com/slipway-dev/slipway/internal/version.Version=$(VERSION)
 export CGO_ENABLED ?= 0
 
-.PHONY: build test lint deps controlplane demo bench render image clean e2e e2e-deps cluster cluster-down
+.PHONY: build test lint deps controlplane demo bench render image clean e2e e2e-deps cluster cluster-down butane
 
 ## build: the two binaries into bin/, version-stamped
 build:
@@ -22,11 +22,13 @@ controlplane: deps
 lint:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
 	go vet ./...
+	cd butane && go vet ./...
 
 ## test: everything: unit + integration (real apiserver, etcd, kube-controller-manager, dbus-daemon),
 ##       then the e2e suites on local QEMU VMs that really reboot
 test: controlplane lint build
 	CGO_ENABLED=1 go test -race -count=1 ./...
+	cd butane && go test -count=1 ./...
 	$(MAKE) e2e
 
 ## demo: a local control plane, simulated nodes with real agents on real D-Bus, a rolling reboot
@@ -56,6 +58,10 @@ cluster: controlplane e2e-deps
 
 cluster-down:
 	go run ./e2e/cmd/cluster down
+
+## butane: regenerate the Ignition beside every snippet in butane/snippets (tests fail when stale)
+butane:
+	cd butane && go run ./cmd/gen
 
 ## image: the container image (needs a Docker engine)
 image:
