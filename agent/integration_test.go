@@ -164,13 +164,16 @@ func TestAgentRestartSameBoot(t *testing.T) {
 	if err := sn.RestartAgent(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	deadline := time.Now().Add(15 * time.Second)
+	for len(sn.Login.Calls()) <= before {
+		if time.Now().After(deadline) {
+			t.Fatal("restarted agent did not go on with the granted reboot")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	n := getNode(t, "agent-1")
 	if n.Annotations[protocol.RebootNeeded] != protocol.True || n.Annotations[protocol.RebootInProgress] != protocol.True {
 		t.Fatalf("restart within the same boot reset the flags: %v", n.Annotations)
-	}
-	if len(sn.Login.Calls()) <= before {
-		t.Fatal("restarted agent did not go on with the granted reboot")
 	}
 	sn.Login.FailNext(0)
 	waitNode(t, "agent-1", "rebooted", func(n *corev1.Node) bool { return n.Annotations[protocol.BootID] == "agent-1-boot-1" })

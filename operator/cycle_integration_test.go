@@ -91,7 +91,7 @@ func TestFLUOReadmeAnnotateAndFLUOAgent(t *testing.T) {
 		t.Error("Slipway cordoned the node and must uncordon it")
 	}
 	for _, reason := range []string{"Draining", "RebootGranted", "RebootCompleted"} {
-		if events(t, "fluo-0", reason) == 0 {
+		if !waitEvent(t, "fluo-0", reason) {
 			t.Errorf("no %s event on the node", reason)
 		}
 	}
@@ -114,7 +114,7 @@ func TestResetWithoutRebootIsNotAReboot(t *testing.T) {
 	if _, ok := n.Annotations[protocol.LastRebootTime]; ok {
 		t.Error("an unverified reboot must not be recorded as done")
 	}
-	if events(t, "noreboot-0", "CycleAborted") == 0 {
+	if !waitEvent(t, "noreboot-0", "CycleAborted") {
 		t.Error("no CycleAborted warning event")
 	}
 }
@@ -191,7 +191,7 @@ func TestPDBBlocksUntilAllowed(t *testing.T) {
 	if podsOn(t, "pdb-0") != 2 {
 		t.Fatalf("pods evicted despite the PDB")
 	}
-	if events(t, "pdb-0", "DrainFailed") == 0 {
+	if !waitEvent(t, "pdb-0", "DrainFailed") {
 		t.Error("no DrainFailed event")
 	}
 	pdb, _ = client.PolicyV1().PodDisruptionBudgets("pdb").Get(ctx, "db", metav1.GetOptions{})

@@ -49,7 +49,7 @@ func TestFullAgentPath(t *testing.T) {
 		}
 	}
 	for _, reason := range []string{"Draining", "RebootGranted", "RebootCompleted"} {
-		if events(t, sn.Name, reason) == 0 {
+		if !waitEvent(t, sn.Name, reason) {
 			t.Errorf("no %s event", reason)
 		}
 	}

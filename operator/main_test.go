@@ -309,6 +309,20 @@ func podsOn(t *testing.T, node string) int {
 	return len(l.Items)
 }
 
+// waitEvent reports whether an Event with reason shows up on the node within 15 s: the recorder
+// sends Events asynchronously, after the Node change a test waits for.
+func waitEvent(t *testing.T, node, reason string) bool {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if events(t, node, reason) > 0 {
+			return true
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return false
+}
+
 func events(t *testing.T, node, reason string) int {
 	t.Helper()
 	l, err := client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + node + ",reason=" + reason})
