@@ -259,7 +259,11 @@ func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
 		// A reboot error of an earlier boot is history.
 		p.DeleteAnnotation(n, protocol.RebootError)
 	}
-	rebootNow := ok && a.needed && a.armed
+	// A grant is fresh if the agent saw reboot-ok go false since it started in this boot, or if the
+	// operator recorded this very boot ID when granting it (so a quick end-of-cycle-then-new-grant
+	// that this agent never saw as "false" still counts).
+	fresh := a.armed || n.Annotations[protocol.RebootBootID] == a.cfg.BootID
+	rebootNow := ok && a.needed && fresh
 	if rebootNow && !a.inProgress {
 		a.inProgress = true
 		p.SetAnnotation(n, protocol.RebootInProgress, protocol.True)

@@ -286,3 +286,28 @@ func TestAgentHonoursManualRebootNeeded(t *testing.T) {
 		t.Errorf("boots = %d", sn.Boots())
 	}
 }
+
+// A reboot-ok the operator granted in this boot (it recorded this boot's ID) is fresh even if the
+// agent never saw reboot-ok go false in between; one left from the previous boot is not.
+func TestAgentFreshGrantByBootID(t *testing.T) {
+	sn := newNode(t, "agent-6")
+	if err := sn.SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, "agent-6", "reboot-needed", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+	setAnnotation(t, "agent-6", protocol.RebootOK, protocol.True)
+	waitNode(t, "agent-6", "rebooted", func(n *corev1.Node) bool { return n.Annotations[protocol.BootID] == "agent-6-boot-1" })
+	// New update; the old grant (recording boot 0) is still there: no reboot on it.
+	setAnnotation(t, "agent-6", protocol.RebootBootID, "agent-6-boot-0")
+	if err := sn.SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, "agent-6", "reboot-needed again", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+	time.Sleep(500 * time.Millisecond)
+	if sn.Boots() != 1 {
+		t.Fatal("rebooted on a grant recorded in the previous boot")
+	}
+	// The operator grants again in this boot without reboot-ok ever reading false.
+	setAnnotation(t, "agent-6", protocol.RebootBootID, "agent-6-boot-1")
+	waitNode(t, "agent-6", "second reboot", func(n *corev1.Node) bool { return n.Annotations[protocol.BootID] == "agent-6-boot-2" })
+}
