@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -77,7 +76,6 @@ type Agent struct {
 	newBoot     bool                 // the agent is the first one in this boot
 	reported    bool                 // this process has written (or confirmed) its keys once
 	rebootAfter time.Time            // earliest next Reboot call
-	rebootOK    atomic.Int32         // successful Reboot calls in this process
 	backoff     wait.Backoff
 }
 
@@ -303,7 +301,6 @@ func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
 		}
 		return a.rebootAfter, nil
 	}
-	a.rebootOK.Add(1)
 	a.backoff = a.cfg.RebootBackoff
 	a.rebootAfter = time.Now().Add(a.cfg.RebootRepeat)
 	var ep nodes.Patch
@@ -344,6 +341,3 @@ func (a *Agent) desired(n *corev1.Node) *nodes.Patch {
 	}
 	return p
 }
-
-// RebootCalls is how many Reboot calls succeeded in this process (for tests and the demo).
-func (a *Agent) RebootCalls() int { return int(a.rebootOK.Load()) }
