@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0
 LDFLAGS := -s -w -X github.com/slipway-dev/slipway/internal/version.Version=$(VERSION)
 export CGO_ENABLED ?= 0
 
-.PHONY: build test lint deps controlplane demo bench render image clean e2e e2e-deps cluster cluster-down butane
+.PHONY: build test lint deps controlplane demo bench render image clean e2e e2e-deps cluster cluster-down butane flatcar-image
 
 ## build: the two binaries into bin/, version-stamped
 build:
@@ -51,6 +51,11 @@ e2e-deps:
 ##      per-node timeline. Artifacts (serial consoles, operator log, timeline) in e2e-artifacts/.
 e2e: controlplane e2e-deps
 	cd e2e && SLIPWAY_E2E=1 go test -count=1 -timeout 60m -v .
+
+## flatcar-image: download Flatcar's QEMU image (needs internet), verified by SHA-512; prints its path.
+##                `make e2e FLATCAR_IMAGE=$$(make -s flatcar-image)` boots it instead of the Debian image
+flatcar-image:
+	@hack/fetch-flatcar-image.sh
 
 ## cluster: the same local cluster, left running (make cluster-down stops it)
 cluster: controlplane e2e-deps

@@ -36,6 +36,20 @@ CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/slipway-dev/slipw
 "$inputs/ociimage" -name docker.io/library/slipway-e2e-hook:e2e -out "$inputs/hook.tar" -entrypoint /e2e-hook /e2e-hook="$inputs/e2e-hook"
 
 PACKAGES="systemd,systemd-sysv,dbus,udev,kmod,iproute2,iptables,containerd,runc,containernetworking-plugins,ca-certificates,procps,util-linux,mount,conntrack,ethtool,qemu-guest-agent"
+# 2. The package rootfs, cached by package list. Its CNI plugins (static Go binaries) also go to
+#    inputs/cni for Flatcar nodes, whose Ignition fetches them from the harness.
+base="$OUT/base-$(echo "$PACKAGES" | sha256sum | cut -c1-12).tar"
+if [ ! -f "$base" ]; then
+  log "mmdebstrap bookworm ($PACKAGES) — ~30-90 s"
+  mmdebstrap --format=tar --variant=minbase --include="$PACKAGES" bookworm "$base.tmp" >&2
+  mv "$base.tmp" "$base"
+fi
+if [ ! -x "$inputs/cni/bridge" ]; then
+  rm -rf "$inputs/cni" "$inputs/cni.tmp" && mkdir -p "$inputs/cni.tmp"
+  tar -C "$inputs/cni.tmp" -xf "$base" ./usr/lib/cni
+  mv "$inputs/cni.tmp/usr/lib/cni" "$inputs/cni" && rm -rf "$inputs/cni.tmp"
+fi
+
 key=$( { cat "$0"; echo "$PACKAGES $KVER"; sha256sum "$CP/kubelet" "$inputs/slipway-standin" "$inputs/slipway.tar" "$inputs/pause.tar" "$inputs/hook.tar" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
 IMAGE="$OUT/node-$key.raw"
 if [ -f "$IMAGE" ]; then
@@ -44,13 +58,6 @@ if [ -f "$IMAGE" ]; then
   exit 0
 fi
 
-# 2. The package rootfs, cached by package list.
-base="$OUT/base-$(echo "$PACKAGES" | sha256sum | cut -c1-12).tar"
-if [ ! -f "$base" ]; then
-  log "mmdebstrap bookworm ($PACKAGES) — ~30-90 s"
-  mmdebstrap --format=tar --variant=minbase --include="$PACKAGES" bookworm "$base.tmp" >&2
-  mv "$base.tmp" "$base"
-fi
 work=$(mktemp -d "$OUT/work.XXXX")
 trap 'rm -rf "$work"' EXIT
 root="$work/rootfs"
@@ -76,7 +83,7 @@ PRETTY_NAME="Flatcar Container Linux by Kinvolk 4459.2.1 (Slipway e2e stand-in o
 OSR
 mkdir -p "$root/usr/share/flatcar" "$root/etc/flatcar"
 printf 'GROUP=stable\nSERVER=https://public.update.flatcar-linux.net/v1/update/\n' > "$root/usr/share/flatcar/update.conf"
-printf 'GROUP="stable"\nREBOOT_STRATEGY="off"\n' > "$root/etc/flatcar/update.conf"
+printf 'GROUP=stable\n' > "$root/etc/flatcar/update.conf"   # unconverted: node-config apply adds REBOOT_STRATEGY=off
 install -m 0755 "$inputs/slipway-standin" "$root/usr/local/bin/slipway-standin"
 install -m 0755 "$inputs/update-agent" "$root/usr/local/bin/update-agent"
 install -m 0755 "$CP/kubelet" "$root/usr/local/bin/kubelet"
@@ -104,6 +111,17 @@ Type=dbus
 BusName=com.coreos.update1
 ExecStart=/usr/local/bin/slipway-standin
 Restart=always
+[Install]
+WantedBy=multi-user.target
+U
+# What an unconverted Flatcar node runs: locksmithd (a vendor unit in /usr/lib, as on Flatcar), which
+# would reboot on its own. Here a stand-in that only sleeps; the harness converts every node with `update-agent node-config apply` and the
+# snippet butane/snippets/flatcar-slipway.ign, as a user converts an existing fleet.
+cat > "$root/usr/lib/systemd/system/locksmithd.service" <<'U'
+[Unit]
+Description=locksmithd stand-in (reboot manager Slipway replaces)
+[Service]
+ExecStart=/bin/sleep infinity
 [Install]
 WantedBy=multi-user.target
 U
@@ -210,8 +228,8 @@ for u in update-engine boot-counter slipway-fwcfg slipway-images kubelet systemd
   ln -sf "/etc/systemd/system/$u.service" "$root/etc/systemd/system/multi-user.target.wants/$u.service" 2>/dev/null || true
 done
 ln -sf /lib/systemd/system/systemd-networkd.service "$root/etc/systemd/system/multi-user.target.wants/systemd-networkd.service"
+ln -sf /usr/lib/systemd/system/locksmithd.service "$root/etc/systemd/system/multi-user.target.wants/locksmithd.service"
 ln -sf /lib/systemd/system/containerd.service "$root/etc/systemd/system/multi-user.target.wants/containerd.service"
-# No locksmithd here; on real Flatcar the butane/ snippets mask it.
 chroot "$root" passwd -d root >/dev/null 2>&1 || true
 
 log "writing ext4 image (mkfs.ext4 -d, no loop mount)"

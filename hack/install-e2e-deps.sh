@@ -9,6 +9,7 @@ command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 command -v qemu-img >/dev/null || need+=(qemu-utils)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+command -v curl >/dev/null || need+=(curl ca-certificates)   # make flatcar-image
 ls /boot/vmlinuz-* >/dev/null 2>&1 || need+=(linux-image-amd64)
 if [ ${#need[@]} -gt 0 ]; then
   echo "[install-e2e-deps] installing ${need[*]} with apt-get (~90 s)" >&2

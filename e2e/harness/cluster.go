@@ -30,6 +30,8 @@ type Config struct {
 	Operator  []string // extra update-operator flags
 	Log       func(format string, args ...interface{})
 	BootLimit time.Duration // how long nodes may take to become Ready
+	// FlatcarImage boots a real Flatcar QEMU image instead of the Debian node image ($FLATCAR_IMAGE).
+	FlatcarImage string
 }
 
 // Cluster is a running local cluster.
@@ -39,7 +41,9 @@ type Cluster struct {
 	Client     kubernetes.Interface
 	VMs        []*VM
 	Kubeconfig string
+	AgentPath  string // update-agent inside the VMs
 	bins       string // built update-operator etc. (hack/build-node-image.sh inputs)
+	stopServer func() // the file server of Flatcar nodes' Ignition
 	mu         sync.Mutex
 	operator   *exec.Cmd
 	opLog      *os.File
@@ -77,14 +81,25 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if cfg.BootLimit == 0 {
 		cfg.BootLimit = 6 * time.Minute
 	}
-	if img := os.Getenv("FLATCAR_IMAGE"); img != "" {
-		// Said plainly rather than silently booting the Debian image instead.
-		return nil, fmt.Errorf("FLATCAR_IMAGE=%s: booting a real Flatcar image is not implemented yet (it needs the butane/ node snippets and an offline kubelet for Flatcar); unset it to use the Debian node image", img)
+	if cfg.FlatcarImage == "" {
+		cfg.FlatcarImage = os.Getenv("FLATCAR_IMAGE")
 	}
-	c = &Cluster{Config: cfg, start: time.Now()}
+	if cfg.FlatcarImage != "" {
+		if _, err := os.Stat(cfg.FlatcarImage); err != nil {
+			return nil, fmt.Errorf("FLATCAR_IMAGE=%s: %v; `make flatcar-image` downloads one on a machine with internet, or unset FLATCAR_IMAGE to boot the Debian node image", cfg.FlatcarImage, err)
+		}
+		if cfg.MemoryMB < 2048 {
+			cfg.MemoryMB = 2048 // Flatcar's initramfs and Ignition want 2 GiB
+		}
+	}
+	c = &Cluster{Config: cfg, start: time.Now(), AgentPath: "/usr/local/bin/update-agent"}
+	if cfg.FlatcarImage != "" {
+		c.AgentPath = FlatcarAgentPath
+	}
+	started := c // the returns below set c to nil; tear down what was started
 	defer func() {
 		if err != nil {
-			c.Down()
+			started.Down()
 		}
 	}()
 	root, err := testenv.RepoRoot()
@@ -121,6 +136,28 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	var snippet []byte
+	var fileBase string
+	if cfg.FlatcarImage != "" {
+		if snippet, err = os.ReadFile(SlipwaySnippet(root)); err != nil {
+			return nil, err
+		}
+		kubeletDir, err := testenv.BinDir()
+		if err != nil {
+			return nil, err
+		}
+		files := filepath.Join(cfg.Dir, "served")
+		if err := FlatcarFiles(files, c.bins, filepath.Join(kubeletDir, "kubelet"), filepath.Join(c.bins, "cni")); err != nil {
+			return nil, err
+		}
+		port, stop, err := serveFiles(files)
+		if err != nil {
+			return nil, err
+		}
+		c.stopServer = stop
+		fileBase = fmt.Sprintf("http://10.0.2.2:%d/", port)
+		c.logf("Flatcar image %s; Ignition fetches kubelet, CNI plugins, update-agent and images from %s", cfg.FlatcarImage, fileBase)
+	}
 	c.logf("booting %d VMs (accel %s, %d MiB, %d vCPU each)", cfg.Nodes, Accel(), cfg.MemoryMB, cfg.CPUs)
 	for i := 0; i < cfg.Nodes; i++ {
 		name := nodeName(i)
@@ -128,20 +165,35 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
+		kubeconfig := kubeletConfig(c.CP.Port, ca, tokens[name])
 		kc := filepath.Join(dir, "kubelet.conf")
-		if err := os.WriteFile(kc, []byte(kubeletConfig(c.CP.Port, ca, tokens[name])), 0o600); err != nil {
+		if err := os.WriteFile(kc, []byte(kubeconfig), 0o600); err != nil {
 			return nil, err
 		}
-		vm, err := StartVM(name, dir, VMConfig{
+		vmc := VMConfig{
 			Image: image, Kernel: filepath.Join(imgDir, "vmlinuz"), Initrd: filepath.Join(imgDir, "initrd.img"),
 			MemoryMB: cfg.MemoryMB, CPUs: cfg.CPUs, Files: map[string]string{"kubeconfig": kc},
-		})
+		}
+		if cfg.FlatcarImage != "" {
+			ign, err := FlatcarIgnition(FlatcarNode{Name: name, Kubeconfig: kubeconfig}, snippet, filepath.Join(cfg.Dir, "served"), fileBase)
+			if err != nil {
+				return nil, err
+			}
+			vmc = VMConfig{Image: cfg.FlatcarImage, MemoryMB: cfg.MemoryMB, CPUs: cfg.CPUs, Ignition: filepath.Join(dir, "config.ign")}
+			if err := os.WriteFile(vmc.Ignition, ign, 0o600); err != nil {
+				return nil, err
+			}
+		}
+		vm, err := StartVM(name, dir, vmc)
 		if err != nil {
 			return nil, err
 		}
 		c.VMs = append(c.VMs, vm)
 	}
 	if err := c.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.convertNodes(ctx, root); err != nil {
 		return nil, err
 	}
 	if err := c.installAgent(ctx, root); err != nil {
@@ -208,6 +260,34 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		if err := testenv.WaitCtx(ctx, 2*time.Second); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// SlipwaySnippet is the Ignition every node is brought in line with (butane/snippets).
+func SlipwaySnippet(root string) string {
+	return filepath.Join(root, "butane", "snippets", "flatcar-slipway.ign")
+}
+
+// convertNodes does to every VM what a user does to an existing fleet: `update-agent node-config
+// apply` with Slipway's snippet (locksmithd masked and stopped, update-engine enabled, update.conf
+// with REBOOT_STRATEGY=off), over the guest agent as one would over SSH.
+func (c *Cluster) convertNodes(ctx context.Context, root string) error {
+	snippet, err := os.ReadFile(SlipwaySnippet(root))
+	if err != nil {
+		return err
+	}
+	for _, vm := range c.VMs {
+		out, err := vm.ExecInput(ctx, snippet, c.AgentPath, "node-config", "apply", "--config", "-")
+		if err != nil {
+			return fmt.Errorf("%s: update-agent node-config apply: %w", vm.Name, err)
+		}
+		if c.FlatcarImage != "" && !strings.Contains(out, "nothing to do") {
+			// Ignition applied the same snippet at first boot: the two must agree.
+			return fmt.Errorf("%s: Ignition applied flatcar-slipway.ign, yet node-config apply changed the node:\n%s", vm.Name, out)
+		}
+		_ = os.WriteFile(filepath.Join(vm.Dir, "node-config.log"), []byte(out), 0o644)
+		c.logf("%s converted with node-config apply: %s", vm.Name, strings.SplitN(out, "\n", 2)[0])
 	}
 	return nil
 }
@@ -367,5 +447,8 @@ func (c *Cluster) Down() {
 	}
 	if c.opLog != nil {
 		c.opLog.Close()
+	}
+	if c.stopServer != nil {
+		c.stopServer()
 	}
 }

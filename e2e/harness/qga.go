@@ -12,7 +12,7 @@ import (
 
 // guestExec speaks the qemu-guest-agent protocol (JSON over the virtio-serial socket): guest-exec,
 // then guest-exec-status until the process exited. No SSH, no network needed.
-func guestExec(ctx context.Context, sock, path string, args []string) (string, error) {
+func guestExec(ctx context.Context, sock string, stdin []byte, path string, args []string) (string, error) {
 	d := net.Dialer{Timeout: 5 * time.Second}
 	conn, err := d.DialContext(ctx, "unix", sock)
 	if err != nil {
@@ -64,7 +64,11 @@ func guestExec(ctx context.Context, sock, path string, args []string) (string, e
 	var started struct {
 		PID int `json:"pid"`
 	}
-	if err := call("guest-exec", map[string]interface{}{"path": path, "arg": args, "capture-output": true}, &started); err != nil {
+	req := map[string]interface{}{"path": path, "arg": args, "capture-output": true}
+	if stdin != nil {
+		req["input-data"] = base64.StdEncoding.EncodeToString(stdin)
+	}
+	if err := call("guest-exec", req, &started); err != nil {
 		return "", err
 	}
 	for {
@@ -81,7 +85,7 @@ func guestExec(ctx context.Context, sock, path string, args []string) (string, e
 			out, _ := base64.StdEncoding.DecodeString(st.OutData)
 			errOut, _ := base64.StdEncoding.DecodeString(st.ErrData)
 			if st.ExitCode != 0 {
-				return string(out), fmt.Errorf("%s %v exited %d: %s", path, args, st.ExitCode, errOut)
+				return string(out), fmt.Errorf("%s %v exited %d: %s%s", path, args, st.ExitCode, out, errOut)
 			}
 			return string(out), nil
 		}

@@ -29,10 +29,14 @@ type VM struct {
 
 // VMConfig says how to boot a guest.
 type VMConfig struct {
+	// Image is the base disk; with Kernel and Initrd the guest boots them with root=/dev/vda (the
+	// Debian node image), without them it boots from the disk (a Flatcar image).
 	Image, Kernel, Initrd string
 	MemoryMB, CPUs        int
 	// Files are passed with -fw_cfg name=opt/slipway/<key>.
 	Files map[string]string
+	// Ignition, if set, is passed as Flatcar's fw_cfg config (opt/org.flatcar-linux/config).
+	Ignition string
 }
 
 // Accel is "kvm" where the CPU really offers hardware virtualization (vmx/svm in /proc/cpuinfo), else
@@ -54,7 +58,11 @@ func StartVM(name, dir string, cfg VMConfig) (*VM, error) {
 		return nil, err
 	}
 	overlay := filepath.Join(dir, "disk.qcow2")
-	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", cfg.Image, overlay).CombinedOutput(); err != nil {
+	format, err := imageFormat(cfg.Image)
+	if err != nil {
+		return nil, err
+	}
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", format, "-b", cfg.Image, overlay).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("qemu-img create: %v: %s", err, out)
 	}
 	vm := &VM{Name: name, Dir: dir, SerialLog: filepath.Join(dir, "serial.log"), QGA: filepath.Join(dir, "qga.sock"), done: make(chan struct{})}
@@ -65,8 +73,6 @@ func StartVM(name, dir string, cfg VMConfig) (*VM, error) {
 	args := []string{
 		"-name", name, "-nodefaults", "-no-user-config", "-display", "none",
 		"-accel", accel, "-cpu", "max", "-smp", fmt.Sprint(cfg.CPUs), "-m", fmt.Sprint(cfg.MemoryMB),
-		"-kernel", cfg.Kernel, "-initrd", cfg.Initrd,
-		"-append", "root=/dev/vda rw console=ttyS0 net.ifnames=0 systemd.hostname=" + name + " systemd.journald.forward_to_console=0",
 		"-drive", "file=" + overlay + ",if=virtio,format=qcow2,cache=unsafe",
 		"-nic", "user,model=virtio-net-pci",
 		"-device", "virtio-rng-pci",
@@ -74,6 +80,13 @@ func StartVM(name, dir string, cfg VMConfig) (*VM, error) {
 		"-device", "virtio-serial",
 		"-chardev", "socket,path=" + vm.QGA + ",server=on,wait=off,id=qga0",
 		"-device", "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",
+	}
+	if cfg.Kernel != "" {
+		args = append(args, "-kernel", cfg.Kernel, "-initrd", cfg.Initrd,
+			"-append", "root=/dev/vda rw console=ttyS0 net.ifnames=0 systemd.hostname="+name+" systemd.journald.forward_to_console=0")
+	}
+	if cfg.Ignition != "" {
+		args = append(args, "-fw_cfg", "name="+FlatcarFwCfgKey+",file="+cfg.Ignition)
 	}
 	for key, file := range cfg.Files {
 		args = append(args, "-fw_cfg", "name=opt/slipway/"+key+",file="+file)
@@ -115,7 +128,12 @@ func (vm *VM) Stop() {
 
 // Exec runs a command in the guest through qemu-guest-agent and returns its output.
 func (vm *VM) Exec(ctx context.Context, path string, args ...string) (string, error) {
-	return guestExec(ctx, vm.QGA, path, args)
+	return guestExec(ctx, vm.QGA, nil, path, args)
+}
+
+// ExecInput is Exec with stdin.
+func (vm *VM) ExecInput(ctx context.Context, stdin []byte, path string, args ...string) (string, error) {
+	return guestExec(ctx, vm.QGA, stdin, path, args)
 }
 
 // BootCount reads the guest's boot counter (incremented by boot-counter.service at every boot).

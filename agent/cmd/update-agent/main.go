@@ -31,6 +31,7 @@ node through logind when the update-operator sets reboot-ok.
 Usage:
   update-agent [flags]            run the agent
   update-agent send-need-reboot   emit what 'locksmithctl send-need-reboot' emits, then exit
+  update-agent node-config apply  bring this node in line with an Ignition snippet (see node-config apply --help)
   update-agent version            print the version
 
 Every flag can also be set as UPDATE_AGENT_<FLAG> (e.g. UPDATE_AGENT_NODE).
@@ -46,6 +47,8 @@ func main() {
 			return
 		case "send-need-reboot":
 			os.Exit(sendNeedReboot())
+		case "node-config":
+			os.Exit(nodeConfig(os.Args[2:], os.Stdin, os.Stdout, os.Stderr, realSystemd))
 		}
 	}
 	os.Exit(run())

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/slipway-dev/slipway/internal/nodeconfig"
+)
+
+const nodeConfigUsage = `update-agent node-config apply: bring this running node in line with an Ignition config
+(spec 3.x, e.g. butane/snippets/flatcar-slipway.ign): write its files (the replaced ones are kept
+beside them as <name>.slipway-backup-<time>), mask/stop, enable/start or disable/stop its units.
+Idempotent: a second run changes nothing. Run it as root on the node, or over SSH:
+  ssh core@node sudo /opt/bin/update-agent node-config apply --config - < flatcar-slipway.ign
+
+Flags:
+`
+
+type nodeConfigOptions struct {
+	config, root string
+	dryRun       bool
+}
+
+func parseNodeConfig(args []string, stderr io.Writer) (*nodeConfigOptions, *flag.FlagSet, error) {
+	o := &nodeConfigOptions{}
+	fs := flag.NewFlagSet("update-agent node-config apply", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), nodeConfigUsage); fs.PrintDefaults() }
+	fs.StringVar(&o.config, "config", "", "the Ignition config to apply; - reads standard input")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print the changes (with file diffs) and change nothing")
+	fs.StringVar(&o.root, "root", "/", "where the node's filesystem is (units are always the running systemd's)")
+	if err := fs.Parse(args); err != nil {
+		return nil, fs, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fs, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
+	}
+	if o.config == "" {
+		return nil, fs, fmt.Errorf("--config is required: an Ignition file such as butane/snippets/flatcar-slipway.ign, or - for standard input")
+	}
+	return o, fs, nil
+}
+
+type systemdConnector func(ctx context.Context) (nodeconfig.Systemd, func(), error)
+
+func realSystemd(ctx context.Context) (nodeconfig.Systemd, func(), error) {
+	s, err := nodeconfig.NewSystemd(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, s.Close, nil
+}
+
+// nodeConfig is `update-agent node-config apply`. Exit 0: in line (or dry run); 1: failed; 2: bad
+// usage or a config it will not apply (nothing changed).
+func nodeConfig(args []string, stdin io.Reader, stdout, stderr io.Writer, connect systemdConnector) int {
+	if len(args) == 0 || args[0] != "apply" {
+		fmt.Fprint(stderr, nodeConfigUsage)
+		fmt.Fprintln(stderr, "\nupdate-agent node-config: the only subcommand is apply")
+		return 2
+	}
+	o, _, err := parseNodeConfig(args[1:], stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "update-agent node-config apply:", err)
+		return 2
+	}
+	var raw []byte
+	if o.config == "-" {
+		raw, err = io.ReadAll(stdin)
+	} else {
+		raw, err = os.ReadFile(o.config)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "update-agent node-config apply: reading the config:", err)
+		return 2
+	}
+	cfg, err := nodeconfig.Parse(raw)
+	if err != nil {
+		fmt.Fprintln(stderr, "update-agent node-config apply:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	sd, closeSD, err := connect(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "update-agent node-config apply:", err)
+		return 1
+	}
+	defer closeSD()
+	plan, err := nodeconfig.Compute(ctx, cfg, o.root, sd, time.Now())
+	if err != nil {
+		fmt.Fprintln(stderr, "update-agent node-config apply:", err)
+		return 2
+	}
+	fmt.Fprint(stdout, plan.String())
+	if o.dryRun || len(plan.Steps) == 0 {
+		if o.dryRun && len(plan.Steps) > 0 {
+			fmt.Fprintln(stdout, "dry run: nothing changed")
+		}
+		return 0
+	}
+	if err := plan.Apply(ctx); err != nil {
+		fmt.Fprintln(stderr, "update-agent node-config apply:", err)
+		fmt.Fprintln(stderr, "the steps before it were applied; fix the cause and run it again (it is idempotent)")
+		return 1
+	}
+	fmt.Fprintln(stdout, "applied")
+	return 0
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/slipway-dev/slipway/internal/flagenv"
+	"github.com/slipway-dev/slipway/internal/nodeconfig"
+)
+
+// unitTable is a systemd that only remembers unit states; the real one is exercised in the e2e VM.
+type unitTable map[string][2]string
+
+func (u unitTable) UnitState(_ context.Context, n string) (nodeconfig.UnitState, error) {
+	return nodeconfig.UnitState{File: u[n][0], Active: u[n][1]}, nil
+}
+func (u unitTable) set(n string, i int, v string) error      { s := u[n]; s[i] = v; u[n] = s; return nil }
+func (u unitTable) Reload(context.Context) error             { return nil }
+func (u unitTable) Mask(_ context.Context, n string) error   { return u.set(n, 0, "masked") }
+func (u unitTable) Unmask(_ context.Context, n string) error { return u.set(n, 0, "disabled") }
+func (u unitTable) Enable(_ context.Context, n string) error { return u.set(n, 0, "enabled") }
+func (u unitTable) Disable(_ context.Context, n string) error {
+	return u.set(n, 0, "disabled")
+}
+func (u unitTable) Start(_ context.Context, n string) error { return u.set(n, 1, "active") }
+func (u unitTable) Stop(_ context.Context, n string) error  { return u.set(n, 1, "inactive") }
+
+func connectTo(u unitTable) systemdConnector {
+	return func(context.Context) (nodeconfig.Systemd, func(), error) { return u, func() {}, nil }
+}
+
+func TestNodeConfigApplyDryRunThenApplyThenNothing(t *testing.T) {
+	root := t.TempDir()
+	units := unitTable{"locksmithd.service": {"enabled", "active"}, "update-engine.service": {"enabled", "active"}}
+	snippet := "../../../butane/snippets/flatcar-slipway.ign"
+	run := func(args ...string) (int, string, string) {
+		var out, errOut strings.Builder
+		code := nodeConfig(append([]string{"apply", "--root", root, "--config", snippet}, args...), strings.NewReader(""), &out, &errOut, connectTo(units))
+		return code, out.String(), errOut.String()
+	}
+	code, out, _ := run("--dry-run")
+	if code != 0 || !strings.Contains(out, "mask locksmithd.service") || !strings.Contains(out, "+REBOOT_STRATEGY=off") || !strings.Contains(out, "dry run: nothing changed") {
+		t.Fatalf("dry run: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(root, "etc/flatcar/update.conf")); err == nil || units["locksmithd.service"][0] != "enabled" {
+		t.Fatal("dry run changed the node")
+	}
+	if code, out, errOut := run(); code != 0 || !strings.Contains(out, "applied") {
+		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
+	}
+	if units["locksmithd.service"] != [2]string{"masked", "inactive"} {
+		t.Fatalf("locksmithd %v", units["locksmithd.service"])
+	}
+	if code, out, _ := run(); code != 0 || !strings.Contains(out, "nothing to do") {
+		t.Fatalf("second apply: exit %d\n%s", code, out)
+	}
+}
+
+func TestNodeConfigBadUsage(t *testing.T) {
+	units := unitTable{}
+	for name, args := range map[string][]string{
+		"no subcommand":  {},
+		"unknown verb":   {"remove"},
+		"no config":      {"apply"},
+		"missing file":   {"apply", "--config", "/nonexistent.ign"},
+		"not ignition":   {"apply", "--config", "../../../butane/snippets/flatcar-slipway.bu"},
+		"spec 2 config":  {"apply", "--config", "../../../butane/snippets/flatcar-slipway.clc.ign"},
+		"unknown flag":   {"apply", "--config", "x", "--force"},
+		"stray argument": {"apply", "--config", "x", "now"},
+	} {
+		var out, errOut strings.Builder
+		if code := nodeConfig(args, strings.NewReader(""), &out, &errOut, connectTo(units)); code != 2 || errOut.Len() == 0 {
+			t.Errorf("%s: exit %d, stderr %q", name, code, errOut.String())
+		}
+		if len(units) != 0 {
+			t.Fatalf("%s touched systemd", name)
+		}
+	}
+	// Standard input works too.
+	var out, errOut strings.Builder
+	if code := nodeConfig([]string{"apply", "--config", "-", "--dry-run", "--root", t.TempDir()}, strings.NewReader(`{"ignition":{"version":"3.4.0"}}`), &out, &errOut, connectTo(units)); code != 0 || !strings.Contains(out.String(), "nothing to do") {
+		t.Errorf("stdin: exit %d %s%s", code, out.String(), errOut.String())
+	}
+}
+
+func TestREADMEListsEveryNodeConfigFlag(t *testing.T) {
+	readme, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, fs, _ := parseNodeConfig(nil, new(strings.Builder))
+	if missing := flagenv.Undocumented(fs, string(readme)); len(missing) > 0 {
+		t.Errorf("README does not document node-config apply's %v", missing)
+	}
+}

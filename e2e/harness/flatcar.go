@@ -1,0 +1,261 @@
+package harness
+
+import (
+	"crypto/sha512"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/coreos/ignition/v2/config/v3_4/types"
+	"github.com/vincent-petithory/dataurl"
+)
+
+// Booting a real Flatcar image (FLATCAR_IMAGE=path to flatcar_production_qemu_image.img, e.g. from
+// `make flatcar-image`): the image boots from its own disk (GRUB, Flatcar's kernel, real
+// update_engine, real locksmithd) and Ignition configures it from fw_cfg
+// opt/org.flatcar-linux/config. The per-node Ignition merges butane/snippets/flatcar-slipway.ign (the
+// snippet users get) and adds what the e2e cluster needs: hostname, the kubelet's credentials and
+// config, containerd config and CNI, and the binaries and images, which Ignition fetches from the
+// harness over slirp (http://10.0.2.2:PORT), verified by SHA-512 — no internet, no sysext download.
+
+// FlatcarFwCfgKey is where Flatcar's Ignition looks for its config on QEMU.
+const FlatcarFwCfgKey = "opt/org.flatcar-linux/config"
+
+// FlatcarAgentPath is where the per-node Ignition puts update-agent (/usr is read-only on Flatcar).
+const FlatcarAgentPath = "/opt/bin/update-agent"
+
+// served are the files Ignition fetches from the harness: name in the HTTP root -> path on the node.
+var served = []struct{ name, dest string }{
+	{"kubelet", "/opt/bin/kubelet"},
+	{"update-agent", FlatcarAgentPath},
+	{"cni/bridge", "/opt/cni/bin/bridge"},
+	{"cni/host-local", "/opt/cni/bin/host-local"},
+	{"cni/portmap", "/opt/cni/bin/portmap"},
+	{"cni/loopback", "/opt/cni/bin/loopback"},
+	{"slipway.tar", "/opt/slipway/images/slipway.tar"},
+	{"pause.tar", "/opt/slipway/images/pause.tar"},
+	{"hook.tar", "/opt/slipway/images/hook.tar"},
+}
+
+// FlatcarNode is what differs between Flatcar nodes.
+type FlatcarNode struct {
+	Name       string
+	Kubeconfig string // the kubelet's kubeconfig (server https://10.0.2.2:PORT)
+}
+
+// FlatcarIgnition renders one node's Ignition (spec 3.4). snippet is flatcar-slipway.ign; files is
+// the directory served at base (e.g. http://10.0.2.2:PORT/), holding every name in served.
+func FlatcarIgnition(node FlatcarNode, snippet []byte, files, base string) ([]byte, error) {
+	str := func(s string) *string { return &s }
+	yes := true
+	inline := func(path, contents string, mode int) types.File {
+		return types.File{
+			Node:          types.Node{Path: path, Overwrite: &yes},
+			FileEmbedded1: types.FileEmbedded1{Mode: &mode, Contents: types.Resource{Source: str(dataurl.EncodeBytes([]byte(contents)))}},
+		}
+	}
+	cfg := types.Config{Ignition: types.Ignition{
+		Version: "3.4.0",
+		Config:  types.IgnitionConfig{Merge: []types.Resource{{Source: str(dataurl.EncodeBytes(snippet))}}},
+	}}
+	cfg.Storage.Files = append(cfg.Storage.Files,
+		inline("/etc/hostname", node.Name+"\n", 0o644),
+		inline("/etc/kubernetes/kubelet.conf", node.Kubeconfig, 0o600),
+		inline("/etc/kubernetes/kubelet-config.yaml", kubeletConfigYAML("/run/systemd/resolve/resolv.conf"), 0o644),
+		inline("/etc/containerd/config.toml", containerdConfig("/opt/cni/bin"), 0o644),
+		inline("/etc/cni/net.d/10-slipway.conflist", cniConflist, 0o644),
+		inline("/etc/modules-load.d/k8s.conf", "overlay\nbr_netfilter\n", 0o644),
+		inline("/etc/sysctl.d/k8s.conf", "net.ipv4.ip_forward=1\nnet.bridge.bridge-nf-call-iptables=1\n", 0o644),
+	)
+	for _, s := range served {
+		sum, err := sha512File(filepath.Join(files, s.name))
+		if err != nil {
+			return nil, fmt.Errorf("file for the Flatcar node: %w", err)
+		}
+		mode := 0o755
+		if strings.HasSuffix(s.name, ".tar") {
+			mode = 0o644
+		}
+		u, err := url.JoinPath(base, s.name)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Storage.Files = append(cfg.Storage.Files, types.File{
+			Node: types.Node{Path: s.dest, Overwrite: &yes},
+			FileEmbedded1: types.FileEmbedded1{Mode: &mode, Contents: types.Resource{
+				Source: str(u), Verification: types.Verification{Hash: str("sha512-" + sum)},
+			}},
+		})
+	}
+	unit := func(name, contents string) types.Unit {
+		return types.Unit{Name: name, Enabled: &yes, Contents: str(contents)}
+	}
+	cfg.Systemd.Units = append(cfg.Systemd.Units,
+		types.Unit{Name: "containerd.service", Enabled: &yes, Dropins: []types.Dropin{{
+			Name: "10-slipway.conf", Contents: str("[Service]\nEnvironment=CONTAINERD_CONFIG=/etc/containerd/config.toml\n"),
+		}}},
+		unit("boot-counter.service", bootCounterUnit),
+		unit("slipway-images.service", imagesUnit),
+		unit("kubelet.service", `[Unit]
+Description=kubelet
+Requires=containerd.service slipway-images.service
+After=containerd.service slipway-images.service network-online.target
+Wants=network-online.target
+[Service]
+ExecStart=/opt/bin/kubelet --config=/etc/kubernetes/kubelet-config.yaml --kubeconfig=/etc/kubernetes/kubelet.conf
+Restart=always
+RestartSec=2
+[Install]
+WantedBy=multi-user.target
+`),
+	)
+	return json.MarshalIndent(cfg, "", "  ")
+}
+
+const bootCounterUnit = `[Unit]
+Description=Count boots (e2e proof that the VM really rebooted)
+After=local-fs.target
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c 'n=$(cat /var/lib/boot-count 2>/dev/null || echo 0); echo $((n+1)) > /var/lib/boot-count'
+[Install]
+WantedBy=multi-user.target
+`
+
+const imagesUnit = `[Unit]
+Description=Import the Slipway and pause images into containerd (no registry here)
+Requires=containerd.service
+After=containerd.service
+Before=kubelet.service
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -c 'for i in /opt/slipway/images/*.tar; do ctr -n k8s.io images import --all-platforms "$i"; done'
+[Install]
+WantedBy=multi-user.target
+`
+
+const cniConflist = `{
+  "cniVersion": "1.0.0",
+  "name": "slipway",
+  "plugins": [
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.88.0.0/16"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+`
+
+func kubeletConfigYAML(resolvConf string) string {
+	return `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: systemd
+containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+failSwapOn: false
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+resolvConf: ` + resolvConf + `
+serializeImagePulls: false
+evictionHard:
+  memory.available: "50Mi"
+  nodefs.available: "5%"
+  imagefs.available: "5%"
+`
+}
+
+func containerdConfig(cniBin string) string {
+	return `version = 2
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.10"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "` + cniBin + `"
+    conf_dir = "/etc/cni/net.d"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      SystemdCgroup = true
+`
+}
+
+func sha512File(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	s := sha512.Sum512(b)
+	return hex.EncodeToString(s[:]), nil
+}
+
+// FlatcarFiles gathers what Ignition fetches into dir: the inputs of hack/build-node-image.sh
+// (update-agent, the image tars) and the kubelet, plus the CNI plugins from the node image's Debian
+// package (static Go binaries).
+func FlatcarFiles(dir, inputs, kubelet, cniDir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "cni"), 0o755); err != nil {
+		return err
+	}
+	links := map[string]string{"kubelet": kubelet}
+	for _, s := range served {
+		switch {
+		case s.name == "kubelet":
+		case strings.HasPrefix(s.name, "cni/"):
+			links[s.name] = filepath.Join(cniDir, strings.TrimPrefix(s.name, "cni/"))
+		default:
+			links[s.name] = filepath.Join(inputs, s.name)
+		}
+	}
+	names := make([]string, 0, len(links))
+	for n := range links {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if _, err := os.Stat(links[n]); err != nil {
+			return fmt.Errorf("%s for the Flatcar nodes: %w", n, err)
+		}
+		dst := filepath.Join(dir, n)
+		_ = os.Remove(dst)
+		if err := os.Symlink(links[n], dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// serveFiles serves dir on the host's loopback; guests reach it as 10.0.2.2:port.
+func serveFiles(dir string) (port int, stop func(), err error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, nil, err
+	}
+	srv := &http.Server{Handler: http.FileServer(http.Dir(dir))}
+	go func() { _ = srv.Serve(l) }()
+	return l.Addr().(*net.TCPAddr).Port, func() { _ = srv.Close() }, nil
+}
+
+// imageFormat asks qemu-img what a disk image is (Flatcar's QEMU image is qcow2).
+func imageFormat(path string) (string, error) {
+	out, err := exec.Command("qemu-img", "info", "--output=json", path).Output()
+	if err != nil {
+		return "", fmt.Errorf("qemu-img info %s: %w", path, err)
+	}
+	var info struct {
+		Format string `json:"format"`
+	}
+	if err := json.Unmarshal(out, &info); err != nil {
+		return "", err
+	}
+	return info.Format, nil
+}
