@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0
 LDFLAGS := -s -w -X github.com/slipway-dev/slipway/internal/version.Version=$(VERSION)
 export CGO_ENABLED ?= 0
 
-.PHONY: build test lint deps controlplane demo bench render image clean e2e e2e-deps cluster cluster-down butane flatcar-image
+.PHONY: build test lint deps controlplane demo bench render image clean e2e e2e-deps cluster cluster-down butane flatcar-image terraform-deps
 
 ## build: the two binaries into bin/, version-stamped
 build:
@@ -24,9 +24,13 @@ lint:
 	go vet ./...
 	cd butane && go vet ./...
 
-## test: everything: unit + integration (real apiserver, etcd, kube-controller-manager, dbus-daemon),
-##       then the e2e suites on local QEMU VMs that really reboot
-test: controlplane lint build
+## terraform-deps: libvirt, dnsmasq and QEMU (apt), terraform (built from the Go proxy if not on PATH)
+terraform-deps:
+	@hack/install-terraform-deps.sh
+
+## test: everything: unit + integration (real apiserver, etcd, kube-controller-manager, dbus-daemon,
+##       systemd in VMs, terraform + libvirtd), then the e2e suites on local QEMU VMs that really reboot
+test: controlplane terraform-deps lint build
 	CGO_ENABLED=1 go test -race -count=1 ./...
 	cd butane && go test -count=1 ./...
 	$(MAKE) e2e
@@ -57,9 +61,13 @@ e2e: controlplane e2e-deps
 flatcar-image:
 	@hack/fetch-flatcar-image.sh
 
-## cluster: the same local cluster, left running (make cluster-down stops it)
+## cluster: the same local cluster, left running (make cluster-down stops it).
+##          BACKEND=terraform: instead a Flatcar+kubeadm cluster on libvirt from terraform/examples/libvirt
+##          (terraform-exec; needs FLATCAR_IMAGE), Slipway installed from deploy/
+BACKEND ?= qemu
 cluster: controlplane e2e-deps
-	go run ./e2e/cmd/cluster up
+	@if [ "$(BACKEND)" = terraform ]; then hack/install-terraform-deps.sh; fi
+	go run ./e2e/cmd/cluster up -backend=$(BACKEND)
 
 cluster-down:
 	go run ./e2e/cmd/cluster down

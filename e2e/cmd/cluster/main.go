@@ -3,7 +3,10 @@
 // left running for you to play with.
 //
 //	cluster up [-nodes 3]   boot it, print the kubeconfig and how to fire an update, keep it running
-//	cluster down            stop it (VMs, control plane, operator)
+//	cluster up -backend=terraform
+//	                        instead: a Flatcar cluster (kubeadm, FLATCAR_IMAGE) from terraform/examples/libvirt
+//	                        through terraform-exec and libvirt, with Slipway installed from deploy/
+//	cluster down            stop whichever is up (VMs, control plane, operator; or terraform destroy)
 //	cluster exec NODE CMD   run a command in a node VM (through qemu-guest-agent)
 package main
 
@@ -21,6 +24,8 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/e2e/harness"
+	"github.com/slipway-dev/slipway/e2e/tfcluster"
+	"github.com/slipway-dev/slipway/internal/testenv"
 )
 
 func stateDir() string {
@@ -34,7 +39,7 @@ func stateDir() string {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes N] [-foreground] | cluster down | cluster exec NODE COMMAND [ARG...]")
+		fmt.Fprintln(os.Stderr, "usage: cluster up [-nodes N] [-foreground] [-backend qemu|terraform] | cluster down | cluster exec NODE COMMAND [ARG...]")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -55,7 +60,16 @@ func up(args []string) int {
 	nodes := fs.Int("nodes", 3, "worker VMs")
 	mem := fs.Int("memory", 768, "MiB per VM")
 	foreground := fs.Bool("foreground", false, "stay in the foreground (Ctrl-C tears down)")
+	backend := fs.String("backend", "qemu", "qemu: host control plane + QEMU VMs (default); terraform: Flatcar + kubeadm on libvirt from terraform/")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	switch *backend {
+	case "qemu":
+	case "terraform":
+		return upTerraform(*nodes)
+	default:
+		fmt.Fprintf(os.Stderr, "cluster up: -backend=%s: use qemu or terraform\n", *backend)
 		return 2
 	}
 	dir := stateDir()
@@ -135,7 +149,62 @@ func up(args []string) int {
 	return 0
 }
 
+func tfOptions() (tfcluster.Options, error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return tfcluster.Options{}, err
+	}
+	return tfcluster.Options{Root: root, Dir: stateDir() + "-terraform", FlatcarImage: os.Getenv("FLATCAR_IMAGE"), Out: os.Stdout}, nil
+}
+
+// upTerraform is `make cluster BACKEND=terraform`: nodes are the workers besides one controller.
+func upTerraform(nodes int) int {
+	o, err := tfOptions()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	o.Workers = nodes - 1
+	if o.Workers < 0 {
+		o.Workers = 0
+	}
+	o.DomainType = "qemu"
+	if harness.Accel() == "kvm" {
+		o.DomainType = "kvm"
+	}
+	bin, err := testenv.BinDir()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	o.Kubectl = filepath.Join(bin, "kubectl")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	kc, err := tfcluster.Up(ctx, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster up -backend=terraform:", err)
+		return 1
+	}
+	fmt.Printf(`CLUSTER READY (terraform, libvirt)
+  kubeconfig:  %s
+  nodes:       kubectl --kubeconfig %s get nodes -o wide
+  fire update: kubectl --kubeconfig %s -n slipway-system exec <agent pod on the node> -- /update-agent send-need-reboot
+  stop:        make cluster-down   (terraform destroy)
+`, kc, kc, kc)
+	return 0
+}
+
 func down() int {
+	if o, err := tfOptions(); err == nil {
+		if _, err := os.Stat(filepath.Join(o.Dir, tfcluster.Example, "terraform.tfstate")); err == nil {
+			if err := tfcluster.Down(context.Background(), o); err != nil {
+				fmt.Fprintln(os.Stderr, "cluster down:", err)
+				return 1
+			}
+			fmt.Println("terraform cluster destroyed")
+			return 0
+		}
+	}
 	pidFile := filepath.Join(stateDir(), "cluster.pid")
 	b, err := os.ReadFile(pidFile)
 	if err != nil {

@@ -1,0 +1,8 @@
+output "kubeconfig" {
+  value     = module.cluster.kubeconfig
+  sensitive = true
+}
+
+output "nodes" {
+  value = module.cluster.nodes
+}
