@@ -7,7 +7,7 @@
 # k8s.io/X staging module with ./staging/src/k8s.io/X. We require it from a tiny module of our own and
 # point each of those replaces at the published k8s.io/X v0.<minor>.<patch> instead.
 #
-# Usage: hack/build-controlplane.sh [binary ...]   (default: all)
+# Usage: hack/build-controlplane.sh [binary ...]   (default: all; kubeadm validates terraform/'s configs)
 # Prints the cache directory on its last line (stdout); progress goes to stderr.
 set -euo pipefail
 
@@ -18,7 +18,7 @@ OUT="$CACHE_ROOT/controlplane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
 STAGING_VERSION="v0.${K8S_VERSION#v1.}"
 
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+[ ${#want[@]} -gt 0 ] || want=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kubeadm)
 
 start=$(date +%s)
 log() { printf '[build-controlplane +%ss] %s\n' "$(( $(date +%s) - start ))" "$*" >&2; }
@@ -93,8 +93,8 @@ build_k8s() {
 for b in "${missing[@]}"; do
   case "$b" in
     etcd) build_etcd ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubelet) build_k8s "$b" ;;
-    *) echo "unknown binary $b (known: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet)" >&2; exit 2 ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubelet|kubeadm) build_k8s "$b" ;;
+    *) echo "unknown binary $b (known: etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kubeadm)" >&2; exit 2 ;;
   esac
 done
 log "done: ${want[*]} in $OUT"

@@ -50,7 +50,7 @@ if [ ! -x "$inputs/cni/bridge" ]; then
   mv "$inputs/cni.tmp/usr/lib/cni" "$inputs/cni" && rm -rf "$inputs/cni.tmp"
 fi
 
-key=$( { cat "$0"; echo "$PACKAGES $KVER"; sha256sum "$CP/kubelet" "$inputs/slipway-standin" "$inputs/slipway.tar" "$inputs/pause.tar" "$inputs/hook.tar" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
+key=$( { cat "$0" e2e/harness/nodefiles/*; echo "$PACKAGES $KVER"; sha256sum "$CP/kubelet" "$inputs/slipway-standin" "$inputs/slipway.tar" "$inputs/pause.tar" "$inputs/hook.tar" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
 IMAGE="$OUT/node-$key.raw"
 if [ -f "$IMAGE" ]; then
   log "cached: $IMAGE"
@@ -115,24 +115,14 @@ Restart=always
 WantedBy=multi-user.target
 U
 # What an unconverted Flatcar node runs: locksmithd (a vendor unit in /usr/lib, as on Flatcar), which
-# would reboot on its own. Here a stand-in that only sleeps; the harness converts every node with `update-agent node-config apply` and the
+# would reboot on its own. Here a stand-in that only sleeps; the harness converts every node with
+# `update-agent node-config apply` and the
 # snippet butane/snippets/flatcar-slipway.ign, as a user converts an existing fleet.
 cat > "$root/usr/lib/systemd/system/locksmithd.service" <<'U'
 [Unit]
 Description=locksmithd stand-in (reboot manager Slipway replaces)
 [Service]
 ExecStart=/bin/sleep infinity
-[Install]
-WantedBy=multi-user.target
-U
-unit boot-counter.service <<'U'
-[Unit]
-Description=Count boots (e2e proof that the VM really rebooted)
-DefaultDependencies=no
-After=local-fs.target
-[Service]
-Type=oneshot
-ExecStart=/bin/sh -c 'n=$(cat /var/lib/boot-count 2>/dev/null || echo 0); echo $((n+1)) > /var/lib/boot-count; echo "slipway-e2e: boot $((n+1)) $(cat /proc/sys/kernel/random/boot_id)" > /dev/ttyS0'
 [Install]
 WantedBy=multi-user.target
 U
@@ -144,19 +134,6 @@ Before=kubelet.service
 Type=oneshot
 RemainAfterExit=yes
 ExecStart=/bin/sh -c 'modprobe qemu_fw_cfg; mkdir -p /etc/kubernetes; cp /sys/firmware/qemu_fw_cfg/by_name/opt/slipway/kubeconfig/raw /etc/kubernetes/kubelet.conf'
-[Install]
-WantedBy=multi-user.target
-U
-unit slipway-images.service <<'U'
-[Unit]
-Description=Import the Slipway and pause images into containerd (no registry here)
-Requires=containerd.service
-After=containerd.service
-Before=kubelet.service
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/bin/sh -c 'for i in /opt/slipway/images/*.tar; do ctr -n k8s.io images import --all-platforms "$i"; done'
 [Install]
 WantedBy=multi-user.target
 U
@@ -175,49 +152,14 @@ WantedBy=multi-user.target
 U
 mkdir -p "$root/opt/slipway/images" "$root/etc/kubernetes" "$root/etc/cni/net.d" "$root/etc/systemd/network"
 cp "$inputs/slipway.tar" "$inputs/pause.tar" "$inputs/hook.tar" "$root/opt/slipway/images/"
-cat > "$root/etc/kubernetes/kubelet-config.yaml" <<'K'
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-cgroupDriver: systemd
-containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
-failSwapOn: false
-authentication:
-  anonymous:
-    enabled: false
-  webhook:
-    enabled: false
-authorization:
-  mode: AlwaysAllow
-resolvConf: /etc/resolv.conf
-serializeImagePulls: false
-evictionHard:
-  memory.available: "50Mi"
-  nodefs.available: "5%"
-  imagefs.available: "5%"
-K
-cat > "$root/etc/containerd/config.toml" <<'C'
-version = 2
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "registry.k8s.io/pause:3.10"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "/etc/cni/net.d"
-  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-    runtime_type = "io.containerd.runc.v2"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-      SystemdCgroup = true
-C
-cat > "$root/etc/cni/net.d/10-slipway.conflist" <<'N'
-{
-  "cniVersion": "1.0.0",
-  "name": "slipway",
-  "plugins": [
-    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.88.0.0/16"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-N
+# Shared with Flatcar nodes (their Ignition embeds the same files): kubelet, containerd, CNI config and
+# the boot counter and image import units.
+NF=e2e/harness/nodefiles
+sed 's|@RESOLV_CONF@|/etc/resolv.conf|' "$NF/kubelet-config.yaml" > "$root/etc/kubernetes/kubelet-config.yaml"
+cp "$NF/containerd-config.toml" "$root/etc/containerd/config.toml"
+cp "$NF/10-slipway.conflist" "$root/etc/cni/net.d/10-slipway.conflist"
+cp "$NF/boot-counter.service" "$NF/slipway-images.service" "$root/etc/systemd/system/"
+mkdir -p "$root/opt/cni" && rm -rf "$root/opt/cni/bin" && ln -s /usr/lib/cni "$root/opt/cni/bin"   # Debian's plugins where Flatcar's go
 printf '[Match]\nName=e*\n[Network]\nDHCP=yes\n' > "$root/etc/systemd/network/10-e.network"
 printf 'overlay\nbr_netfilter\nqemu_fw_cfg\n' > "$root/etc/modules-load.d/k8s.conf"
 printf 'net.ipv4.ip_forward=1\nnet.bridge.bridge-nf-call-iptables=1\n' > "$root/etc/sysctl.d/k8s.conf"

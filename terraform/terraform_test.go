@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/slipway-dev/slipway/e2e/tfcluster"
+	"github.com/slipway-dev/slipway/internal/clusterpki"
 	"github.com/slipway-dev/slipway/internal/testenv"
 )
 
@@ -58,6 +59,25 @@ func workspace(t *testing.T, mirror string) *tfcluster.Workspace {
 	}
 	w.Stderr = &testWriter{t}
 	return w
+}
+
+// initExample copies terraform/ into a temporary workspace, writes fresh PKI variables for the
+// example in sub and runs terraform init there (offline: providers only from mirror, if any).
+func initExample(t *testing.T, mirror, sub string) (*tfexec.Terraform, *clusterpki.Secrets) {
+	t.Helper()
+	w := workspace(t, mirror)
+	secrets, err := w.WriteSecrets(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf, err := w.Terraform(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tf.Init(context.Background()); err != nil {
+		t.Fatalf("terraform init (providers from %q only): %v", mirror, err)
+	}
+	return tf, secrets
 }
 
 type testWriter struct{ t *testing.T }
@@ -99,18 +119,7 @@ func fileData(t *testing.T, cfg types.Config, path string) (string, bool) {
 func TestIgnitionModuleApplied(t *testing.T) {
 	needTerraform(t)
 	ctx := context.Background()
-	w := workspace(t, "")
-	secrets, err := w.WriteSecrets("terraform/examples/ignition")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tf, err := w.Terraform("terraform/examples/ignition")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tf.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
+	tf, secrets := initExample(t, "", "terraform/examples/ignition")
 	if err := tf.Apply(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -176,6 +185,8 @@ func TestIgnitionModuleApplied(t *testing.T) {
 		t.Errorf("kubeadm.service on the controller: %+v", u)
 	}
 
+	kubeadmValidate(t, init, nil)
+
 	if len(workers) != 2 {
 		t.Fatalf("workers %v", workers)
 	}
@@ -195,6 +206,45 @@ func TestIgnitionModuleApplied(t *testing.T) {
 		if host, _ := fileData(t, wk, "/etc/hostname"); host != name+"\n" {
 			t.Errorf("%s hostname %q", name, host)
 		}
+		// The discovery file resolves, as kubeadm reads it (the current context's cluster), to the
+		// controller with the CA pinned.
+		kc, err := clientcmd.Load([]byte(disc))
+		if err != nil {
+			t.Fatalf("%s discovery.conf: %v", name, err)
+		}
+		rc, err := clientcmd.NewDefaultClientConfig(*kc, nil).ClientConfig()
+		if err != nil || rc.Host != "https://10.17.3.10:6443" || string(rc.CAData) != secrets.CACert {
+			t.Errorf("%s discovery.conf resolves to %v (CA pinned: %v): %v", name, rc, rc != nil && string(rc.CAData) == secrets.CACert, err)
+		}
+		kubeadmValidate(t, join, map[string]string{"/etc/kubernetes/discovery.conf": disc})
+	}
+}
+
+// kubeadmValidate runs `kubeadm config validate` (kubeadm v1.35.4, built from the Go proxy by
+// hack/build-controlplane.sh) on a rendered config; files it refers to are written to a temporary
+// directory and the paths rewritten.
+func kubeadmValidate(t *testing.T, config string, files map[string]string) {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(repoRoot(t), "hack", "build-controlplane.sh"), "kubeadm").Output()
+	if err != nil {
+		t.Fatalf("building kubeadm: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	kubeadm := filepath.Join(lines[len(lines)-1], "kubeadm")
+	dir := t.TempDir()
+	for path, data := range files {
+		local := filepath.Join(dir, filepath.Base(path))
+		if err := os.WriteFile(local, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		config = strings.ReplaceAll(config, path, local)
+	}
+	cfg := filepath.Join(dir, "kubeadm.yaml")
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(kubeadm, "config", "validate", "--config", cfg).CombinedOutput(); err != nil {
+		t.Errorf("kubeadm config validate rejects the module's config: %v\n%s\n%s", err, out, config)
 	}
 }
 
@@ -202,17 +252,7 @@ func TestIgnitionModuleApplied(t *testing.T) {
 func TestIgnitionModuleRejectsBadInput(t *testing.T) {
 	needTerraform(t)
 	ctx := context.Background()
-	w := workspace(t, "")
-	if _, err := w.WriteSecrets("terraform/examples/ignition"); err != nil {
-		t.Fatal(err)
-	}
-	tf, err := w.Terraform("terraform/examples/ignition")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tf.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
+	tf, _ := initExample(t, "", "terraform/examples/ignition")
 	for name, c := range map[string]struct{ v, want string }{
 		"token":    {"bootstrap_token=not-a-token", "bootstrap_token must match"},
 		"hostname": {`workers=["Worker_0"]`, "name must be a DNS label"},
@@ -240,18 +280,7 @@ func TestLibvirtExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := workspace(t, mirror)
-	const sub = "terraform/examples/libvirt"
-	if _, err := w.WriteSecrets(sub); err != nil {
-		t.Fatal(err)
-	}
-	tf, err := w.Terraform(sub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tf.Init(ctx); err != nil {
-		t.Fatalf("init from the filesystem mirror: %v", err)
-	}
+	tf, _ := initExample(t, mirror, "terraform/examples/libvirt")
 	v, err := tf.Validate(ctx)
 	if err != nil || !v.Valid {
 		t.Fatalf("validate: %v %+v", err, v)

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"crypto/sha512"
+	"embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -69,9 +70,9 @@ func FlatcarIgnition(node FlatcarNode, snippet []byte, files, base string) ([]by
 	cfg.Storage.Files = append(cfg.Storage.Files,
 		inline("/etc/hostname", node.Name+"\n", 0o644),
 		inline("/etc/kubernetes/kubelet.conf", node.Kubeconfig, 0o600),
-		inline("/etc/kubernetes/kubelet-config.yaml", kubeletConfigYAML("/run/systemd/resolve/resolv.conf"), 0o644),
-		inline("/etc/containerd/config.toml", containerdConfig("/opt/cni/bin"), 0o644),
-		inline("/etc/cni/net.d/10-slipway.conflist", cniConflist, 0o644),
+		inline("/etc/kubernetes/kubelet-config.yaml", nodeFile("kubelet-config.yaml"), 0o644),
+		inline("/etc/containerd/config.toml", nodeFile("containerd-config.toml"), 0o644),
+		inline("/etc/cni/net.d/10-slipway.conflist", nodeFile("10-slipway.conflist"), 0o644),
 		inline("/etc/modules-load.d/k8s.conf", "overlay\nbr_netfilter\n", 0o644),
 		inline("/etc/sysctl.d/k8s.conf", "net.ipv4.ip_forward=1\nnet.bridge.bridge-nf-call-iptables=1\n", 0o644),
 	)
@@ -102,8 +103,8 @@ func FlatcarIgnition(node FlatcarNode, snippet []byte, files, base string) ([]by
 		types.Unit{Name: "containerd.service", Enabled: &yes, Dropins: []types.Dropin{{
 			Name: "10-slipway.conf", Contents: str("[Service]\nEnvironment=CONTAINERD_CONFIG=/etc/containerd/config.toml\n"),
 		}}},
-		unit("boot-counter.service", bootCounterUnit),
-		unit("slipway-images.service", imagesUnit),
+		unit("boot-counter.service", nodeFile("boot-counter.service")),
+		unit("slipway-images.service", nodeFile("slipway-images.service")),
 		unit("kubelet.service", `[Unit]
 Description=kubelet
 Requires=containerd.service slipway-images.service
@@ -120,74 +121,18 @@ WantedBy=multi-user.target
 	return json.MarshalIndent(cfg, "", "  ")
 }
 
-const bootCounterUnit = `[Unit]
-Description=Count boots (e2e proof that the VM really rebooted)
-After=local-fs.target
-[Service]
-Type=oneshot
-ExecStart=/bin/sh -c 'n=$(cat /var/lib/boot-count 2>/dev/null || echo 0); echo $((n+1)) > /var/lib/boot-count'
-[Install]
-WantedBy=multi-user.target
-`
+// nodeFiles are the files every e2e node gets, Debian or Flatcar (hack/build-node-image.sh copies
+// the same directory into the Debian image).
+//
+//go:embed nodefiles
+var nodeFiles embed.FS
 
-const imagesUnit = `[Unit]
-Description=Import the Slipway and pause images into containerd (no registry here)
-Requires=containerd.service
-After=containerd.service
-Before=kubelet.service
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/bin/sh -c 'for i in /opt/slipway/images/*.tar; do ctr -n k8s.io images import --all-platforms "$i"; done'
-[Install]
-WantedBy=multi-user.target
-`
-
-const cniConflist = `{
-  "cniVersion": "1.0.0",
-  "name": "slipway",
-  "plugins": [
-    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.88.0.0/16"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-`
-
-func kubeletConfigYAML(resolvConf string) string {
-	return `apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-cgroupDriver: systemd
-containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
-failSwapOn: false
-authentication:
-  anonymous:
-    enabled: false
-  webhook:
-    enabled: false
-authorization:
-  mode: AlwaysAllow
-resolvConf: ` + resolvConf + `
-serializeImagePulls: false
-evictionHard:
-  memory.available: "50Mi"
-  nodefs.available: "5%"
-  imagefs.available: "5%"
-`
-}
-
-func containerdConfig(cniBin string) string {
-	return `version = 2
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "registry.k8s.io/pause:3.10"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "` + cniBin + `"
-    conf_dir = "/etc/cni/net.d"
-  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-    runtime_type = "io.containerd.runc.v2"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-      SystemdCgroup = true
-`
+func nodeFile(name string) string {
+	b, err := nodeFiles.ReadFile("nodefiles/" + name)
+	if err != nil {
+		panic(err) // embedded at build time: cannot be missing
+	}
+	return strings.ReplaceAll(string(b), "@RESOLV_CONF@", "/run/systemd/resolve/resolv.conf")
 }
 
 func sha512File(path string) (string, error) {

@@ -57,7 +57,8 @@ locals {
           value: ${local.plugin_dir}
   EOT
 
-  # What a worker trusts to find the controller: the CA and the address, no credentials.
+  # What a worker trusts to find the controller: the CA and the address, no credentials (kubeadm
+  # reads the cluster of the current context, then joins with the bootstrap token).
   discovery = <<-EOT
     apiVersion: v1
     kind: Config
@@ -66,7 +67,11 @@ locals {
         cluster:
           server: https://${var.controller_address}:6443
           certificate-authority-data: ${base64encode(var.ca_cert_pem)}
-    contexts: []
+    contexts:
+      - name: kubernetes
+        context:
+          cluster: kubernetes
+    current-context: kubernetes
     users: []
   EOT
 
