@@ -87,12 +87,17 @@ func Up(ctx context.Context, o Options) (string, error) {
 	if err := tf.Init(ctx); err != nil {
 		return "", err
 	}
-	o.logf("terraform apply: 1 controller + %d workers, domain type %s, image %s", o.Workers, o.DomainType, o.FlatcarImage)
-	var opts []tfexec.ApplyOption
+	o.logf("terraform plan: 1 controller + %d workers, domain type %s, image %s", o.Workers, o.DomainType, o.FlatcarImage)
+	plan := filepath.Join(o.Dir, "cluster.tfplan")
+	opts := []tfexec.PlanOption{tfexec.Out(plan)}
 	for _, v := range o.vars() {
 		opts = append(opts, tfexec.Var(v))
 	}
-	if err := tf.Apply(ctx, opts...); err != nil {
+	if _, err := tf.Plan(ctx, opts...); err != nil {
+		return "", fmt.Errorf("terraform plan: %w", err)
+	}
+	o.logf("terraform apply (the saved plan)")
+	if err := tf.Apply(ctx, tfexec.DirOrPlan(plan)); err != nil {
 		return "", fmt.Errorf("terraform apply: %w (run `make cluster-down` to remove what was created)", err)
 	}
 	out, err := tf.Output(ctx)
