@@ -5,11 +5,14 @@ package deploy
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -17,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/slipway-dev/slipway/internal/testenv"
 )
@@ -122,5 +126,59 @@ func TestRenderedRBAC(t *testing.T) {
 	}
 	if err := operator.PolicyV1().Evictions("default").Evict(ctx, ev); err != nil {
 		t.Errorf("the operator cannot evict a pod: %v", err)
+	}
+}
+
+// deploy/fleetlock/: the base plus the FleetLock Service and the operator flag. Rendered by kubectl and
+// decoded; the Service must reach a port the operator container declares, and the snippet's base_url
+// must be the Service's address.
+func TestFleetLockOverlay(t *testing.T) {
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := exec.Command(filepath.Join(bin, "kubectl"), "kustomize", "fleetlock").Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize deploy/fleetlock: %v", err)
+	}
+	var dep appsv1.Deployment
+	var svc corev1.Service
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		switch {
+		case strings.Contains(doc, "kind: Deployment") && strings.Contains(doc, "name: slipway-update-operator"):
+			if err := yaml.Unmarshal([]byte(doc), &dep); err != nil {
+				t.Fatal(err)
+			}
+		case strings.Contains(doc, "kind: Service\n") && strings.Contains(doc, "name: slipway-fleetlock"):
+			if err := yaml.Unmarshal([]byte(doc), &svc); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(dep.Spec.Template.Spec.Containers) != 1 || svc.Name == "" {
+		t.Fatalf("rendered overlay lacks the operator Deployment or the Service:\n%s", rendered)
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	if !strings.Contains(strings.Join(c.Args, " "), "--fleetlock-address=:8081") {
+		t.Errorf("operator args %v lack --fleetlock-address", c.Args)
+	}
+	port := false
+	for _, p := range c.Ports {
+		port = port || (p.Name == svc.Spec.Ports[0].TargetPort.StrVal && p.ContainerPort == 8081)
+	}
+	if !port {
+		t.Errorf("Service targets %q, which the operator container (%v) does not declare as 8081", svc.Spec.Ports[0].TargetPort.StrVal, c.Ports)
+	}
+	for k, v := range svc.Spec.Selector {
+		if dep.Spec.Template.Labels[k] != v {
+			t.Errorf("Service selector %s=%s does not select the operator pods", k, v)
+		}
+	}
+	snippet, err := os.ReadFile("../butane/snippets/fcos-fleetlock.bu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`base_url = "http://%s:%d/"`, svc.Spec.ClusterIP, svc.Spec.Ports[0].Port); !strings.Contains(string(snippet), want) {
+		t.Errorf("butane/snippets/fcos-fleetlock.bu does not point Zincati at the Service (%s)", want)
 	}
 }

@@ -71,6 +71,16 @@ const (
 	RebootOKTime = SlipwayPrefix + "reboot-ok-time"
 	// LastRebootTime — operator: RFC 3339 time the last cycle finished after a verified reboot.
 	LastRebootTime = SlipwayPrefix + "last-reboot-time"
+
+	// FleetLockID — FleetLock server: the Zincati id of a node without an agent whose reboots
+	// FleetLock requests drive. For such nodes the FleetLock server writes what the agent would:
+	// reboot-needed when Zincati asks (pre-reboot), reboot-in-progress when it is let go, and both back
+	// to false when Zincati reports steady state.
+	FleetLockID = SlipwayPrefix + "fleetlock-id"
+	// FleetLockEnrolled (label) — admin (or the kubelet's --node-labels): "true" lets the FleetLock
+	// server act for this node. Without it a FleetLock request changes nothing, so no client on the
+	// network can start the cycle of a node that never opted in.
+	FleetLockEnrolled = SlipwayPrefix + "fleetlock"
 )
 
 // Writer names who may write a key.
@@ -82,6 +92,8 @@ const (
 	WriterAdmin    Writer = "admin"
 	WriterFLUO     Writer = "fluo-agent"
 	WriterHook     Writer = "hook"
+	// WriterFleetLock is the operator's FleetLock server, acting as the agent of agentless nodes.
+	WriterFleetLock Writer = "fleetlock"
 )
 
 // Owners says, for every key above, who may write it: the one place a reader finds "who writes what".
@@ -107,6 +119,8 @@ var Owners = map[string]Writer{
 	RebootBootID:           WriterOperator,
 	RebootOKTime:           WriterOperator,
 	LastRebootTime:         WriterOperator,
+	FleetLockID:            WriterFleetLock,
+	FleetLockEnrolled:      WriterAdmin,
 	RebootPaused:           WriterAdmin,
 	AgentMadeUnschedulable: WriterFLUO,
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/version"
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/budget"
+	"github.com/slipway-dev/slipway/operator/fleetlock"
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
@@ -73,7 +74,7 @@ type options struct {
 	namespace, leaseName, identity            string
 	leaderElect                               bool
 	leaseDuration, renewDeadline, retryPeriod time.Duration
-	httpAddr                                  string
+	httpAddr, fleetlockAddr                   string
 	printVersion                              bool
 }
 
@@ -104,6 +105,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops acting")
 	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
 	fs.StringVar(&o.httpAddr, "http-address", ":8080", "address serving /healthz, /readyz and /metrics; empty disables")
+	fs.StringVar(&o.fleetlockAddr, "fleetlock-address", "", "address serving the FleetLock protocol for Fedora CoreOS/Zincati nodes (e.g. \":8081\"); empty disables")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	kubeclient.AddLogFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -220,6 +222,12 @@ func run() int {
 	if o.httpAddr != "" {
 		if err := serveHTTP(ctx, o.httpAddr, reg, log); err != nil {
 			log.Error(err, "serving /healthz and /metrics", "address", o.httpAddr)
+			return 1
+		}
+	}
+	if o.fleetlockAddr != "" {
+		if _, err := fleetlock.Serve(ctx, o.fleetlockAddr, client, log.WithName("fleetlock")); err != nil {
+			log.Error(err, "serving FleetLock", "address", o.fleetlockAddr)
 			return 1
 		}
 	}

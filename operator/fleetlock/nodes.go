@@ -1,0 +1,121 @@
+package fleetlock
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/slipway-dev/slipway/internal/nodes"
+	"github.com/slipway-dev/slipway/internal/protocol"
+)
+
+// Nodes is the Backend on a cluster. It finds a request's Node by the machine ID the kubelet reports
+// and writes only the keys the agent would write for that node; granting, draining and verifying
+// stay with the operator's cycle.
+type Nodes struct {
+	Client kubernetes.Interface
+	List   func() ([]*corev1.Node, error) // e.g. an informer's lister
+	Now    func() time.Time
+	// RebootGrace is how long after a grant a steady-state report without a new boot ID is taken for
+	// "the kubelet has not caught up yet" (an error, so Zincati retries) rather than "it did not reboot".
+	RebootGrace time.Duration
+}
+
+func (n *Nodes) find(id string) (*corev1.Node, error) {
+	all, err := n.List()
+	if err != nil {
+		return nil, err
+	}
+	var found *corev1.Node
+	for _, node := range all {
+		if nid, err := NodeID(node.Status.NodeInfo.MachineID); err == nil && nid == id {
+			if found != nil {
+				// Cloned machine IDs: acting on either node could reboot the wrong one.
+				return nil, &Error{Status: http.StatusConflict, Kind: KindUnknownNode,
+					Value: fmt.Sprintf("nodes %s and %s share a machine ID; give each machine its own /etc/machine-id", found.Name, node.Name)}
+			}
+			found = node
+		}
+	}
+	if found == nil {
+		return nil, &Error{Status: http.StatusNotFound, Kind: KindUnknownNode,
+			Value: "no Node reports a machine ID (status.nodeInfo.machineID) whose Zincati id is " + id}
+	}
+	if found.Labels[protocol.FleetLockEnrolled] != protocol.True {
+		return nil, &Error{Status: http.StatusForbidden, Kind: KindNotEnrolled,
+			Value: fmt.Sprintf("node %s is not enrolled: label it %s=true (or start its kubelet with --node-labels=%s=true) to reboot it through FleetLock", found.Name, protocol.FleetLockEnrolled, protocol.FleetLockEnrolled)}
+	}
+	if found.Annotations[protocol.BootID] != "" {
+		return nil, &Error{Status: http.StatusConflict, Kind: KindAgentNode,
+			Value: fmt.Sprintf("node %s runs Slipway's update-agent; it must not also reboot through FleetLock", found.Name)}
+	}
+	return found, nil
+}
+
+// PreReboot asks for a reboot of the node (reboot-needed=true) and reports whether the operator has
+// granted it (reboot-ok=true). When it has, the node is marked reboot-in-progress, as the agent does
+// before it reboots.
+func (n *Nodes) PreReboot(ctx context.Context, id, group string) (bool, error) {
+	node, err := n.find(id)
+	if err != nil {
+		return false, err
+	}
+	f := protocol.Observe(node, protocol.Hooks{})
+	var p nodes.Patch
+	granted := false
+	switch {
+	case f.OK && (f.Needed || f.InProgress):
+		granted = true
+		p.SetAnnotation(node, protocol.RebootInProgress, protocol.True)
+	case f.OK:
+		// The last cycle has not finished yet (the operator still has to verify and uncordon): ask
+		// again once it has, never ride on its grant.
+	case !f.Needed:
+		p.SetAnnotation(node, protocol.RebootNeeded, protocol.True)
+		p.SetLabel(node, protocol.RebootNeeded, protocol.True)
+		p.SetAnnotation(node, protocol.FleetLockID, id)
+	}
+	if _, err := p.Apply(ctx, n.Client, node.Name); err != nil {
+		return false, err
+	}
+	return granted, nil
+}
+
+// SteadyState says the node is up and not rebooting: the flags go back to false, as the agent resets
+// them at start. The operator then finishes the cycle (verified by the boot ID) or, if the node never
+// rebooted, aborts it and uncordons. Right after a grant, a report without a new boot ID is answered
+// with an error for RebootGrace, so that a kubelet slow to report its new boot is not mistaken for a
+// node that did not reboot.
+func (n *Nodes) SteadyState(ctx context.Context, id, group string) error {
+	node, err := n.find(id)
+	if err != nil {
+		return err
+	}
+	f := protocol.Observe(node, protocol.Hooks{})
+	if !f.Needed && !f.InProgress {
+		return nil
+	}
+	if f.OK && !f.BootChanged {
+		if t, err := time.Parse(time.RFC3339, node.Annotations[protocol.RebootOKTime]); err == nil && n.now().Sub(t) < n.RebootGrace {
+			return &Error{Status: http.StatusConflict, Kind: KindWaiting,
+				Value: fmt.Sprintf("node %s was granted a reboot at %s and still reports the boot it had then; waiting for the kubelet", node.Name, t.Format(time.RFC3339))}
+		}
+	}
+	var p nodes.Patch
+	p.SetAnnotation(node, protocol.RebootNeeded, protocol.False)
+	p.SetLabel(node, protocol.RebootNeeded, protocol.False)
+	p.SetAnnotation(node, protocol.RebootInProgress, protocol.False)
+	_, err = p.Apply(ctx, n.Client, node.Name)
+	return err
+}
+
+func (n *Nodes) now() time.Time {
+	if n.Now != nil {
+		return n.Now()
+	}
+	return time.Now()
+}

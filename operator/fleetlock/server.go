@@ -1,0 +1,134 @@
+package fleetlock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"k8s.io/klog/v2"
+)
+
+// Backend is what the HTTP side needs from the cluster. PreReboot reports whether the node may
+// reboot now (asking for it if it has not yet); SteadyState says the node is up and not rebooting.
+// Both must be idempotent: Zincati retries and keeps no state.
+type Backend interface {
+	PreReboot(ctx context.Context, id, group string) (granted bool, err error)
+	SteadyState(ctx context.Context, id, group string) error
+}
+
+// Error is a FleetLock error reply: {"kind": ..., "value": ...} with an HTTP status.
+type Error struct {
+	Status int
+	Kind   string
+	Value  string
+}
+
+func (e *Error) Error() string { return e.Kind + ": " + e.Value }
+
+// The kinds this server replies with.
+const (
+	KindBadRequest  = "bad_request"    // not a FleetLock request
+	KindUnknownNode = "unknown_node"   // no Node has a machine ID giving this id
+	KindAgentNode   = "agent_node"     // the Node runs Slipway's agent: it must not also use FleetLock
+	KindNotEnrolled = "not_enrolled"   // the Node lacks the update.slipway.dev/fleetlock=true label
+	KindWaiting     = "reboot_pending" // asked; the operator has not granted it yet (budget, window, hooks, drain)
+	KindInternal    = "internal_error" // the API server failed us; retry
+)
+
+var (
+	idPattern    = regexp.MustCompile(`^[0-9a-fA-F-]{32,36}$`)
+	groupPattern = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$`)
+)
+
+type request struct {
+	ClientParams struct {
+		ID    string `json:"id"`
+		Group string `json:"group"`
+	} `json:"client_params"`
+}
+
+// Handler serves POST /v1/pre-reboot and /v1/steady-state.
+func Handler(b Backend, log klog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/pre-reboot", func(w http.ResponseWriter, r *http.Request) {
+		serve(w, r, log, "pre-reboot", func(ctx context.Context, id, group string) error {
+			granted, err := b.PreReboot(ctx, id, group)
+			if err == nil && !granted {
+				err = &Error{Status: http.StatusConflict, Kind: KindWaiting, Value: "reboot requested; waiting for the update-operator to grant it (budget, window, hooks, drain)"}
+			}
+			return err
+		})
+	})
+	mux.HandleFunc("/v1/steady-state", func(w http.ResponseWriter, r *http.Request) {
+		serve(w, r, log, "steady-state", b.SteadyState)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, &Error{Status: http.StatusNotFound, Kind: KindBadRequest, Value: "FleetLock serves POST /v1/pre-reboot and /v1/steady-state"})
+	})
+	return mux
+}
+
+func serve(w http.ResponseWriter, r *http.Request, log klog.Logger, op string, do func(context.Context, string, string) error) {
+	id, group, err := parse(r)
+	if err == nil {
+		err = do(r.Context(), id, group)
+	}
+	var fe *Error
+	switch {
+	case err == nil:
+		log.V(1).Info("FleetLock", "op", op, "id", id, "group", group, "result", "ok")
+		w.WriteHeader(http.StatusOK)
+		return
+	case !errors.As(err, &fe):
+		log.Error(err, "FleetLock request failed", "op", op, "id", id)
+		fe = &Error{Status: http.StatusInternalServerError, Kind: KindInternal, Value: err.Error()}
+	default:
+		log.V(1).Info("FleetLock", "op", op, "id", id, "group", group, "result", fe.Kind)
+	}
+	reply(w, fe)
+}
+
+func reply(w http.ResponseWriter, e *Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"kind": e.Kind, "value": e.Value})
+}
+
+// parse checks a request the way the protocol defines it; anything else is a bad request that
+// changes nothing.
+func parse(r *http.Request) (id, group string, err error) {
+	bad := func(format string, args ...interface{}) error {
+		return &Error{Status: http.StatusBadRequest, Kind: KindBadRequest, Value: fmt.Sprintf(format, args...)}
+	}
+	if r.Method != http.MethodPost {
+		return "", "", &Error{Status: http.StatusMethodNotAllowed, Kind: KindBadRequest, Value: "use POST"}
+	}
+	if !strings.EqualFold(r.Header.Get("fleet-lock-protocol"), "true") {
+		return "", "", bad("missing header fleet-lock-protocol: true")
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10+1))
+	if err != nil {
+		return "", "", bad("reading body: %v", err)
+	}
+	if len(body) > 64<<10 {
+		return "", "", bad("body larger than 64 KiB")
+	}
+	var req request
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	if err := dec.Decode(&req); err != nil {
+		return "", "", bad("body is not FleetLock JSON: %v", err)
+	}
+	id, group = req.ClientParams.ID, req.ClientParams.Group
+	if !idPattern.MatchString(id) {
+		return "", "", bad("client_params.id %q is not a 128-bit hex node id", id)
+	}
+	if !groupPattern.MatchString(group) {
+		return "", "", bad("client_params.group %q is empty or not a simple name", group)
+	}
+	return normalize(id), group, nil
+}

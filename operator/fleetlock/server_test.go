@@ -1,0 +1,93 @@
+package fleetlock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"k8s.io/klog/v2"
+)
+
+type fakeBackend struct {
+	calls   []string
+	granted bool
+	err     error
+}
+
+func (f *fakeBackend) PreReboot(_ context.Context, id, group string) (bool, error) {
+	f.calls = append(f.calls, "pre-reboot "+id+" "+group)
+	return f.granted, f.err
+}
+
+func (f *fakeBackend) SteadyState(_ context.Context, id, group string) error {
+	f.calls = append(f.calls, "steady-state "+id+" "+group)
+	return f.err
+}
+
+const zincatiBody = `{"client_params":{"id":"975228d4-6dc9-4622-b9bb-e16671e2b58d","group":"default"}}`
+
+func do(t *testing.T, h http.Handler, method, path, body string, header bool) (int, map[string]string) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if header {
+		req.Header.Set("fleet-lock-protocol", "true")
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var reply map[string]string
+	if rec.Code != http.StatusOK {
+		if err := json.Unmarshal(rec.Body.Bytes(), &reply); err != nil {
+			t.Fatalf("error reply is not FleetLock JSON: %q", rec.Body.String())
+		}
+	}
+	return rec.Code, reply
+}
+
+// Known answers: what the server replies to each request and what it asks the backend.
+func TestHandler(t *testing.T) {
+	cases := []struct {
+		name, method, path, body string
+		header                   bool
+		backend                  fakeBackend
+		status                   int
+		kind                     string
+		call                     string
+	}{
+		{"pre-reboot granted", "POST", "/v1/pre-reboot", zincatiBody, true, fakeBackend{granted: true}, 200, "", "pre-reboot 975228d46dc94622b9bbe16671e2b58d default"},
+		{"pre-reboot waiting", "POST", "/v1/pre-reboot", zincatiBody, true, fakeBackend{}, 409, KindWaiting, "pre-reboot 975228d46dc94622b9bbe16671e2b58d default"},
+		{"steady-state", "POST", "/v1/steady-state", zincatiBody, true, fakeBackend{}, 200, "", "steady-state 975228d46dc94622b9bbe16671e2b58d default"},
+		{"backend says unknown node", "POST", "/v1/steady-state", zincatiBody, true, fakeBackend{err: &Error{Status: 404, Kind: KindUnknownNode, Value: "x"}}, 404, KindUnknownNode, "steady-state 975228d46dc94622b9bbe16671e2b58d default"},
+		{"backend fails", "POST", "/v1/pre-reboot", zincatiBody, true, fakeBackend{err: errors.New("apiserver down")}, 500, KindInternal, "pre-reboot 975228d46dc94622b9bbe16671e2b58d default"},
+		{"GET", "GET", "/v1/pre-reboot", "", true, fakeBackend{}, 405, KindBadRequest, ""},
+		{"no protocol header", "POST", "/v1/pre-reboot", zincatiBody, false, fakeBackend{}, 400, KindBadRequest, ""},
+		{"not JSON", "POST", "/v1/pre-reboot", "id=1", true, fakeBackend{}, 400, KindBadRequest, ""},
+		{"no id", "POST", "/v1/pre-reboot", `{"client_params":{"group":"default"}}`, true, fakeBackend{}, 400, KindBadRequest, ""},
+		{"id not hex", "POST", "/v1/pre-reboot", `{"client_params":{"id":"../../etc/passwd-and-more-chars-here","group":"default"}}`, true, fakeBackend{}, 400, KindBadRequest, ""},
+		{"no group", "POST", "/v1/steady-state", `{"client_params":{"id":"975228d46dc94622b9bbe16671e2b58d"}}`, true, fakeBackend{}, 400, KindBadRequest, ""},
+		{"huge body", "POST", "/v1/steady-state", `{"client_params":{"id":"975228d46dc94622b9bbe16671e2b58d","group":"` + strings.Repeat("a", 70000) + `"}}`, true, fakeBackend{}, 400, KindBadRequest, ""},
+		{"unknown path", "POST", "/v1/lock", zincatiBody, true, fakeBackend{}, 404, KindBadRequest, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := c.backend
+			status, reply := do(t, Handler(&b, klog.Background()), c.method, c.path, c.body, c.header)
+			if status != c.status || reply["kind"] != c.kind {
+				t.Errorf("got %d %v, want %d %q", status, reply, c.status, c.kind)
+			}
+			if status != 200 && reply["value"] == "" {
+				t.Error("error reply without a value saying why")
+			}
+			want := []string{}
+			if c.call != "" {
+				want = []string{c.call}
+			}
+			if strings.Join(b.calls, ";") != strings.Join(want, ";") {
+				t.Errorf("backend calls %q, want %q", b.calls, want)
+			}
+		})
+	}
+}

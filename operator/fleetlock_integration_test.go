@@ -1,0 +1,183 @@
+package operator_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/operator/fleetlock"
+)
+
+var enrolled = map[string]string{protocol.FleetLockEnrolled: protocol.True}
+
+func setMachineID(t *testing.T, name, machineID string) {
+	t.Helper()
+	ctx := context.Background()
+	n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Status.NodeInfo.MachineID = machineID
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// zincati posts what Zincati posts and returns the status and error kind.
+func zincati(t *testing.T, base, op, id string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/"+op, strings.NewReader(fmt.Sprintf(`{"client_params":{"id":%q,"group":"default"}}`, id)))
+	req.Header.Set("fleet-lock-protocol", "true")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var reply struct{ Kind string }
+	_ = json.NewDecoder(resp.Body).Decode(&reply)
+	return resp.StatusCode, reply.Kind
+}
+
+// A Fedora CoreOS node without an agent reboots through FleetLock: the real operator (on a real API
+// server) and the FleetLock server over real HTTP, Zincati's requests played as Zincati sends them.
+// pre-reboot asks and is refused until the operator has cordoned, drained and granted; the node
+// "reboots" (new boot ID); steady-state lets the operator verify and finish. Agent nodes and unknown
+// ids are refused and change nothing.
+func TestFleetLockCycle(t *testing.T) {
+	cleanNodes(t)
+	ctx := context.Background()
+	const machineID, id = "3d1219c7c4c5404aaa1f6d2a48adfda4", "975228d46dc94622b9bbe16671e2b58d"
+	if _, err := testenv.CreateNode(ctx, client, "fcos-0", "boot-a", nil); err != nil {
+		t.Fatal(err)
+	}
+	setMachineID(t, "fcos-0", machineID)
+	if _, err := testenv.CreateNode(ctx, client, "agent-0", "boot-x", enrolled); err != nil {
+		t.Fatal(err)
+	}
+	setMachineID(t, "agent-0", "0123456789abcdef0123456789abcdef")
+	annotate(t, "agent-0", map[string]*string{protocol.BootID: ptr("boot-x")})
+	agentID, _ := fleetlock.NodeID("0123456789abcdef0123456789abcdef")
+
+	startOperator(t, opOptions{})
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	addr, err := fleetlock.Serve(sctx, "127.0.0.1:0", client, klog.Background().WithName("fleetlock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + addr.String()
+
+	if code, kind := zincati(t, base, "pre-reboot", "ffffffffffffffffffffffffffffffff"); code != 404 || kind != fleetlock.KindUnknownNode {
+		t.Errorf("unknown id: %d %s", code, kind)
+	}
+	// fcos-0 has not opted in yet: refused, unchanged. Then the admin enrolls it.
+	if code, kind := zincati(t, base, "pre-reboot", id); code != 403 || kind != fleetlock.KindNotEnrolled {
+		t.Errorf("not enrolled: %d %s", code, kind)
+	}
+	if n := getNode(t, "fcos-0"); n.Annotations[protocol.RebootNeeded] != "" {
+		t.Fatal("a request for a node that is not enrolled changed it")
+	}
+	kubectl(t, "label", "node", "fcos-0", protocol.FleetLockEnrolled+"=true")
+	waitFor := func(what string, f func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !f() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not happen", what)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// The FleetLock server's informer may not have the agent's boot-id annotation yet.
+	waitFor("agent node refused", func() bool {
+		code, kind := zincati(t, base, "pre-reboot", agentID)
+		return code == 409 && kind == fleetlock.KindAgentNode
+	})
+	if n := getNode(t, "agent-0"); n.Annotations[protocol.RebootNeeded] != "" {
+		t.Fatal("a refused request changed the agent node")
+	}
+
+	// 1. Zincati asks: refused for now, but the node now wants a reboot.
+	waitFor("first pre-reboot asks", func() bool {
+		code, kind := zincati(t, base, "pre-reboot", id)
+		return code == 409 && kind == fleetlock.KindWaiting
+	})
+	n := getNode(t, "fcos-0")
+	if n.Annotations[protocol.RebootNeeded] != protocol.True || n.Annotations[protocol.FleetLockID] != id {
+		t.Fatalf("pre-reboot did not ask for a reboot: %v", n.Annotations)
+	}
+	// 2. Zincati retries until the operator has drained and granted.
+	waitFor("pre-reboot granted", func() bool { code, _ := zincati(t, base, "pre-reboot", id); return code == 200 })
+	n = getNode(t, "fcos-0")
+	if n.Annotations[protocol.RebootOK] != protocol.True || !n.Spec.Unschedulable || n.Annotations[protocol.RebootInProgress] != protocol.True {
+		t.Fatalf("granted without the operator's cycle: unschedulable=%v %v", n.Spec.Unschedulable, n.Annotations)
+	}
+	// 3. Before the kubelet reports a new boot, steady-state is not taken for "did not reboot".
+	if code, kind := zincati(t, base, "steady-state", id); code != 409 || kind != fleetlock.KindWaiting {
+		t.Fatalf("steady-state before the new boot: %d %s", code, kind)
+	}
+	// 4. The node reboots; Zincati reports steady state; the operator verifies and finishes.
+	if _, err := testenv.SetNodeStatus(ctx, client, "fcos-0", "boot-b", true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("steady-state accepted", func() bool { code, _ := zincati(t, base, "steady-state", id); return code == 200 })
+	waitNode(t, "fcos-0", 30*time.Second, "cycle finished", func(n *corev1.Node) bool { return finished(n) && !n.Spec.Unschedulable })
+	// 5. Idempotent: steady-state again changes nothing.
+	before := getNode(t, "fcos-0").ResourceVersion
+	if code, _ := zincati(t, base, "steady-state", id); code != 200 {
+		t.Fatalf("repeated steady-state: %d", code)
+	}
+	if after := getNode(t, "fcos-0").ResourceVersion; after != before {
+		t.Error("a repeated steady-state wrote to the node")
+	}
+}
+
+// Zincati that asks and then reports steady state without being granted (it changed its mind, or
+// was stopped) withdraws the request: the operator leaves the node alone.
+func TestFleetLockWithdrawnWhileWaiting(t *testing.T) {
+	cleanNodes(t)
+	ctx := context.Background()
+	const machineID, id = "3d1219c7c4c5404aaa1f6d2a48adfda4", "975228d46dc94622b9bbe16671e2b58d"
+	if _, err := testenv.CreateNode(ctx, client, "fcos-1", "boot-a", enrolled); err != nil {
+		t.Fatal(err)
+	}
+	setMachineID(t, "fcos-1", machineID)
+	annotate(t, "fcos-1", map[string]*string{protocol.RebootPaused: ptr(protocol.True)}) // the operator will not admit it
+	startOperator(t, opOptions{})
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	addr, err := fleetlock.Serve(sctx, "127.0.0.1:0", client, klog.Background().WithName("fleetlock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + addr.String()
+	if code, _ := zincati(t, base, "pre-reboot", id); code != 409 {
+		t.Fatalf("pre-reboot on a paused node: %d", code)
+	}
+	waitNode(t, "fcos-1", 10*time.Second, "reboot requested", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _ := zincati(t, base, "steady-state", id)
+		n := getNode(t, "fcos-1")
+		if code == 200 && n.Annotations[protocol.RebootNeeded] == protocol.False {
+			if n.Spec.Unschedulable || n.Annotations[protocol.RebootOK] == protocol.True {
+				t.Fatalf("withdrawn request left the node cordoned or granted: %v", n.Annotations)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("steady-state did not withdraw the request: %d %v", code, n.Annotations)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
