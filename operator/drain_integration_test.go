@@ -79,7 +79,11 @@ func TestHTTPEndpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runOperatorProcess(t, "http", "--leader-elect=false", fmt.Sprintf("--http-address=127.0.0.1:%d", port))
+	flPort, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runOperatorProcess(t, "http", "--leader-elect=false", fmt.Sprintf("--http-address=127.0.0.1:%d", port), fmt.Sprintf("--fleetlock-address=127.0.0.1:%d", flPort))
 	get := func(path string) (int, string) {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
 		if err != nil {
@@ -102,5 +106,9 @@ func TestHTTPEndpoints(t *testing.T) {
 	}
 	if code, body := get("/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)
+	}
+	// --fleetlock-address serves FleetLock from the binary: an unknown machine gets the protocol's error.
+	if code, kind := zincati(t, fmt.Sprintf("http://127.0.0.1:%d", flPort), "pre-reboot", "ffffffffffffffffffffffffffffffff"); code != http.StatusNotFound || kind != "unknown_node" {
+		t.Errorf("FleetLock from the binary: %d %q", code, kind)
 	}
 }

@@ -33,6 +33,18 @@ func setMachineID(t *testing.T, name, machineID string) {
 	}
 }
 
+// startFleetLock serves FleetLock on a free port until the test ends and returns its base URL.
+func startFleetLock(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	addr, err := fleetlock.Serve(ctx, "127.0.0.1:0", client, klog.Background().WithName("fleetlock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "http://" + addr.String()
+}
+
 // zincati posts what Zincati posts and returns the status and error kind.
 func zincati(t *testing.T, base, op, id string) (int, string) {
 	t.Helper()
@@ -69,13 +81,7 @@ func TestFleetLockCycle(t *testing.T) {
 	agentID, _ := fleetlock.NodeID("0123456789abcdef0123456789abcdef")
 
 	startOperator(t, opOptions{})
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	addr, err := fleetlock.Serve(sctx, "127.0.0.1:0", client, klog.Background().WithName("fleetlock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + addr.String()
+	base := startFleetLock(t)
 
 	if code, kind := zincati(t, base, "pre-reboot", "ffffffffffffffffffffffffffffffff"); code != 404 || kind != fleetlock.KindUnknownNode {
 		t.Errorf("unknown id: %d %s", code, kind)
@@ -154,13 +160,7 @@ func TestFleetLockWithdrawnWhileWaiting(t *testing.T) {
 	setMachineID(t, "fcos-1", machineID)
 	annotate(t, "fcos-1", map[string]*string{protocol.RebootPaused: ptr(protocol.True)}) // the operator will not admit it
 	startOperator(t, opOptions{})
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	addr, err := fleetlock.Serve(sctx, "127.0.0.1:0", client, klog.Background().WithName("fleetlock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + addr.String()
+	base := startFleetLock(t)
 	if code, _ := zincati(t, base, "pre-reboot", id); code != 409 {
 		t.Fatalf("pre-reboot on a paused node: %d", code)
 	}

@@ -2,10 +2,8 @@ package fleetlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/slipway-dev/slipway/internal/httpserve"
 	"github.com/slipway-dev/slipway/internal/nodes"
 )
 
@@ -39,18 +38,7 @@ func Serve(ctx context.Context, addr string, client kubernetes.Interface, log kl
 		List:        func() ([]*corev1.Node, error) { return lister.List(labels.Everything()) },
 		RebootGrace: 10 * time.Minute,
 	}
-	srv := &http.Server{Handler: Handler(backend, log), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error(err, "FleetLock server stopped")
-		}
-	}()
+	httpserve.Serve(ctx, ln, Handler(backend, log), log)
 	log.Info("serving FleetLock (POST /v1/pre-reboot, /v1/steady-state)", "address", ln.Addr().String())
 	return ln.Addr(), nil
 }
