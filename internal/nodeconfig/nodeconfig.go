@@ -97,6 +97,9 @@ func Parse(raw []byte) (types.Config, error) {
 	return cfg, nil
 }
 
+// unitDir is where the admin's unit files live, and where Ignition writes units with contents.
+const unitDir = "/etc/systemd/system"
+
 func rootOwned(n types.Node) bool {
 	ok := func(id *int, name *string) bool {
 		return (id == nil || *id == 0) && (name == nil || *name == "" || *name == "root")
@@ -109,7 +112,7 @@ func rootOwned(n types.Node) bool {
 // backups of files it replaces. Compute itself changes nothing.
 func Compute(ctx context.Context, cfg types.Config, root string, sd Systemd, now time.Time) (*Plan, error) {
 	p := &Plan{}
-	backup := "." + "slipway-backup-" + now.UTC().Format("20060102T150405Z")
+	backup := ".slipway-backup-" + now.UTC().Format("20060102T150405Z")
 	for _, d := range cfg.Storage.Directories {
 		if err := p.directory(filepath.Join(root, d.Path), d.Path, mode(d.Mode, 0o755)); err != nil {
 			return nil, err
@@ -135,9 +138,8 @@ func Compute(ctx context.Context, cfg types.Config, root string, sd Systemd, now
 		}
 	}
 	for _, u := range cfg.Systemd.Units {
-		dir := "/etc/systemd/system"
 		if u.Contents != nil {
-			changed, err := p.file(filepath.Join(root, dir, u.Name), path.Join(dir, u.Name), []byte(*u.Contents), 0o644, true, backup)
+			changed, err := p.file(filepath.Join(root, unitDir, u.Name), path.Join(unitDir, u.Name), []byte(*u.Contents), 0o644, true, backup)
 			if err != nil {
 				return nil, err
 			}
@@ -147,7 +149,7 @@ func Compute(ctx context.Context, cfg types.Config, root string, sd Systemd, now
 			if d.Contents == nil {
 				continue
 			}
-			rel := path.Join(dir, u.Name+".d", d.Name)
+			rel := path.Join(unitDir, u.Name+".d", d.Name)
 			changed, err := p.file(filepath.Join(root, rel), rel, []byte(*d.Contents), 0o644, true, backup)
 			if err != nil {
 				return nil, err
@@ -172,7 +174,7 @@ func Compute(ctx context.Context, cfg types.Config, root string, sd Systemd, now
 			if fileState != "masked" {
 				// systemd refuses to mask a unit whose file is in /etc/systemd/system (it would have to
 				// replace it): that file is the admin's, so it is moved aside, not lost.
-				etc := path.Join("/etc/systemd/system", name)
+				etc := path.Join(unitDir, name)
 				full := filepath.Join(root, etc)
 				if fi, err := os.Lstat(full); err == nil && fi.Mode().IsRegular() {
 					p.add(fmt.Sprintf("move %s aside to %s (a unit file there cannot be masked)", etc, name+backup), "", func(context.Context) error {
