@@ -136,12 +136,12 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var snippet []byte
-	var fileBase string
+	snippet, err := os.ReadFile(SlipwaySnippet(root))
+	if err != nil {
+		return nil, err
+	}
+	var served FlatcarServed
 	if cfg.FlatcarImage != "" {
-		if snippet, err = os.ReadFile(SlipwaySnippet(root)); err != nil {
-			return nil, err
-		}
 		kubeletDir, err := testenv.BinDir()
 		if err != nil {
 			return nil, err
@@ -155,8 +155,10 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 			return nil, err
 		}
 		c.stopServer = stop
-		fileBase = fmt.Sprintf("http://10.0.2.2:%d/", port)
-		c.logf("Flatcar image %s; Ignition fetches kubelet, CNI plugins, update-agent and images from %s", cfg.FlatcarImage, fileBase)
+		if served, err = HashServed(files, fmt.Sprintf("http://10.0.2.2:%d/", port)); err != nil {
+			return nil, err
+		}
+		c.logf("Flatcar image %s; Ignition fetches kubelet, CNI plugins, update-agent and images from %s", cfg.FlatcarImage, served.Base)
 	}
 	c.logf("booting %d VMs (accel %s, %d MiB, %d vCPU each)", cfg.Nodes, Accel(), cfg.MemoryMB, cfg.CPUs)
 	for i := 0; i < cfg.Nodes; i++ {
@@ -175,7 +177,7 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 			MemoryMB: cfg.MemoryMB, CPUs: cfg.CPUs, Files: map[string]string{"kubeconfig": kc},
 		}
 		if cfg.FlatcarImage != "" {
-			ign, err := FlatcarIgnition(FlatcarNode{Name: name, Kubeconfig: kubeconfig}, snippet, filepath.Join(cfg.Dir, "served"), fileBase)
+			ign, err := FlatcarIgnition(FlatcarNode{Name: name, Kubeconfig: kubeconfig}, snippet, served)
 			if err != nil {
 				return nil, err
 			}
@@ -193,7 +195,7 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err := c.waitReady(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.convertNodes(ctx, root); err != nil {
+	if err := c.convertNodes(ctx, snippet); err != nil {
 		return nil, err
 	}
 	if err := c.installAgent(ctx, root); err != nil {
@@ -272,11 +274,7 @@ func SlipwaySnippet(root string) string {
 // convertNodes does to every VM what a user does to an existing fleet: `update-agent node-config
 // apply` with Slipway's snippet (locksmithd masked and stopped, update-engine enabled, update.conf
 // with REBOOT_STRATEGY=off), over the guest agent as one would over SSH.
-func (c *Cluster) convertNodes(ctx context.Context, root string) error {
-	snippet, err := os.ReadFile(SlipwaySnippet(root))
-	if err != nil {
-		return err
-	}
+func (c *Cluster) convertNodes(ctx context.Context, snippet []byte) error {
 	for _, vm := range c.VMs {
 		out, err := vm.ExecInput(ctx, snippet, c.AgentPath, "node-config", "apply", "--config", "-")
 		if err != nil {

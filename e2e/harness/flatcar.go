@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"crypto/sha512"
 	"embed"
 	"encoding/hex"
@@ -12,11 +13,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/coreos/ignition/v2/config/v3_4/types"
 	"github.com/vincent-petithory/dataurl"
+	"k8s.io/klog/v2"
+
+	"github.com/slipway-dev/slipway/internal/httpserve"
 )
 
 // Booting a real Flatcar image (FLATCAR_IMAGE=path to flatcar_production_qemu_image.img, e.g. from
@@ -52,9 +55,29 @@ type FlatcarNode struct {
 	Kubeconfig string // the kubelet's kubeconfig (server https://10.0.2.2:PORT)
 }
 
-// FlatcarIgnition renders one node's Ignition (spec 3.4). snippet is flatcar-slipway.ign; files is
-// the directory served at base (e.g. http://10.0.2.2:PORT/), holding every name in served.
-func FlatcarIgnition(node FlatcarNode, snippet []byte, files, base string) ([]byte, error) {
+// FlatcarServed is what every Flatcar node's Ignition fetches: the base URL of the harness's file
+// server (e.g. http://10.0.2.2:PORT/) and the SHA-512 of each file in served, hashed once for all nodes.
+type FlatcarServed struct {
+	Base   string
+	SHA512 map[string]string
+}
+
+// HashServed hashes the files in dir (laid out by FlatcarFiles) that are served at base.
+func HashServed(dir, base string) (FlatcarServed, error) {
+	fs := FlatcarServed{Base: base, SHA512: map[string]string{}}
+	for _, s := range served {
+		b, err := os.ReadFile(filepath.Join(dir, s.name))
+		if err != nil {
+			return fs, fmt.Errorf("file for the Flatcar nodes: %w", err)
+		}
+		sum := sha512.Sum512(b)
+		fs.SHA512[s.name] = hex.EncodeToString(sum[:])
+	}
+	return fs, nil
+}
+
+// FlatcarIgnition renders one node's Ignition (spec 3.4). snippet is flatcar-slipway.ign.
+func FlatcarIgnition(node FlatcarNode, snippet []byte, files FlatcarServed) ([]byte, error) {
 	str := func(s string) *string { return &s }
 	yes := true
 	inline := func(path, contents string, mode int) types.File {
@@ -77,15 +100,15 @@ func FlatcarIgnition(node FlatcarNode, snippet []byte, files, base string) ([]by
 		inline("/etc/sysctl.d/k8s.conf", "net.ipv4.ip_forward=1\nnet.bridge.bridge-nf-call-iptables=1\n", 0o644),
 	)
 	for _, s := range served {
-		sum, err := sha512File(filepath.Join(files, s.name))
-		if err != nil {
-			return nil, fmt.Errorf("file for the Flatcar node: %w", err)
+		sum, ok := files.SHA512[s.name]
+		if !ok {
+			return nil, fmt.Errorf("%s for the Flatcar node was not hashed (HashServed)", s.name)
 		}
 		mode := 0o755
 		if strings.HasSuffix(s.name, ".tar") {
 			mode = 0o644
 		}
-		u, err := url.JoinPath(base, s.name)
+		u, err := url.JoinPath(files.Base, s.name)
 		if err != nil {
 			return nil, err
 		}
@@ -135,15 +158,6 @@ func nodeFile(name string) string {
 	return strings.ReplaceAll(string(b), "@RESOLV_CONF@", "/run/systemd/resolve/resolv.conf")
 }
 
-func sha512File(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	s := sha512.Sum512(b)
-	return hex.EncodeToString(s[:]), nil
-}
-
 // FlatcarFiles gathers what Ignition fetches into dir: the inputs of hack/build-node-image.sh
 // (update-agent, the image tars) and the kubelet, plus the CNI plugins from the node image's Debian
 // package (static Go binaries).
@@ -151,28 +165,20 @@ func FlatcarFiles(dir, inputs, kubelet, cniDir string) error {
 	if err := os.MkdirAll(filepath.Join(dir, "cni"), 0o755); err != nil {
 		return err
 	}
-	links := map[string]string{"kubelet": kubelet}
 	for _, s := range served {
+		src := filepath.Join(inputs, s.name)
 		switch {
 		case s.name == "kubelet":
+			src = kubelet
 		case strings.HasPrefix(s.name, "cni/"):
-			links[s.name] = filepath.Join(cniDir, strings.TrimPrefix(s.name, "cni/"))
-		default:
-			links[s.name] = filepath.Join(inputs, s.name)
+			src = filepath.Join(cniDir, strings.TrimPrefix(s.name, "cni/"))
 		}
-	}
-	names := make([]string, 0, len(links))
-	for n := range links {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if _, err := os.Stat(links[n]); err != nil {
-			return fmt.Errorf("%s for the Flatcar nodes: %w", n, err)
+		if _, err := os.Stat(src); err != nil {
+			return fmt.Errorf("%s for the Flatcar nodes: %w", s.name, err)
 		}
-		dst := filepath.Join(dir, n)
+		dst := filepath.Join(dir, s.name)
 		_ = os.Remove(dst)
-		if err := os.Symlink(links[n], dst); err != nil {
+		if err := os.Symlink(src, dst); err != nil {
 			return err
 		}
 	}
@@ -185,9 +191,9 @@ func serveFiles(dir string) (port int, stop func(), err error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	srv := &http.Server{Handler: http.FileServer(http.Dir(dir))}
-	go func() { _ = srv.Serve(l) }()
-	return l.Addr().(*net.TCPAddr).Port, func() { _ = srv.Close() }, nil
+	ctx, cancel := context.WithCancel(context.Background())
+	httpserve.Serve(ctx, l, http.FileServer(http.Dir(dir)), klog.Background().WithName("flatcar-files"))
+	return l.Addr().(*net.TCPAddr).Port, cancel, nil
 }
 
 // imageFormat asks qemu-img what a disk image is (Flatcar's QEMU image is qcow2).

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"crypto/sha512"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +34,11 @@ func TestFlatcarIgnition(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	raw, err := FlatcarIgnition(FlatcarNode{Name: "node-1", Kubeconfig: "apiVersion: v1\nkind: Config\n"}, snippet, files, "http://10.0.2.2:4321/")
+	hashed, err := HashServed(files, "http://10.0.2.2:4321/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := FlatcarIgnition(FlatcarNode{Name: "node-1", Kubeconfig: "apiVersion: v1\nkind: Config\n"}, snippet, hashed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +69,9 @@ func TestFlatcarIgnition(t *testing.T) {
 		if want := "http://10.0.2.2:4321/" + s.name; byPath[s.dest] != want {
 			t.Errorf("%s from %q, want %q", s.dest, byPath[s.dest], want)
 		}
-		sum, _ := sha512File(filepath.Join(files, s.name))
-		if hashes[s.dest] != "sha512-"+sum {
+		b, _ := os.ReadFile(filepath.Join(files, s.name))
+		sum := sha512.Sum512(b)
+		if hashes[s.dest] != "sha512-"+hex.EncodeToString(sum[:]) {
 			t.Errorf("%s: verification %q does not match the served file", s.dest, hashes[s.dest])
 		}
 	}
@@ -86,7 +93,7 @@ func TestFlatcarIgnition(t *testing.T) {
 	if err := os.Remove(filepath.Join(files, "kubelet")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := FlatcarIgnition(FlatcarNode{Name: "node-1"}, snippet, files, "http://10.0.2.2:4321/"); err == nil || !strings.Contains(err.Error(), "kubelet") {
+	if _, err := HashServed(files, "http://10.0.2.2:4321/"); err == nil || !strings.Contains(err.Error(), "kubelet") {
 		t.Fatalf("missing kubelet: %v", err)
 	}
 }
