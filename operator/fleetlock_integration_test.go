@@ -138,6 +138,35 @@ func TestFleetLockCycle(t *testing.T) {
 	}
 	waitFor("steady-state accepted", func() bool { code, _ := zincati(t, base, "steady-state", id); return code == 200 })
 	waitNode(t, "fcos-0", 30*time.Second, "cycle finished", func(n *corev1.Node) bool { return finished(n) && !n.Spec.Unschedulable })
+	// 6 (below). Two nodes with one machine ID: neither is acted on. They are enrolled only once the
+	// server sees both (until then a request finds one node, not enrolled, and changes nothing).
+	defer func() {
+		for _, name := range []string{"clone-a", "clone-b"} {
+			if _, err := testenv.CreateNode(ctx, client, name, "boot-c", nil); err != nil {
+				t.Fatal(err)
+			}
+			setMachineID(t, name, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
+		}
+		cloneID, _ := fleetlock.NodeID("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
+		refused := func() bool {
+			code, kind := zincati(t, base, "pre-reboot", cloneID)
+			return code == 409 && kind == fleetlock.KindUnknownNode
+		}
+		waitFor("cloned machine IDs seen", refused)
+		kubectl(t, "label", "node", "clone-a", "clone-b", protocol.FleetLockEnrolled+"=true")
+		waitFor("labels seen", func() bool {
+			return getNode(t, "clone-b").Labels[protocol.FleetLockEnrolled] == protocol.True
+		})
+		time.Sleep(500 * time.Millisecond) // let the server's informer catch up with the labels
+		if !refused() {
+			t.Error("cloned machine IDs not refused once enrolled")
+		}
+		for _, name := range []string{"clone-a", "clone-b"} {
+			if n := getNode(t, name); n.Annotations[protocol.RebootNeeded] != "" {
+				t.Errorf("a request for a cloned machine ID changed %s", name)
+			}
+		}
+	}()
 	// 5. Idempotent: steady-state again changes nothing.
 	before := getNode(t, "fcos-0").ResourceVersion
 	if code, _ := zincati(t, base, "steady-state", id); code != 200 {

@@ -18,33 +18,30 @@ import (
 // stay with the operator's cycle.
 type Nodes struct {
 	Client kubernetes.Interface
-	List   func() ([]*corev1.Node, error) // e.g. an informer's lister
-	Now    func() time.Time
+	// ByID returns the Nodes whose machine ID gives Zincati id id (Serve indexes its informer by it,
+	// so a request costs a map lookup, not a hash of every node).
+	ByID func(id string) ([]*corev1.Node, error)
+	Now  func() time.Time
 	// RebootGrace is how long after a grant a steady-state report without a new boot ID is taken for
 	// "the kubelet has not caught up yet" (an error, so Zincati retries) rather than "it did not reboot".
 	RebootGrace time.Duration
 }
 
 func (n *Nodes) find(id string) (*corev1.Node, error) {
-	all, err := n.List()
+	matches, err := n.ByID(id)
 	if err != nil {
 		return nil, err
 	}
-	var found *corev1.Node
-	for _, node := range all {
-		if nid, err := NodeID(node.Status.NodeInfo.MachineID); err == nil && nid == id {
-			if found != nil {
-				// Cloned machine IDs: acting on either node could reboot the wrong one.
-				return nil, &Error{Status: http.StatusConflict, Kind: KindUnknownNode,
-					Value: fmt.Sprintf("nodes %s and %s share a machine ID; give each machine its own /etc/machine-id", found.Name, node.Name)}
-			}
-			found = node
-		}
-	}
-	if found == nil {
+	if len(matches) == 0 {
 		return nil, &Error{Status: http.StatusNotFound, Kind: KindUnknownNode,
 			Value: "no Node reports a machine ID (status.nodeInfo.machineID) whose Zincati id is " + id}
 	}
+	if len(matches) > 1 {
+		// Cloned machine IDs: acting on either node could reboot the wrong one.
+		return nil, &Error{Status: http.StatusConflict, Kind: KindUnknownNode,
+			Value: fmt.Sprintf("nodes %s and %s share a machine ID; give each machine its own /etc/machine-id", matches[0].Name, matches[1].Name)}
+	}
+	found := matches[0]
 	if found.Labels[protocol.FleetLockEnrolled] != protocol.True {
 		return nil, &Error{Status: http.StatusForbidden, Kind: KindNotEnrolled,
 			Value: fmt.Sprintf("node %s is not enrolled: label it %s=true (or start its kubelet with --node-labels=%s=true) to reboot it through FleetLock", found.Name, protocol.FleetLockEnrolled, protocol.FleetLockEnrolled)}

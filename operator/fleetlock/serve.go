@@ -4,24 +4,43 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/slipway-dev/slipway/internal/httpserve"
 	"github.com/slipway-dev/slipway/internal/nodes"
 )
 
+const zincatiIndex = "zincati-id"
+
+// indexByZincatiID indexes a Node by the id Zincati on it sends; nodes without a machine ID have none.
+func indexByZincatiID(obj interface{}) ([]string, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return nil, nil
+	}
+	id, err := NodeID(n.Status.NodeInfo.MachineID)
+	if err != nil {
+		return nil, nil
+	}
+	return []string{id}, nil
+}
+
 // Serve starts the FleetLock server on addr: a Node informer of its own (every operator replica
 // answers Zincati, leader or not: it only writes the agent's keys, the leader does the rest), synced
 // before the port opens. It returns once the server listens; it stops with ctx.
 func Serve(ctx context.Context, addr string, client kubernetes.Interface, log klog.Logger) (net.Addr, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(nodes.Strip))
-	lister := factory.Core().V1().Nodes().Lister()
+	informer := factory.Core().V1().Nodes().Informer()
+	if err := informer.AddIndexers(cache.Indexers{zincatiIndex: indexByZincatiID}); err != nil {
+		return nil, err
+	}
 	factory.Start(ctx.Done())
 	synced := factory.WaitForCacheSync(ctx.Done())
 	for typ, ok := range synced {
@@ -34,8 +53,16 @@ func Serve(ctx context.Context, addr string, client kubernetes.Interface, log kl
 		return nil, err
 	}
 	backend := &Nodes{
-		Client:      client,
-		List:        func() ([]*corev1.Node, error) { return lister.List(labels.Everything()) },
+		Client: client,
+		ByID: func(id string) ([]*corev1.Node, error) {
+			objs, err := informer.GetIndexer().ByIndex(zincatiIndex, id)
+			out := make([]*corev1.Node, 0, len(objs))
+			for _, o := range objs {
+				out = append(out, o.(*corev1.Node))
+			}
+			sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+			return out, err
+		},
 		RebootGrace: 10 * time.Minute,
 	}
 	httpserve.Serve(ctx, ln, Handler(backend, log), log)
