@@ -25,31 +25,64 @@ type Secrets struct {
 	BootstrapToken string `json:"bootstrap_token"`
 }
 
-// New makes a CA valid for validity from now, an admin certificate (system:masters) valid for a year
-// at most, and a bootstrap token.
-func New(now time.Time, validity time.Duration) (*Secrets, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// CA is a certificate authority: a self-signed certificate, its key, and both as PEM.
+type CA struct {
+	Cert            *x509.Certificate
+	Key             *ecdsa.PrivateKey
+	CertPEM, KeyPEM string
+}
+
+// NewCA makes an ECDSA P-256 CA named cn, valid from an hour before now (clock skew) for validity.
+func NewCA(cn string, now time.Time, validity time.Duration) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
-	ca := &x509.Certificate{
+	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "kubernetes"},
+		Subject:               pkix.Name{CommonName: cn},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, err
 	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
+	ca := &CA{Key: key, CertPEM: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))}
+	if ca.Cert, err = x509.ParseCertificate(der); err != nil {
 		return nil, err
 	}
-	adminKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if ca.KeyPEM, err = keyPEM(key); err != nil {
+		return nil, err
+	}
+	return ca, nil
+}
+
+// Issue signs leaf (its serial number is filled in) for a new P-256 key; it returns the certificate
+// and the key as PEM.
+func (ca *CA) Issue(leaf *x509.Certificate) (certPEM, leafKeyPEM string, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	leaf.SerialNumber = serial()
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca.Cert, &key.PublicKey, ca.Key)
+	if err != nil {
+		return "", "", err
+	}
+	if leafKeyPEM, err = keyPEM(key); err != nil {
+		return "", "", err
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), leafKeyPEM, nil
+}
+
+// New makes a CA valid for validity from now, an admin certificate (system:masters) valid for a year
+// at most, and a bootstrap token.
+func New(now time.Time, validity time.Duration) (*Secrets, error) {
+	ca, err := NewCA("kubernetes", now, validity)
 	if err != nil {
 		return nil, err
 	}
@@ -57,30 +90,20 @@ func New(now time.Time, validity time.Duration) (*Secrets, error) {
 	if adminValidity > 365*24*time.Hour {
 		adminValidity = 365 * 24 * time.Hour
 	}
-	admin := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: "slipway-admin", Organization: []string{"system:masters"}},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(adminValidity),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	adminDER, err := x509.CreateCertificate(rand.Reader, admin, caCert, &adminKey.PublicKey, caKey)
+	adminCert, adminKey, err := ca.Issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "slipway-admin", Organization: []string{"system:masters"}},
+		NotBefore:   now.Add(-time.Hour),
+		NotAfter:    now.Add(adminValidity),
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
 	if err != nil {
 		return nil, err
 	}
-	s := &Secrets{
-		CACert:         string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})),
-		AdminCert:      string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: adminDER})),
+	return &Secrets{
+		CACert: ca.CertPEM, CAKey: ca.KeyPEM, AdminCert: adminCert, AdminKey: adminKey,
 		BootstrapToken: token(6) + "." + token(16),
-	}
-	if s.CAKey, err = keyPEM(caKey); err != nil {
-		return nil, err
-	}
-	if s.AdminKey, err = keyPEM(adminKey); err != nil {
-		return nil, err
-	}
-	return s, nil
+	}, nil
 }
 
 func keyPEM(k *ecdsa.PrivateKey) (string, error) {
