@@ -296,9 +296,9 @@ func TestLibvirtExample(t *testing.T) {
 		t.Skipf("no libvirtd (validate passed; plan and apply need one): %v", err)
 	}
 	defer stop()
-	disk := filepath.Join(t.TempDir(), "standin.qcow2")
-	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", disk, "64M").CombinedOutput(); err != nil {
-		t.Fatalf("qemu-img: %v %s", err, out)
+	disk, err := tfcluster.StandinDisk(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	name := "slipwaytest" + time.Now().Format("150405")
 	pool := "/var/lib/libvirt/images/" + name // the module's default: qemu (user libvirt-qemu) can read it

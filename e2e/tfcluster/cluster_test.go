@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,9 +36,9 @@ func TestUpDownLifecycle(t *testing.T) {
 		t.Skipf("no libvirtd: %v", err)
 	}
 	defer stop()
-	disk := filepath.Join(t.TempDir(), "standin.qcow2")
-	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", disk, "64M").CombinedOutput(); err != nil {
-		t.Fatalf("qemu-img: %v %s", err, out)
+	disk, err := StandinDisk(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	var out bytes.Buffer
 	o := Options{Root: root, Dir: filepath.Join(t.TempDir(), "state"), FlatcarImage: disk, Workers: 1, DomainType: "qemu",

@@ -252,6 +252,16 @@ func answers(ctx context.Context) bool {
 	return exec.CommandContext(ctx, "virsh", "-c", "qemu:///system", "version").Run() == nil
 }
 
+// StandinDisk makes a blank 64 MiB qcow2 in dir, booting nothing, for applying the libvirt module
+// where no Flatcar image can be had (tests).
+func StandinDisk(dir string) (string, error) {
+	disk := filepath.Join(dir, "standin.qcow2")
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", disk, "64M").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("qemu-img: %v %s", err, out)
+	}
+	return disk, nil
+}
+
 // Virsh runs virsh against qemu:///system.
 func Virsh(ctx context.Context, args ...string) (string, error) {
 	var out bytes.Buffer
