@@ -38,6 +38,11 @@ func (o *Options) logf(format string, args ...interface{}) {
 	fmt.Fprintf(o.Out, "[terraform] "+format+"\n", args...)
 }
 
+// StateFile is where Terraform keeps the cluster's state; a cluster is up while it exists.
+func (o *Options) StateFile() string {
+	return filepath.Join(o.Dir, Example, "terraform.tfstate")
+}
+
 // vars are the -var flags of apply and destroy (the rest comes from secrets.auto.tfvars.json).
 func (o *Options) vars() []string {
 	return []string{
@@ -56,7 +61,7 @@ func Up(ctx context.Context, o Options) (string, error) {
 	if _, err := os.Stat(o.FlatcarImage); err != nil {
 		return "", fmt.Errorf("FLATCAR_IMAGE: %w", err)
 	}
-	if _, err := os.Stat(filepath.Join(o.Dir, Example, "terraform.tfstate")); err == nil {
+	if _, err := os.Stat(o.StateFile()); err == nil {
 		return "", fmt.Errorf("a terraform cluster is already up (state in %s): run `make cluster-down` first", o.Dir)
 	}
 	if o.ReadyLimit == 0 {
@@ -168,14 +173,13 @@ func waitNodes(ctx context.Context, kubeconfig string, want int, limit time.Dura
 
 // Down destroys what Up created, from the state in dir, and removes dir.
 func Down(ctx context.Context, o Options) error {
-	state := filepath.Join(o.Dir, Example, "terraform.tfstate")
-	if _, err := os.Stat(state); err != nil {
+	if _, err := os.Stat(o.StateFile()); err != nil {
 		return fmt.Errorf("no terraform cluster state in %s: nothing to destroy", o.Dir)
 	}
 	if _, err := Libvirtd(ctx, o.logf); err != nil {
 		return err
 	}
-	w := &Workspace{Dir: o.Dir, CLIConfig: filepath.Join(o.Dir, "terraformrc"), Stdout: o.Out, Stderr: o.Out}
+	w := &Workspace{Dir: o.Dir, CLIConfig: cliConfig(o.Dir), Stdout: o.Out, Stderr: o.Out}
 	tf, err := w.Terraform(Example)
 	if err != nil {
 		return err

@@ -155,7 +155,7 @@ func NewWorkspace(root, dir, mirror string) (*Workspace, error) {
 			return nil, err
 		}
 	}
-	w := &Workspace{Dir: dir, CLIConfig: filepath.Join(dir, "terraformrc")}
+	w := &Workspace{Dir: dir, CLIConfig: cliConfig(dir)}
 	cfg := "provider_installation {\n  direct {\n    exclude = [\"*/*/*\"]\n  }\n}\n"
 	if mirror != "" {
 		cfg = fmt.Sprintf("provider_installation {\n  filesystem_mirror {\n    path    = %q\n    include = [\"registry.terraform.io/dmacvicar/libvirt\"]\n  }\n  direct {\n    exclude = [\"*/*/*\"]\n  }\n}\n", mirror)
@@ -165,6 +165,9 @@ func NewWorkspace(root, dir, mirror string) (*Workspace, error) {
 	}
 	return w, nil
 }
+
+// cliConfig is the workspace's Terraform CLI configuration (TF_CLI_CONFIG_FILE).
+func cliConfig(dir string) string { return filepath.Join(dir, "terraformrc") }
 
 // Terraform is terraform-exec in the workspace's sub directory (e.g. "terraform/examples/libvirt"),
 // offline: only the mirror, no checkpoint calls.

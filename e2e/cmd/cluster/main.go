@@ -196,7 +196,7 @@ func upTerraform(nodes int) int {
 
 func down() int {
 	if o, err := tfOptions(); err == nil {
-		if _, err := os.Stat(filepath.Join(o.Dir, tfcluster.Example, "terraform.tfstate")); err == nil {
+		if _, err := os.Stat(o.StateFile()); err == nil {
 			if err := tfcluster.Down(context.Background(), o); err != nil {
 				fmt.Fprintln(os.Stderr, "cluster down:", err)
 				return 1
