@@ -97,7 +97,7 @@ func (n *Nodes) SteadyState(ctx context.Context, id, group string) error {
 		return nil
 	}
 	if f.OK && !f.BootChanged {
-		if t, err := time.Parse(time.RFC3339, node.Annotations[protocol.RebootOKTime]); err == nil && n.now().Sub(t) < n.RebootGrace {
+		if t, err := time.Parse(time.RFC3339, node.Annotations[protocol.RebootOKTime]); err == nil && time.Since(t) < n.RebootGrace {
 			return &Error{Status: http.StatusConflict, Kind: KindWaiting,
 				Value: fmt.Sprintf("node %s was granted a reboot at %s and still reports the boot it had then; waiting for the kubelet", node.Name, t.Format(time.RFC3339))}
 		}
@@ -108,11 +108,4 @@ func (n *Nodes) SteadyState(ctx context.Context, id, group string) error {
 	p.SetAnnotation(node, protocol.RebootInProgress, protocol.False)
 	_, err = p.Apply(ctx, n.Client, node.Name)
 	return err
-}
-
-func (n *Nodes) now() time.Time {
-	if n.Now != nil {
-		return n.Now()
-	}
-	return time.Now()
 }

@@ -119,8 +119,7 @@ func parse(r *http.Request) (id, group string, err error) {
 		return "", "", bad("body larger than 64 KiB")
 	}
 	var req request
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	if err := dec.Decode(&req); err != nil {
+	if err := json.Unmarshal(body, &req); err != nil {
 		return "", "", bad("body is not FleetLock JSON: %v", err)
 	}
 	id, group = req.ClientParams.ID, req.ClientParams.Group
