@@ -91,12 +91,14 @@ type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
-// Connect opens a new private connection to the bus.
-func (b *Bus) Connect() (*dbus.Conn, error) { return DialBus(b.Address) }
+// Connect opens a new private connection to the bus. It is an updateengine.Dialer.
+func (b *Bus) Connect(opts ...dbus.ConnOption) (*dbus.Conn, error) {
+	return DialBus(b.Address, opts...)
+}
 
 // DialBus opens a new private, authenticated connection to the bus at address.
-func DialBus(address string) (*dbus.Conn, error) {
-	conn, err := dbus.Dial(address)
+func DialBus(address string, opts ...dbus.ConnOption) (*dbus.Conn, error) {
+	conn, err := dbus.Dial(address, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package updateengine_test
 import (
 	"context"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -133,7 +134,7 @@ func TestWatchReconnects(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out := make(chan updateengine.Status, 32)
-	go updateengine.Watch(ctx, func() (*dbus.Conn, error) { return testenv.DialBus(addr) }, out, func(error) {})
+	go updateengine.Watch(ctx, func(opts ...dbus.ConnOption) (*dbus.Conn, error) { return testenv.DialBus(addr, opts...) }, out, func(error) {})
 	if s := next(t, out); s.CurrentOperation != updateengine.StatusIdle {
 		t.Fatalf("first status: %+v", s)
 	}
@@ -180,5 +181,88 @@ func TestLogin1StandIn(t *testing.T) {
 	}
 	if calls := l.Calls(); len(calls) != 2 || calls[0] || calls[1] {
 		t.Errorf("calls = %v", calls)
+	}
+}
+
+// Anyone on the bus may emit StatusUpdate on update_engine's path. A flood while the agent is busy
+// must not pile up goroutines (godbus's default handler starts one per signal that finds its channel
+// full) and must not lose the status: signals beyond the queue are dropped, said so, and GetStatus is
+// asked instead.
+func TestWatchSignalFloodIsBounded(t *testing.T) {
+	bus := startBus(t)
+	ueConn, err := bus.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ueConn.Close()
+	ue, err := standin.ServeUpdateEngine(ueConn, "4500.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan updateengine.Status) // nobody reads while the flood runs: the agent is busy
+	var mu sync.Mutex
+	var problems []string
+	go updateengine.Watch(ctx, bus.Connect, out, func(err error) {
+		mu.Lock()
+		problems = append(problems, err.Error())
+		mu.Unlock()
+	})
+	if s := next(t, out); s.CurrentOperation != updateengine.StatusIdle {
+		t.Fatalf("GetStatus at start: %+v", s)
+	}
+	before := runtime.NumGoroutine()
+
+	flooder, err := bus.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer flooder.Close()
+	const flood = 20000
+	body := updateengine.Status{CurrentOperation: updateengine.StatusCheckingForUpdate, NewVersion: "0.0.0"}.Body()
+	for i := 0; i < flood; i++ {
+		if err := flooder.Emit(updateengine.ObjectPath, updateengine.Interface+"."+updateengine.SignalStatusUpdate, body...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The real state at the end of the flood: update_engine staged an update.
+	if err := ue.Set(updateengine.Status{CurrentOperation: updateengine.StatusUpdatedNeedReboot, NewVersion: "4500.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	// A round trip on the flooder's connection after its last Emit: the bus has routed the flood by
+	// the time a method call to update_engine answers (messages from one connection keep their order).
+	if _, err := updateengine.NewClient(flooder).GetStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // let the watcher's reader take what the bus routed
+	peak := runtime.NumGoroutine()
+	if grown := peak - before; grown > 20 {
+		t.Errorf("goroutines grew by %d during a flood of %d signals (before %d); the queue must bound them", grown, flood, before)
+	}
+	// Now the agent reads again: it ends at the real status.
+	deadline := time.After(20 * time.Second)
+	for got := 0; ; got++ {
+		var s updateengine.Status
+		select {
+		case s = <-out:
+		case <-deadline:
+			t.Fatalf("never reached update_engine's real status after the flood (read %d)", got)
+		}
+		if s.NeedsReboot() && s.NewVersion == "4500.0.0" {
+			if got > 200 {
+				t.Errorf("read %d statuses to get past the flood; at most the queue (64) plus resyncs expected", got)
+			}
+			break
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	dropped := false
+	for _, p := range problems {
+		dropped = dropped || strings.Contains(p, "dropped")
+	}
+	if !dropped {
+		t.Errorf("no problem reported about dropped signals: %q", problems)
 	}
 }

@@ -43,6 +43,10 @@ type Status struct {
 	CurrentOperation string
 	NewVersion       string
 	NewSize          int64
+
+	// Cut says what ParseBody changed in NewVersion to fit a Node annotation, "" when nothing. It is
+	// not part of the D-Bus body; the watcher reports it, and a shortened NewVersion ends in CutMark.
+	Cut string
 }
 
 // NeedsReboot reports whether update_engine has staged an update that a reboot activates.
@@ -53,11 +57,15 @@ func (s Status) Body() []interface{} {
 	return []interface{}{s.LastCheckedTime, s.Progress, s.CurrentOperation, s.NewVersion, s.NewSize}
 }
 
-// ParseBody reads a StatusUpdate body. A body of any other shape is an error: the agent logs it and
-// changes nothing, because a confused sender must never make a node reboot.
+// ParseBody reads a GetStatus reply or a StatusUpdate body, and is the one place their strings are
+// bounded before they can reach a Node. A body of any other shape, or whose current_operation is not a
+// status word of at most MaxOperationLen bytes of [A-Z0-9_], is an error: the agent logs it and changes
+// nothing, because a confused sender must never make a node reboot. A new_version that is too long
+// (over MaxVersionLen bytes), not UTF-8 or not printable is kept but mended (see fitVersion), and the
+// returned Status says so in Cut.
 func ParseBody(body []interface{}) (Status, error) {
 	if len(body) != 5 {
-		return Status{}, fmt.Errorf("StatusUpdate body has %d fields, want 5 (signature %s)", len(body), Signature)
+		return Status{}, fmt.Errorf("body has %d fields, want 5 (signature %s)", len(body), Signature)
 	}
 	var s Status
 	var ok [5]bool
@@ -68,11 +76,12 @@ func ParseBody(body []interface{}) (Status, error) {
 	s.NewSize, ok[4] = body[4].(int64)
 	for i, good := range ok {
 		if !good {
-			return Status{}, fmt.Errorf("StatusUpdate field %d is %T, want signature %s", i, body[i], Signature)
+			return Status{}, fmt.Errorf("field %d is %T, want signature %s", i, body[i], Signature)
 		}
 	}
-	if s.CurrentOperation == "" {
-		return Status{}, fmt.Errorf("StatusUpdate has an empty current_operation")
+	if err := checkOperation(s.CurrentOperation); err != nil {
+		return Status{}, err
 	}
+	s.NewVersion, s.Cut = fitVersion(s.NewVersion)
 	return s, nil
 }

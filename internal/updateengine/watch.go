@@ -8,13 +8,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// Dialer opens a new bus connection.
-type Dialer func() (*dbus.Conn, error)
+// Dialer opens a new bus connection with opts applied (Watch passes its own signal handler).
+type Dialer func(opts ...dbus.ConnOption) (*dbus.Conn, error)
 
 // Watch delivers update_engine's status to out until ctx ends: on every (re)connect first whatever
-// GetStatus says, then every StatusUpdate signal. A lost bus connection (dbus restarted, update_engine
-// not up yet) is retried with capped backoff instead of ending the agent. problems receives what went
-// wrong, bad bodies included; the caller logs them.
+// GetStatus says, then every StatusUpdate signal, all through ParseBody's bounds. Signals wait in a
+// bounded queue: when the consumer falls behind, more are dropped (never piled up in goroutines) and
+// GetStatus is asked again. A lost bus connection (dbus restarted, update_engine not up yet) is
+// retried with capped backoff instead of ending the agent. problems receives what went wrong (bad
+// bodies, mended new_versions, dropped signals included); the caller logs them.
 func Watch(ctx context.Context, dial Dialer, out chan<- Status, problems func(error)) {
 	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 8, Cap: 30 * time.Second}
 	for ctx.Err() == nil {
@@ -33,25 +35,19 @@ func Watch(ctx context.Context, dial Dialer, out chan<- Status, problems func(er
 }
 
 func watchOnce(ctx context.Context, dial Dialer, out chan<- Status, problems func(error)) error {
-	conn, err := dial()
+	q := newSignalQueue(signalQueueLen)
+	conn, err := dial(dbus.WithSignalHandler(q))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	c := NewClient(conn)
 	// Subscribe first and ask second, so a signal sent in between is not lost.
-	sub, err := c.Subscribe(ctx)
+	sub, err := NewClient(conn).subscribe(ctx, q)
 	if err != nil {
 		return err
 	}
-	if s, err := c.GetStatus(ctx); err != nil {
-		problems(err)
-	} else {
-		select {
-		case out <- s:
-		case <-ctx.Done():
-			return nil
-		}
+	if err := sub.getStatus(ctx, out, problems); err != nil {
+		return err
 	}
-	return sub.Run(ctx, out, problems)
+	return sub.run(ctx, out, problems)
 }
