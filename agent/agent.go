@@ -60,7 +60,7 @@ type Config struct {
 }
 
 // Agent is the update-agent. Its few fields of memory are all re-derivable after a restart from the
-// Node, update_engine and the boot ID.
+// Node, update_engine and the boot ID; what it does next is protocol.NodeTable's answer.
 type Agent struct {
 	cfg     Config
 	info    HostInfo
@@ -71,10 +71,11 @@ type Agent struct {
 	status      *updateengine.Status // last status heard, nil until update_engine answered
 	needed      bool                 // a reboot is needed; sticky until the next boot
 	initialized bool                 // the first sync after start has decided what to reset
-	inProgress  bool                 // we are rebooting (or about to)
-	armed       bool                 // a reboot-ok seen now belongs to this boot's cycle
+	inProgress  bool                 // we accepted a grant in this boot and are rebooting
+	sawNoGrant  bool                 // reboot-ok was not "true" at some point in this boot (FLUO-operator fallback)
 	newBoot     bool                 // the agent is the first one in this boot
 	reported    bool                 // this process has written (or confirmed) its keys once
+	lastState   protocol.NodeState   // for logging changes only
 	rebootAfter time.Time            // earliest next Reboot call
 	backoff     wait.Backoff
 }
@@ -211,35 +212,33 @@ func (a *Agent) rebootRequiredFile(log klog.Logger) bool {
 	return false
 }
 
-// sync writes what the agent knows onto its Node (only keys whose value differs) and reboots when the
-// operator says so. It returns when it wants to be called again at the latest (zero: no need).
+// sync writes what the agent knows onto its Node (only keys whose value differs) and reboots when
+// protocol.NodeTable says so. It returns when it wants to be called again at the latest (zero: no need).
 func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
 	n := a.node()
 	if n == nil {
 		log.Info("own Node not found (yet); waiting for it to appear")
 		return time.Now().Add(5 * time.Second), nil
 	}
-	ok := protocol.IsTrue(n.Annotations, protocol.RebootOK)
 	if !a.initialized {
 		a.initialized = true
 		if n.Annotations[protocol.BootID] == a.cfg.BootID {
 			// Same boot as the agent that wrote this Node last: a restart of the agent, not of the node.
-			// Nothing is reset; a reboot the operator granted in this boot goes on.
+			// Nothing is reset. A reboot this boot's agent had accepted goes on; any other reboot-ok
+			// must name this boot (or be seen going false first) before it counts.
 			a.needed = a.needed || protocol.IsTrue(n.Annotations, protocol.RebootNeeded)
 			a.inProgress = protocol.IsTrue(n.Annotations, protocol.RebootInProgress)
-			a.armed = true
 			log.Info("agent restarted within the same boot; keeping the node's flags", "rebootNeeded", a.needed, "rebootInProgress", a.inProgress)
 		} else {
 			// First start after a reboot (or ever): reboot-needed becomes what update_engine says now
 			// and reboot-in-progress false, which tells the operator this node came back. A reboot-ok
-			// still set belongs to the finished cycle: wait until the operator clears it (FLUO does the same).
-			a.armed = !ok
+			// still set belongs to the boot it was granted in, never to this one.
 			a.newBoot = true
 			log.Info("first start in this boot; resetting reboot-needed and reboot-in-progress", "previousBootID", n.Annotations[protocol.BootID])
 		}
 	}
-	if !ok {
-		a.armed = true
+	if !protocol.IsTrue(n.Annotations, protocol.RebootOK) {
+		a.sawNoGrant = true
 	}
 	if a.rebootRequiredFile(log) {
 		a.needed = true
@@ -252,23 +251,34 @@ func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
 		a.needed = true
 	}
 
+	row := protocol.NodeDecide(protocol.NodeFacts{
+		Needed: a.needed,
+		OK:     protocol.IsTrue(n.Annotations, protocol.RebootOK),
+		// Without a recorded boot (FLUO's operator), a grant counts once reboot-ok was seen not true in
+		// this boot, or when this boot's agent had already accepted it before a restart.
+		GrantedThisBoot: protocol.GrantedThisBoot(n, a.cfg.BootID, a.sawNoGrant || a.inProgress),
+		Paused:          protocol.IsPaused(n.Annotations),
+	})
+	if row.Is != a.lastState {
+		log.Info("node side", "state", row.Is, "because", row.When, "action", row.Do)
+		a.lastState = row.Is
+	}
+	rebootNow := row.Do == protocol.NodeReboot
+	if rebootNow {
+		a.inProgress = true
+	}
 	p := a.desired(n)
 	if a.newBoot {
 		// A reboot error of an earlier boot is history.
 		p.DeleteAnnotation(n, protocol.RebootError)
 	}
-	// A grant is fresh if the agent saw reboot-ok go false since it started in this boot, or if the
-	// operator recorded this very boot ID when granting it (so a quick end-of-cycle-then-new-grant
-	// that this agent never saw as "false" still counts).
-	fresh := a.armed || n.Annotations[protocol.RebootBootID] == a.cfg.BootID
-	rebootNow := ok && a.needed && fresh
-	if rebootNow && !a.inProgress {
-		a.inProgress = true
-		p.SetAnnotation(n, protocol.RebootInProgress, protocol.True)
-	}
 	if !p.Empty() {
 		out, err := p.Apply(ctx, a.cfg.Client, a.cfg.NodeName)
 		if err != nil {
+			if rebootNow && !protocol.IsTrue(n.Annotations, protocol.RebootInProgress) {
+				// Never reboot before the node says so: the operator counts on reboot-in-progress.
+				a.inProgress = false
+			}
 			return time.Time{}, err
 		}
 		a.overlay.Wrote(out)
@@ -283,7 +293,7 @@ func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
 	if now := time.Now(); now.Before(a.rebootAfter) {
 		return a.rebootAfter, nil
 	}
-	log.Info("reboot-ok granted; rebooting through logind")
+	log.Info("reboot-ok granted in this boot; rebooting through logind")
 	if err := a.cfg.Rebooter.Reboot(ctx); err != nil {
 		if ctx.Err() != nil {
 			// Shutting down, most likely because the reboot is under way.
@@ -314,15 +324,16 @@ func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
 // desired is the patch that makes the agent's keys on n say what the agent knows.
 func (a *Agent) desired(n *corev1.Node) *nodes.Patch {
 	p := &nodes.Patch{}
-	b := func(v bool) string {
-		if v {
-			return protocol.True
-		}
-		return protocol.False
+	var effects []protocol.Effect
+	switch {
+	case a.inProgress:
+		effects = protocol.NodeEffects[protocol.NodeReboot]
+	case a.needed:
+		effects = append(protocol.NodeEffects[protocol.NodeAsk], protocol.NodeBack...)
+	default:
+		effects = append(protocol.NodeEffects[protocol.NodeReport], protocol.NodeBack...)
 	}
-	p.SetAnnotation(n, protocol.RebootNeeded, b(a.needed))
-	p.SetLabel(n, protocol.RebootNeeded, b(a.needed))
-	p.SetAnnotation(n, protocol.RebootInProgress, b(a.inProgress))
+	p.ApplyEffects(n, effects...)
 	p.SetAnnotation(n, protocol.BootID, a.cfg.BootID)
 	if a.cfg.Version != "" {
 		p.SetAnnotation(n, protocol.AgentVersion, a.cfg.Version)

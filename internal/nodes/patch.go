@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
 )
 
 // Patch is a JSON merge patch of a Node's annotations, labels and spec.unschedulable. A nil value
@@ -152,4 +154,14 @@ func (p *Patch) Apply(ctx context.Context, c kubernetes.Interface, name string) 
 		return nil, fmt.Errorf("patching node %s (%s): %w", name, p, err)
 	}
 	return n, nil
+}
+
+// ApplyEffects adds the protocol effects to p (only those whose value differs on n).
+func (p *Patch) ApplyEffects(n *corev1.Node, effects ...protocol.Effect) {
+	for _, e := range effects {
+		p.SetAnnotation(n, e.Key, e.Value)
+		if e.Label {
+			p.SetLabel(n, e.Key, e.Value)
+		}
+	}
 }

@@ -9,7 +9,7 @@ const (
 	BeforeHooks  State = "before-reboot" // before-reboot label set; waiting for the hook annotations
 	Draining     State = "draining"      // cordoned, pods being evicted
 	Rebooting    State = "rebooting"     // reboot-ok granted; waiting for the agent to come back
-	Rebooted     State = "rebooted"      // agent reset its flags after reboot-ok; verify the boot ID
+	Rebooted     State = "rebooted"      // agent is back after reboot-ok; verify the boot ID
 	AfterHooks   State = "after-reboot"  // after-reboot label set; waiting for hooks and Ready
 	pausedMarker State = ""              // not a state: Row.From for rows that match any state
 )
@@ -30,7 +30,9 @@ func Classify(f Facts) State {
 	switch {
 	case f.AfterLabel:
 		return AfterHooks
-	case f.OK && !f.Needed && !f.InProgress:
+	// Back from the reboot: the agent reset its flags, or the node is verifiably in a new boot and
+	// its agent has spoken in it (its reboot-needed=true is then a new update, not this cycle's).
+	case f.OK && !f.InProgress && (!f.Needed || f.BootVerified && f.AgentCurrent):
 		return Rebooted
 	case f.OK || f.InProgress:
 		return Rebooting
@@ -87,7 +89,7 @@ func always(Facts) bool { return true }
 // Table is the node cycle. For a node, the first row whose From matches its state (or is the
 // any-state marker) and whose condition holds decides the action. README prints this table.
 var Table = []Row{
-	{pausedMarker, "reboot-paused=true", func(f Facts) bool { return f.Paused }, None, pausedMarker},
+	{pausedMarker, "reboot-paused set (any value but false)", func(f Facts) bool { return f.Paused }, None, pausedMarker},
 
 	{Idle, "always", always, None, Idle},
 
@@ -103,9 +105,10 @@ var Table = []Row{
 	{Draining, "drain succeeded", func(f Facts) bool { return f.DrainDone }, GrantReboot, Rebooting},
 	{Draining, "drain not yet done", always, Drain, Draining},
 
-	{Rebooting, "agent has not reset reboot-needed/reboot-in-progress yet", always, Wait, Rebooting},
+	{Rebooting, "agent not back in a new boot yet", always, Wait, Rebooting},
 
-	{Rebooted, "boot ID unchanged (agent restarted without a reboot)", func(f Facts) bool { return !f.BootChanged }, Abort, Idle},
+	{Rebooted, "boot ID unchanged, agent reports the same boot (no reboot happened)", func(f Facts) bool { return !f.BootChanged && !f.AgentBootChanged }, Abort, Idle},
+	{Rebooted, "agent reports a new boot, the kubelet not yet", func(f Facts) bool { return !f.BootChanged }, Wait, Rebooted},
 	{Rebooted, "after-reboot hooks configured", func(f Facts) bool { return f.HasAfterHooks }, MarkAfterReboot, AfterHooks},
 	{Rebooted, "node Ready", func(f Facts) bool { return f.Ready }, Finish, Idle},
 	{Rebooted, "node not Ready yet", always, Wait, Rebooted},

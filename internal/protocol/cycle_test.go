@@ -32,6 +32,13 @@ func TestDecide(t *testing.T) {
 		{"agent rebooting", Facts{Needed: true, OK: true, InProgress: true}, Rebooting, Wait, Rebooting},
 		{"in progress without ok counts as rebooting", Facts{InProgress: true}, Rebooting, Wait, Rebooting},
 		{"back, boot unchanged", Facts{OK: true}, Rebooted, Abort, Idle},
+		{"agent says new boot, kubelet not yet", Facts{OK: true, AgentBootChanged: true}, Rebooted, Wait, Rebooted},
+		// Why 3a: reboot-needed true again after the reboot (a second update, or kubectl annotate) before
+		// the cycle finished. The kubelet proves the new boot and the agent spoke in it: the cycle
+		// finishes (and the node asks again), instead of waiting for the agent forever.
+		{"back, needs another reboot", Facts{Needed: true, OK: true, BootChanged: true, BootVerified: true, AgentCurrent: true, Ready: true}, Rebooted, Finish, Idle},
+		{"needed again, agent not yet spoken in the new boot", Facts{Needed: true, OK: true, BootChanged: true, BootVerified: true}, Rebooting, Wait, Rebooting},
+		{"needed again, no kubelet proof", Facts{Needed: true, OK: true, AgentCurrent: true}, Rebooting, Wait, Rebooting},
 		{"back, not ready", Facts{OK: true, BootChanged: true}, Rebooted, Wait, Rebooted},
 		{"back and ready", Facts{OK: true, BootChanged: true, Ready: true}, Rebooted, Finish, Idle},
 		{"back, after hooks", Facts{OK: true, BootChanged: true, Ready: true, HasAfterHooks: true}, Rebooted, MarkAfterReboot, AfterHooks},
@@ -111,15 +118,42 @@ func TestObserve(t *testing.T) {
 		t.Errorf("unexpected facts %+v", f)
 	}
 
-	// Either reported boot ID differing from the recorded one proves the reboot (the kubelet's may lag).
+	// Only the kubelet's boot ID proves a reboot: an agent (or anyone who may patch annotations) saying
+	// "new boot" while the kubelet reports the old one is a reason to wait, not proof.
 	n.Annotations[BootID] = "boot-2"
-	if !Observe(n, hooks).BootChanged {
-		t.Error("agent's new boot ID must count as a reboot even while the kubelet still reports the old one")
+	if f := Observe(n, hooks); f.BootChanged || f.BootVerified || !f.AgentBootChanged || f.AgentCurrent {
+		t.Errorf("agent's boot ID alone must not prove a reboot: %+v", f)
+	}
+	n.Status.NodeInfo.BootID = "boot-2"
+	if f := Observe(n, hooks); !f.BootChanged || !f.BootVerified || !f.AgentCurrent {
+		t.Errorf("kubelet's new boot ID is proof, and the agent has spoken in it: %+v", f)
+	}
+	// A kubelet that reports no boot ID: the agent's is the fallback.
+	n.Status.NodeInfo.BootID = ""
+	if f := Observe(n, hooks); !f.BootChanged || !f.BootVerified {
+		t.Errorf("without a kubelet boot ID the agent's counts: %+v", f)
 	}
 	// Nothing recorded: nothing to verify against.
 	delete(n.Annotations, RebootBootID)
-	if !Observe(n, hooks).BootChanged {
-		t.Error("no recorded boot ID must read as changed")
+	if f := Observe(n, hooks); !f.BootChanged || f.BootVerified {
+		t.Errorf("no recorded boot ID must read as changed, not verified: %+v", f)
+	}
+}
+
+// reboot-paused fails closed: anything but absent or "false" holds the node, and a malformed value is
+// reported.
+func TestObservePaused(t *testing.T) {
+	for v, want := range map[string]bool{"true": true, "false": false, "True": true, "yes": true, "": true, "0": true} {
+		f := Observe(node(map[string]string{RebootPaused: v}, nil, "b", true), Hooks{})
+		if f.Paused != want {
+			t.Errorf("reboot-paused=%q: paused %v, want %v", v, f.Paused, want)
+		}
+		if malformed := len(f.Malformed) > 0; malformed != (v != "true" && v != "false") {
+			t.Errorf("reboot-paused=%q: malformed %q", v, f.Malformed)
+		}
+	}
+	if Observe(node(nil, nil, "b", true), Hooks{}).Paused {
+		t.Error("no reboot-paused must not pause")
 	}
 }
 
@@ -164,6 +198,54 @@ func TestFLUOKeysUnchanged(t *testing.T) {
 		}
 		if _, ok := Owners[got]; !ok {
 			t.Errorf("key %q has no owner in Owners", got)
+		}
+	}
+}
+
+func TestNodeDecide(t *testing.T) {
+	cases := []struct {
+		name string
+		f    NodeFacts
+		is   NodeState
+		do   NodeAction
+	}{
+		{"nothing needed", NodeFacts{}, NodeIdle, NodeReport},
+		{"nothing needed, stale grant", NodeFacts{OK: true}, NodeIdle, NodeReport},
+		{"needed", NodeFacts{Needed: true}, NodeAsking, NodeAsk},
+		{"granted in this boot", NodeFacts{Needed: true, OK: true, GrantedThisBoot: true}, NodeRebooting, NodeReboot},
+		// Why 3b: a reboot-ok of an earlier boot is never a second reboot.
+		{"granted in an earlier boot", NodeFacts{Needed: true, OK: true}, NodeStaleGrant, NodeAsk},
+		{"paused before the grant", NodeFacts{Needed: true, Paused: true}, NodeHeld, NodeAsk},
+		{"paused after the grant", NodeFacts{Needed: true, OK: true, GrantedThisBoot: true, Paused: true}, NodeHeld, NodeAsk},
+	}
+	for _, c := range cases {
+		r := NodeDecide(c.f)
+		if r.Is != c.is || r.Do != c.do {
+			t.Errorf("%s: NodeDecide(%+v) = %s/%s, want %s/%s", c.name, c.f, r.Is, r.Do, c.is, c.do)
+		}
+	}
+}
+
+func TestGrantedThisBoot(t *testing.T) {
+	n := func(rec string) *corev1.Node {
+		a := map[string]string{RebootOK: True}
+		if rec != "" {
+			a[RebootBootID] = rec
+		}
+		return node(a, nil, "", true)
+	}
+	for _, c := range []struct {
+		rec, boot      string
+		fallback, want bool
+	}{
+		{"b1", "b1", false, true},
+		{"b1", "b2", true, false}, // recorded for another boot: the fallback cannot rescue it
+		{"b1", "", true, false},
+		{"", "b1", true, true}, // FLUO's operator records nothing: the caller's fallback decides
+		{"", "b1", false, false},
+	} {
+		if got := GrantedThisBoot(n(c.rec), c.boot, c.fallback); got != c.want {
+			t.Errorf("GrantedThisBoot(recorded %q, boot %q, fallback %v) = %v, want %v", c.rec, c.boot, c.fallback, got, c.want)
 		}
 	}
 }

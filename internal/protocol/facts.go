@@ -21,7 +21,7 @@ type Facts struct {
 	Needed     bool // reboot-needed=true
 	InProgress bool // reboot-in-progress=true
 	OK         bool // reboot-ok=true
-	Paused     bool // reboot-paused=true
+	Paused     bool // reboot-paused present and not "false" (fail closed, see IsPaused)
 
 	BeforeLabel  bool // before-reboot=true label
 	AfterLabel   bool // after-reboot=true label
@@ -29,20 +29,34 @@ type Facts struct {
 
 	Unschedulable   bool // spec.unschedulable
 	SlipwayCordoned bool // Slipway's cordoned=true
+	FLUOCordoned    bool // FLUO's agent-made-unschedulable=true: FLUO's agent cordoned it
 	Ready           bool // NodeReady condition is True
 
-	// BootChanged: the node reports a boot ID other than the one recorded when reboot-ok was granted.
-	// When either side is unknown it is true: nothing to verify against (FLUO's own behaviour).
-	BootChanged bool
+	// BootChanged: the node's boot ID (the kubelet's, else the agent's, see CurrentBootID) differs from
+	// the one recorded when reboot-ok was granted. When either side is unknown it is true: there is
+	// nothing to verify against (FLUO's own behaviour). BootVerified is the strict form: both known
+	// and different.
+	BootChanged  bool
+	BootVerified bool
+	// AgentBootChanged: the agent's boot-id annotation differs from the recorded one while the kubelet
+	// still reports the old boot. Not proof (the kubelet is), but a reason to wait rather than abort.
+	AgentBootChanged bool
+	// AgentCurrent: Slipway's agent has written in the boot the node reports now, so its reboot-needed
+	// is about this boot, not a leftover of the last one.
+	AgentCurrent bool
 
 	HasBeforeHooks, BeforeHooksDone bool
 	HasAfterHooks, AfterHooksDone   bool
+
+	// Stalled is the operator's stalled annotation ("" when not stalled).
+	Stalled string
 
 	// Set by the operator, not read off the Node.
 	Admitted  bool // budget and reboot window let this node start a cycle now
 	DrainDone bool // a drain of this node completed successfully since it entered Draining
 
-	// Malformed lists keys whose values were neither "true" nor "false"; they read as false.
+	// Malformed lists keys whose values were neither "true" nor "false"; they read as false, except
+	// reboot-paused, which reads as paused.
 	Malformed []string
 }
 
@@ -50,7 +64,8 @@ type Facts struct {
 // cordoned (by Slipway or anyone else).
 func (f Facts) Unavailable() bool { return Classify(f).InCycle() || !f.Ready || f.Unschedulable }
 
-// Observe reads the Facts of a Node. It never fails: malformed values read as false and are listed.
+// Observe reads the Facts of a Node. It never fails: malformed values read as false (reboot-paused:
+// as paused) and are listed.
 func Observe(n *corev1.Node, hooks Hooks) Facts {
 	a, l := n.Annotations, n.Labels
 	var f Facts
@@ -65,22 +80,22 @@ func Observe(n *corev1.Node, hooks Hooks) Facts {
 	f.Needed = read(a, RebootNeeded, "annotation")
 	f.InProgress = read(a, RebootInProgress, "annotation")
 	f.OK = read(a, RebootOK, "annotation")
-	f.Paused = read(a, RebootPaused, "annotation")
+	read(a, RebootPaused, "annotation")
+	f.Paused = IsPaused(a)
+	f.FLUOCordoned = read(a, AgentMadeUnschedulable, "annotation")
 	f.BeforeLabel = read(l, BeforeReboot, "label")
 	f.AfterLabel = read(l, AfterReboot, "label")
 	_, f.DrainStarted = a[DrainStarted]
 	f.Unschedulable = n.Spec.Unschedulable
 	f.SlipwayCordoned = IsTrue(a, Cordoned)
 	f.Ready = NodeReady(n)
+	f.Stalled = a[Stalled]
 
-	recorded := a[RebootBootID]
-	current := CurrentBootIDs(n)
-	f.BootChanged = recorded == "" || len(current) == 0
-	for _, id := range current {
-		if id != recorded {
-			f.BootChanged = true
-		}
-	}
+	recorded, current, agent := a[RebootBootID], CurrentBootID(n), a[BootID]
+	f.BootVerified = recorded != "" && current != "" && current != recorded
+	f.BootChanged = recorded == "" || current == "" || f.BootVerified
+	f.AgentBootChanged = recorded != "" && agent != "" && agent != recorded
+	f.AgentCurrent = agent != "" && agent == current
 
 	f.HasBeforeHooks, f.BeforeHooksDone = len(hooks.Before) > 0, allTrue(a, hooks.Before)
 	f.HasAfterHooks, f.AfterHooksDone = len(hooks.After) > 0, allTrue(a, hooks.After)
@@ -89,27 +104,20 @@ func Observe(n *corev1.Node, hooks Hooks) Facts {
 	return f
 }
 
-// CurrentBootIDs returns the boot IDs the node reports now: the kubelet's status.nodeInfo.bootID and
-// the Slipway agent's boot-id annotation, whichever are set. During a reboot the kubelet's value can lag
-// (the Node even stays Ready with the old boot ID for a while), so either one changing is proof.
-func CurrentBootIDs(n *corev1.Node) []string {
-	var ids []string
-	if id := n.Status.NodeInfo.BootID; id != "" {
-		ids = append(ids, id)
-	}
-	if id := n.Annotations[BootID]; id != "" {
-		ids = append(ids, id)
-	}
-	return ids
-}
-
-// GrantBootID is the boot ID to record when reboot-ok is granted: the kubelet's, else the agent's.
-func GrantBootID(n *corev1.Node) string {
+// CurrentBootID is the boot the node is in, as far as the API server can prove: the kubelet's
+// status.nodeInfo.bootID, which only the node's own kubelet may write (NodeRestriction). Only when the
+// kubelet reports none is the agent's boot-id annotation used. During a reboot the kubelet's value
+// lags (the Node even stays Ready with the old boot ID for a while); the cycle waits for it.
+func CurrentBootID(n *corev1.Node) string {
 	if id := n.Status.NodeInfo.BootID; id != "" {
 		return id
 	}
 	return n.Annotations[BootID]
 }
+
+// GrantBootID is the boot ID to record when reboot-ok is granted: the one the node is in now. The
+// grant is valid for that boot only (see NodeFacts.GrantedThisBoot).
+func GrantBootID(n *corev1.Node) string { return CurrentBootID(n) }
 
 // NodeReady reports whether the node's Ready condition is True.
 func NodeReady(n *corev1.Node) bool {

@@ -25,14 +25,17 @@ const (
 	RebootInProgress = FLUOPrefix + "reboot-in-progress"
 	// RebootOK (annotation) — operator: the node may reboot now; false again when the cycle ends.
 	RebootOK = FLUOPrefix + "reboot-ok"
-	// RebootPaused (annotation) — admin: the operator leaves this node alone.
+	// RebootPaused (annotation) — admin: the operator and the agent leave this node where it is.
+	// Anything but absent or "false" counts as paused (fail closed: "True" or "yes" must not let a
+	// node an admin meant to hold reboot).
 	RebootPaused = FLUOPrefix + "reboot-paused"
 	// Status, LastCheckedTime, NewVersion (annotations) — agent: update_engine's GetStatus fields.
 	Status          = FLUOPrefix + "status"
 	LastCheckedTime = FLUOPrefix + "last-checked-time"
 	NewVersion      = FLUOPrefix + "new-version"
-	// AgentMadeUnschedulable (annotation) — FLUO's agent: it cordoned the node itself. Slipway's agent
-	// never cordons; the operator only reads this to count the node as unavailable.
+	// AgentMadeUnschedulable (annotation) — FLUO's agent: it cordoned the node itself and uncordons it
+	// when it starts after the reboot. Slipway's agent never cordons; when a FLUO agent was replaced
+	// mid-cycle, the operator uncordons such a node at the end of its cycle and sets this to "false".
 	AgentMadeUnschedulable = FLUOPrefix + "agent-made-unschedulable"
 	// BeforeReboot, AfterReboot (labels) — operator: the node waits for the configured hook
 	// annotations, each of which a hook (e.g. a DaemonSet selecting this label) sets to "true".
@@ -52,8 +55,10 @@ const SlipwayPrefix = "update.slipway.dev/"
 
 // Slipway keys (annotations).
 const (
-	// BootID — agent: /proc/sys/kernel/random/boot_id of the boot the agent runs in. The operator uses
-	// it when the kubelet's status.nodeInfo.bootID is missing or not yet updated.
+	// BootID — agent: /proc/sys/kernel/random/boot_id of the boot the agent runs in. Proof of a reboot is
+	// the kubelet's status.nodeInfo.bootID (the NodeRestriction admission plugin lets only the node's
+	// own kubelet write it); this annotation is a fallback for nodes whose kubelet reports none, and
+	// tells the operator whether the agent has spoken in the boot the kubelet reports.
 	BootID = SlipwayPrefix + "boot-id"
 	// RebootError — agent: why the last logind Reboot call failed; removed when one succeeds.
 	RebootError = SlipwayPrefix + "reboot-error"
@@ -71,6 +76,15 @@ const (
 	RebootOKTime = SlipwayPrefix + "reboot-ok-time"
 	// LastRebootTime — operator: RFC 3339 time the last cycle finished after a verified reboot.
 	LastRebootTime = SlipwayPrefix + "last-reboot-time"
+	// AdmittedBy — operator: "<leader identity>/<lease transitions>" of the leader that admitted the
+	// node into its cycle, and CycleStarted the RFC 3339 time it did. Every admission is fenced by a
+	// fresh read of the leader Lease; these say which leadership term made it.
+	AdmittedBy   = SlipwayPrefix + "admitted-by"
+	CycleStarted = SlipwayPrefix + "cycle-started"
+	// Stalled — operator: why the node has been in one stage of its cycle longer than --reboot-timeout
+	// (a StallReason); removed when the node moves on. A Warning Event and the metric
+	// slipway_operator_stalled_nodes{reason} say the same.
+	Stalled = SlipwayPrefix + "stalled"
 
 	// FleetLockID — FleetLock server: the Zincati id of a node without an agent whose reboots
 	// FleetLock requests drive. For such nodes the FleetLock server writes what the agent would:
@@ -119,6 +133,9 @@ var Owners = map[string]Writer{
 	RebootBootID:           WriterOperator,
 	RebootOKTime:           WriterOperator,
 	LastRebootTime:         WriterOperator,
+	AdmittedBy:             WriterOperator,
+	CycleStarted:           WriterOperator,
+	Stalled:                WriterOperator,
 	FleetLockID:            WriterFleetLock,
 	FleetLockEnrolled:      WriterAdmin,
 	RebootPaused:           WriterAdmin,
@@ -139,6 +156,13 @@ func ParseBool(m map[string]string, key string) (value, present, valid bool) {
 		return false, true, true
 	}
 	return false, true, false
+}
+
+// IsPaused reports whether reboot-paused holds the node: present with any value but "false". It fails
+// closed, unlike the other keys: a typo must hold a node an admin meant to hold, not release it.
+func IsPaused(m map[string]string) bool {
+	v, ok := m[RebootPaused]
+	return ok && v != False
 }
 
 // IsTrue reports whether key is exactly "true".
