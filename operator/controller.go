@@ -6,7 +6,10 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +27,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/budget"
+	"github.com/slipway-dev/slipway/operator/fence"
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
@@ -38,6 +42,18 @@ type Config struct {
 	Metrics        *Metrics // may be nil
 	Log            klog.Logger
 	Now            func() time.Time
+
+	// Fence, when set, is asked before every admission; it refuses unless this instance leads (see
+	// package fence). Nil only when leader election is off.
+	Fence func(context.Context) (fence.Term, error)
+	// RebootTimeout is how long a node may stay in one stage of its cycle before it is reported
+	// stalled (annotation, Warning Event, metric); 0 never.
+	RebootTimeout time.Duration
+	// StallPolicy says whether a stalled node keeps its budget slot.
+	StallPolicy StallPolicy
+	// StuckAfter: /readyz fails when one sync has run this long, or nodes have waited in the queue
+	// this long without any sync finishing. Default 2 minutes.
+	StuckAfter time.Duration
 }
 
 // Controller is the update-operator's reconcile loop (informer → workqueue → one sync per node).
@@ -50,6 +66,13 @@ type Controller struct {
 	queue    workqueue.TypedRateLimitingInterface[string]
 	drains   *drainer
 	log      klog.Logger
+
+	malformed map[string]string // node -> the malformed values last reported (one Event per change)
+
+	running      atomic.Bool  // Run is processing the queue (this instance leads)
+	synced       atomic.Bool  // the informer has synced
+	syncStarted  atomic.Int64 // unix nanos the sync in progress started, 0 when none
+	lastProgress atomic.Int64 // unix nanos the last sync finished (or the controller started)
 }
 
 // New builds a Controller; Run starts it.
@@ -72,7 +95,14 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Drain.RetryMax <= 0 {
 		cfg.Drain.RetryMax = 5 * time.Minute
 	}
-	c := &Controller{cfg: cfg, overlay: nodes.NewOverlay(), log: cfg.Log}
+	if cfg.StallPolicy == "" {
+		cfg.StallPolicy = StallHold
+	}
+	if cfg.StuckAfter <= 0 {
+		cfg.StuckAfter = 2 * time.Minute
+	}
+	cfg.Recorder = newDedupRecorder(cfg.Recorder, 10*time.Minute, cfg.Now)
+	c := &Controller{cfg: cfg, overlay: nodes.NewOverlay(), log: cfg.Log, malformed: map[string]string{}}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.Drain.RetryBase, cfg.Drain.RetryMax),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodes"})
@@ -129,9 +159,13 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.queue.ShutDown()
 	c.factory.Start(ctx.Done())
 	defer c.factory.Shutdown()
+	c.running.Store(true)
+	defer c.running.Store(false)
 	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
 		return fmt.Errorf("node informer never synced: check the operator's RBAC (list/watch nodes)")
 	}
+	c.synced.Store(true)
+	c.lastProgress.Store(c.cfg.Now().UnixNano())
 	c.log.Info("operator controller started", "maxUnavailable", c.cfg.MaxUnavailable.String(),
 		"window", c.cfg.Window.String(), "beforeHooks", c.cfg.Hooks.Before, "afterHooks", c.cfg.Hooks.After,
 		"drainTimeout", c.cfg.Drain.Timeout.String(), "drainFailurePolicy", c.cfg.Drain.Policy)
@@ -150,7 +184,10 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(name)
+	c.syncStarted.Store(c.cfg.Now().UnixNano())
 	retryAfter, err := c.sync(ctx, name)
+	c.syncStarted.Store(0)
+	c.lastProgress.Store(c.cfg.Now().UnixNano())
 	switch {
 	case err != nil && ctx.Err() == nil:
 		if apierrors.IsConflict(err) {
@@ -165,6 +202,30 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		c.queue.Forget(name)
 	}
 	return true
+}
+
+// SetFence sets Config.Fence after New (the fence needs the identity leader election settles on).
+// Call it before Run.
+func (c *Controller) SetFence(f func(context.Context) (fence.Term, error)) { c.cfg.Fence = f }
+
+// Ready is /readyz for the leader: an error when the controller should have made progress and has
+// not (informer not synced, one sync running for StuckAfter, or nodes queued for StuckAfter with no
+// sync finishing). An instance that does not lead has nothing to do and is ready.
+func (c *Controller) Ready() error {
+	if !c.running.Load() {
+		return nil
+	}
+	if !c.synced.Load() {
+		return errors.New("leading, but the node informer has not synced")
+	}
+	now := c.cfg.Now()
+	if t := c.syncStarted.Load(); t != 0 && now.Sub(time.Unix(0, t)) > c.cfg.StuckAfter {
+		return fmt.Errorf("one node sync has been running for %s", now.Sub(time.Unix(0, t)).Round(time.Second))
+	}
+	if n := c.queue.Len(); n > 0 && now.Sub(time.Unix(0, c.lastProgress.Load())) > c.cfg.StuckAfter {
+		return fmt.Errorf("%d nodes waiting in the workqueue and no sync finished for %s", n, now.Sub(time.Unix(0, c.lastProgress.Load())).Round(time.Second))
+	}
+	return nil
 }
 
 // node returns the newest view of a node: the informer's, or our own last write if newer.
@@ -189,7 +250,16 @@ func (c *Controller) allNodes() []*corev1.Node {
 
 // unavailable: the node counts against the budget, whether Slipway put it there or not.
 func (c *Controller) unavailable(n *corev1.Node) bool {
-	return protocol.Observe(n, c.cfg.Hooks).Unavailable()
+	return c.counts(protocol.Observe(n, c.cfg.Hooks))
+}
+
+// counts is the one place that decides whether a node counts against the budget: it is in a cycle,
+// NotReady or cordoned by anyone -- unless it stalled after its grant and --stall-policy=release.
+func (c *Controller) counts(f protocol.Facts) bool {
+	if c.cfg.StallPolicy == StallRelease && f.Stalled != "" && postGrant(protocol.Classify(f)) {
+		return false
+	}
+	return f.Unavailable()
 }
 
 func (c *Controller) enqueueWaiting() {
@@ -211,7 +281,7 @@ func (c *Controller) admitted(name string) (bool, time.Duration) {
 	var cands []budget.Candidate
 	for _, n := range all {
 		f := protocol.Observe(n, c.cfg.Hooks)
-		unavail := f.Unavailable()
+		unavail := c.counts(f)
 		if unavail {
 			busy++
 		}
@@ -245,12 +315,23 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	f := protocol.Observe(n, c.cfg.Hooks)
 	log := c.log.WithValues("node", name)
-	if len(f.Malformed) > 0 {
-		log.Info("ignoring malformed values (read as false)", "values", f.Malformed)
-		c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "MalformedAnnotation", "ignoring malformed values (read as false): %v", f.Malformed)
+	if bad := strings.Join(f.Malformed, ", "); bad != c.malformed[name] {
+		// Reported when the set changes, not on every sync.
+		c.malformed[name] = bad
+		if bad != "" {
+			log.Info("malformed values (read as false; reboot-paused as paused)", "values", f.Malformed)
+			c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "MalformedAnnotation", "malformed values read as false (reboot-paused: as paused): %s", bad)
+		}
 	}
 	var retry time.Duration
 	state := protocol.Classify(f)
+	if n, err = c.markStall(ctx, n, state, &f, log); err != nil {
+		return 0, err
+	}
+	if _, at := stallOf(state, f, n, c.cfg.Now(), c.cfg.RebootTimeout); f.Stalled == "" && !at.IsZero() {
+		// Look again when it would stall, if nothing else happens first.
+		retry = at.Sub(c.cfg.Now()) + time.Second
+	}
 	if state == protocol.NeedsReboot && !f.Paused {
 		f.Admitted, retry = c.admitted(name)
 	}
@@ -272,11 +353,24 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		log.V(2).Info("waiting", "state", state, "because", row.When)
 		return retry, nil
 	case protocol.Drain:
-		return c.drain(ctx, n, cycle, log)
+		d, err := c.drain(ctx, n, cycle, log)
+		return minRetry(d, retry), err
 	}
 	p := c.patchFor(row.Do, n, f)
 	p.ResourceVersion = n.ResourceVersion
-	out, err := p.Apply(ctx, c.cfg.Client, name)
+	actx := ctx
+	if state == protocol.NeedsReboot && row.Next.InCycle() && c.cfg.Fence != nil {
+		// An admission: only in this leadership term, and written before the lease could pass on.
+		term, err := c.cfg.Fence(ctx)
+		if err != nil {
+			return 0, err
+		}
+		p.SetAnnotation(n, protocol.AdmittedBy, term.Name)
+		var cancel context.CancelFunc
+		actx, cancel = context.WithDeadline(ctx, term.Deadline)
+		defer cancel()
+	}
+	out, err := p.Apply(actx, c.cfg.Client, name)
 	if err != nil {
 		return 0, err
 	}
@@ -342,10 +436,14 @@ func (c *Controller) patchFor(a protocol.Action, n *corev1.Node, f protocol.Fact
 		p.DeleteLabel(n, protocol.AfterReboot)
 		clearHooks(c.cfg.Hooks.Before)
 		clearHooks(c.cfg.Hooks.After)
-		if f.SlipwayCordoned {
+		if f.SlipwayCordoned || f.FLUOCordoned {
+			// What Slipway cordoned, and what a replaced FLUO agent cordoned and can no longer uncordon.
 			p.SetUnschedulable(n, false)
 		}
-		for _, k := range []string{protocol.Cordoned, protocol.DrainStarted, protocol.DrainError, protocol.RebootBootID, protocol.RebootOKTime} {
+		if f.FLUOCordoned {
+			p.SetAnnotation(n, protocol.AgentMadeUnschedulable, protocol.False)
+		}
+		for _, k := range []string{protocol.Cordoned, protocol.DrainStarted, protocol.DrainError, protocol.RebootBootID, protocol.RebootOKTime, protocol.CycleStarted, protocol.Stalled} {
 			p.DeleteAnnotation(n, k)
 		}
 	}
@@ -353,7 +451,11 @@ func (c *Controller) patchFor(a protocol.Action, n *corev1.Node, f protocol.Fact
 	case protocol.MarkBeforeReboot:
 		clearHooks(c.cfg.Hooks.Before)
 		p.SetLabel(n, protocol.BeforeReboot, protocol.True)
+		p.SetAnnotation(n, protocol.CycleStarted, now)
 	case protocol.StartDrain:
+		if f.Needed && !f.BeforeLabel {
+			p.SetAnnotation(n, protocol.CycleStarted, now) // admitted straight into the drain
+		}
 		if !n.Spec.Unschedulable {
 			p.SetUnschedulable(n, true)
 			p.SetAnnotation(n, protocol.Cordoned, protocol.True)
@@ -399,7 +501,7 @@ func (c *Controller) event(n *corev1.Node, row protocol.Row, f protocol.Facts) {
 		reason, msg = "AfterRebootHooks", fmt.Sprintf("rebooted (boot ID changed); waiting for after-reboot annotations %v", c.cfg.Hooks.After)
 	case protocol.Finish:
 		reason, msg = "RebootCompleted", "reboot verified (boot ID changed, node Ready); cycle finished"
-		if f.SlipwayCordoned {
+		if f.SlipwayCordoned || f.FLUOCordoned {
 			msg += ", uncordoned"
 		}
 	case protocol.Abort:
@@ -415,4 +517,67 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n-3] + "..."
+}
+
+func minRetry(a, b time.Duration) time.Duration {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
+}
+
+// markStall keeps the node's stalled annotation true to stallOf: set with a Warning Event when the
+// node has been in its stage longer than RebootTimeout, removed when it moved on. It returns the node
+// as written (its new resourceVersion is what the next PATCH must be conditional on).
+func (c *Controller) markStall(ctx context.Context, n *corev1.Node, state protocol.State, f *protocol.Facts, log klog.Logger) (*corev1.Node, error) {
+	reason, _ := stallOf(state, *f, n, c.cfg.Now(), c.cfg.RebootTimeout)
+	if reason == f.Stalled {
+		return n, nil
+	}
+	p := nodes.Patch{ResourceVersion: n.ResourceVersion}
+	if reason == "" {
+		p.DeleteAnnotation(n, protocol.Stalled)
+	} else {
+		p.SetAnnotation(n, protocol.Stalled, reason)
+	}
+	out, err := p.Apply(ctx, c.cfg.Client, n.Name)
+	if err != nil {
+		return nil, err
+	}
+	c.overlay.Wrote(out)
+	if reason != "" {
+		since := stageStart(state, n)
+		msg := fmt.Sprintf("%s for %s in stage %s (--reboot-timeout=%s): %s", reason, c.cfg.Now().Sub(since).Round(time.Second), state, c.cfg.RebootTimeout, stallHint(reason, n))
+		log.Info("node stalled", "reason", reason, "state", state, "since", since)
+		c.cfg.Recorder.Event(n, corev1.EventTypeWarning, "Stalled", msg)
+		if c.cfg.StallPolicy == StallRelease && postGrant(state) {
+			c.enqueueWaiting() // its slot is free now
+		}
+	} else {
+		log.Info("node no longer stalled", "was", f.Stalled, "state", state)
+	}
+	f.Stalled = reason
+	return out, nil
+}
+
+// stallHint tells a person what to look at.
+func stallHint(reason string, n *corev1.Node) string {
+	switch reason {
+	case StallHooksPending:
+		return "hook annotations not all \"true\" yet; check the hooks' DaemonSets"
+	case StallDrainFailing:
+		if e := n.Annotations[protocol.DrainError]; e != "" {
+			return "drain keeps failing: " + e
+		}
+		return "drain has not finished; check PodDisruptionBudgets and pods that do not terminate"
+	case StallRebootTimeout:
+		return "reboot-ok granted but the kubelet still reports the boot it was granted in; check the node's console and its update-agent (reboot-error annotation)"
+	case StallAgentSilent:
+		return "the node is in a new boot but its update-agent has not reported in it; check the agent pod (image pull, crash loop)"
+	case StallNotReady:
+		return "rebooted but not Ready; check the kubelet"
+	case StallPaused:
+		return "reboot-paused holds the node in the middle of its cycle; remove it to go on"
+	}
+	return ""
 }

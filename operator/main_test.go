@@ -26,6 +26,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/testenv"
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/budget"
+	"github.com/slipway-dev/slipway/operator/fence"
 )
 
 // One real control plane (etcd, kube-apiserver, kube-controller-manager) for the whole package.
@@ -89,6 +90,11 @@ type opOptions struct {
 	retryBase  time.Duration
 	forceDrain bool
 	policy     operator.DrainPolicy
+	// Trust: stall reporting, admission fencing, metrics.
+	rebootTimeout time.Duration
+	stallPolicy   operator.StallPolicy
+	fence         func(context.Context) (fence.Term, error)
+	metrics       *operator.Metrics
 }
 
 // startOperator runs the controller in-process (no leader election) until the test ends.
@@ -120,6 +126,10 @@ func startOperator(t *testing.T, o opOptions) context.CancelFunc {
 		Recorder:       broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "slipway-update-operator"}),
 		Log:            klog.Background().WithName(t.Name()),
 		Now:            o.now,
+		RebootTimeout:  o.rebootTimeout,
+		StallPolicy:    o.stallPolicy,
+		Fence:          o.fence,
+		Metrics:        o.metrics,
 	}
 	if o.window != nil {
 		o.window(&cfg)

@@ -15,6 +15,7 @@ type Metrics struct {
 	unavailable  prometheus.Gauge
 	IsLeader     prometheus.Gauge
 	nodesByState *prometheus.Desc
+	stalled      *prometheus.Desc
 	c            *Controller
 }
 
@@ -37,6 +38,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "slipway_operator_is_leader", Help: "1 while this instance holds the leader lease.",
 		}),
 		nodesByState: prometheus.NewDesc("slipway_operator_nodes", "Nodes by cycle state.", []string{"state"}, nil),
+		stalled: prometheus.NewDesc("slipway_operator_stalled_nodes",
+			"Nodes longer than --reboot-timeout in one stage of their cycle, by reason (the update.slipway.dev/stalled annotation).", []string{"reason"}, nil),
 	}
 	reg.MustRegister(m.actions, m.drainFails, m.limit, m.unavailable, m.IsLeader, m)
 	return m
@@ -54,7 +57,7 @@ func (m *Metrics) budget(limit, unavailable int) {
 }
 
 // Describe implements prometheus.Collector for the per-state node counts.
-func (m *Metrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.nodesByState }
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.nodesByState; ch <- m.stalled }
 
 // Collect implements prometheus.Collector.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
@@ -62,10 +65,21 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range []protocol.State{protocol.Idle, protocol.NeedsReboot, protocol.BeforeHooks, protocol.Draining, protocol.Rebooting, protocol.Rebooted, protocol.AfterHooks} {
 		counts[s] = 0
 	}
+	stalled := map[string]int{}
+	for _, r := range StallReasons {
+		stalled[r] = 0
+	}
 	if m.c != nil {
 		for _, n := range m.c.allNodes() {
-			counts[protocol.Classify(protocol.Observe(n, m.c.cfg.Hooks))]++
+			f := protocol.Observe(n, m.c.cfg.Hooks)
+			counts[protocol.Classify(f)]++
+			if f.Stalled != "" {
+				stalled[f.Stalled]++
+			}
 		}
+	}
+	for r, v := range stalled {
+		ch <- prometheus.MustNewConstMetric(m.stalled, prometheus.GaugeValue, float64(v), r)
 	}
 	for s, v := range counts {
 		ch <- prometheus.MustNewConstMetric(m.nodesByState, prometheus.GaugeValue, float64(v), string(s))

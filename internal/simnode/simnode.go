@@ -7,6 +7,7 @@ package simnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,6 +39,9 @@ type Node struct {
 	OnReboot func(n *Node, boot int) // after the simulated reboot completed (new agent running)
 	// RebootDelay is how long the simulated machine is "down".
 	RebootDelay time.Duration
+	// BackNotReady: the simulated kubelet reports the new boot as NotReady; the test says when it is
+	// Ready (testenv.SetNodeStatus). Set before the reboot.
+	BackNotReady bool
 
 	mu      sync.Mutex
 	boot    int
@@ -46,8 +50,18 @@ type Node struct {
 	done    chan struct{}
 	ctx     context.Context
 	conns   []*dbus.Conn
+	ueConn  *dbus.Conn
 	version string
+	// down: a reboot was accepted and the machine has not come back yet (forever if neverBack).
+	down      bool
+	neverBack bool
+	// life serializes what stops and starts the agent (a simulated reboot, an agent restart), so an
+	// agent restarted by a test never outlives the boot it was started in.
+	life sync.Mutex
 }
+
+// ErrDown is what RestartAgent says while the simulated machine is down: there is no agent to restart.
+var ErrDown = errors.New("simulated node is down (rebooting)")
 
 // Options configure New.
 type Options struct {
@@ -79,6 +93,7 @@ func New(ctx context.Context, name string, o Options) (*Node, error) {
 		return nil, err
 	}
 	n.conns = append(n.conns, ueConn)
+	n.ueConn = ueConn
 	if n.UE, err = standin.ServeUpdateEngine(ueConn, "4500.0.0"); err != nil {
 		n.Stop()
 		return nil, err
@@ -89,7 +104,7 @@ func New(ctx context.Context, name string, o Options) (*Node, error) {
 		return nil, err
 	}
 	n.conns = append(n.conns, loginConn)
-	if n.Login, err = standin.ServeLogin1(loginConn, func(bool) { go n.reboot() }); err != nil {
+	if n.Login, err = standin.ServeLogin1(loginConn, func(bool) { n.rebootRequested() }); err != nil {
 		n.Stop()
 		return nil, err
 	}
@@ -180,34 +195,121 @@ func (n *Node) stopAgent() {
 }
 
 // RestartAgent stops and starts the agent within the same boot (a pod restart).
-func (n *Node) RestartAgent() error {
+func (n *Node) RestartAgent() error { return n.RestartAgentAfter(0) }
+
+// RestartAgentAfter kills the agent, leaves it dead for down, and starts it again within the same
+// boot (a pod killed and restarted). While the machine is down in a simulated reboot there is no
+// agent to kill: it returns ErrDown and changes nothing.
+func (n *Node) RestartAgentAfter(down time.Duration) error {
+	n.life.Lock()
+	defer n.life.Unlock()
+	if n.Down() {
+		return ErrDown
+	}
 	n.stopAgent()
+	if down > 0 {
+		time.Sleep(down)
+	}
 	return n.startAgent()
+}
+
+// Down reports whether the simulated machine is down: a reboot was accepted and it has not come back.
+func (n *Node) Down() bool { n.mu.Lock(); defer n.mu.Unlock(); return n.down }
+
+// NeverComeBack makes the next simulated reboot one the machine never returns from: the agent is
+// stopped and the boot ID never changes, as with a node that hangs in firmware.
+func (n *Node) NeverComeBack() { n.mu.Lock(); n.neverBack = true; n.mu.Unlock() }
+
+// RestartUpdateEngine restarts the update_engine stand-in: it leaves the bus (its connection closes,
+// so com.coreos.update1 loses its owner), stays away for gap, then a new one takes the name with the
+// same status and announces it, as update_engine does after a restart (it keeps its state on disk).
+func (n *Node) RestartUpdateEngine(gap time.Duration) error {
+	n.mu.Lock()
+	old, oldConn := n.UE, n.ueConn
+	n.mu.Unlock()
+	status := old.Status()
+	oldConn.Close()
+	time.Sleep(gap)
+	conn, err := n.Bus.Connect()
+	if err != nil {
+		return err
+	}
+	ue, err := standin.ServeUpdateEngine(conn, old.NewVersion)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	ue.StepDelay, ue.OnNeedReboot = old.StepDelay, old.OnNeedReboot
+	n.mu.Lock()
+	n.UE, n.ueConn = ue, conn
+	n.conns = append(n.conns, conn)
+	n.mu.Unlock()
+	return ue.Set(status)
+}
+
+// rebootRequested is logind's side of an accepted Reboot: the first call in a boot starts the
+// simulated reboot; later ones change nothing, as systemd queues one reboot job, not two.
+func (n *Node) rebootRequested() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.down {
+		return
+	}
+	n.down = true
+	go n.reboot()
 }
 
 // reboot simulates the machine going down and coming back: agent gone, new boot ID reported by the
 // "kubelet", update_engine idle with the new version current, agent started again.
 func (n *Node) reboot() {
+	n.life.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			n.life.Unlock()
+		}
+	}()
 	n.stopAgent()
 	if n.ctx.Err() != nil {
 		return
 	}
 	n.log.Info("simulated reboot: down")
+	n.mu.Lock()
+	never := n.neverBack
+	n.mu.Unlock()
+	if never {
+		n.log.Info("simulated reboot: this machine never comes back")
+		return
+	}
 	time.Sleep(n.RebootDelay)
 	n.mu.Lock()
 	n.boot++
 	n.bootID = bootID(n.Name, n.boot)
-	id, boot := n.bootID, n.boot
+	id, boot, ue := n.bootID, n.boot, n.UE
 	n.mu.Unlock()
-	_ = n.UE.Set(updateengine.Status{CurrentOperation: updateengine.StatusIdle, NewVersion: "0.0.0", LastCheckedTime: time.Now().Unix()})
-	if _, err := testenv.SetNodeStatus(n.ctx, n.client, n.Name, id, true); err != nil {
-		n.log.Error(err, "simulated kubelet could not report the new boot ID")
+	_ = ue.Set(updateengine.Status{CurrentOperation: updateengine.StatusIdle, NewVersion: "0.0.0", LastCheckedTime: time.Now().Unix()})
+	// A kubelet keeps trying until the API server takes its status (it may be restarting).
+	for {
+		_, err := testenv.SetNodeStatus(n.ctx, n.client, n.Name, id, !n.BackNotReady)
+		if err == nil {
+			break
+		}
+		n.log.Error(err, "simulated kubelet could not report the new boot ID; retrying")
+		if testenv.WaitCtx(n.ctx, 500*time.Millisecond) != nil {
+			return
+		}
 	}
+	// Up again: a Reboot call from the new agent is a new reboot (it waits for life).
+	n.mu.Lock()
+	n.down = false
+	n.mu.Unlock()
 	if err := n.startAgent(); err != nil {
 		n.log.Error(err, "agent did not start after the simulated reboot")
 		return
 	}
 	n.log.Info("simulated reboot: up", "bootID", id)
+	n.life.Unlock() // the hook may restart the agent
+	locked = false
 	if n.OnReboot != nil {
 		n.OnReboot(n, boot)
 	}

@@ -54,39 +54,44 @@ func (n *Nodes) find(id string) (*corev1.Node, error) {
 }
 
 // PreReboot asks for a reboot of the node (reboot-needed=true) and reports whether the operator has
-// granted it (reboot-ok=true). When it has, the node is marked reboot-in-progress, as the agent does
-// before it reboots.
+// granted it in the boot the node is in now. What it writes is protocol.NodeTable's answer, the same
+// the agent follows: a grant recorded for an earlier boot is never a second reboot, and a paused node
+// is held. Writes are conditional on the Node's resourceVersion: an operator step in between makes
+// this request fail (Zincati retries) instead of writing over what the operator just decided.
 func (n *Nodes) PreReboot(ctx context.Context, id, group string) (bool, error) {
 	node, err := n.find(id)
 	if err != nil {
 		return false, err
 	}
 	f := protocol.Observe(node, protocol.Hooks{})
-	var p nodes.Patch
-	granted := false
-	switch {
-	case f.OK && (f.Needed || f.InProgress):
-		granted = true
-		p.SetAnnotation(node, protocol.RebootInProgress, protocol.True)
-	case f.OK:
-		// The last cycle has not finished yet (the operator still has to verify and uncordon): ask
-		// again once it has, never ride on its grant.
-	case !f.Needed:
-		p.SetAnnotation(node, protocol.RebootNeeded, protocol.True)
-		p.SetLabel(node, protocol.RebootNeeded, protocol.True)
+	row := protocol.NodeDecide(protocol.NodeFacts{
+		Needed: true, // Zincati asking is the need
+		OK:     f.OK,
+		// The operator always records the boot it granted in; with no record, no grant counts.
+		GrantedThisBoot: protocol.GrantedThisBoot(node, protocol.CurrentBootID(node), false),
+		Paused:          f.Paused,
+	})
+	if row.Is == protocol.NodeStaleGrant {
+		// The last cycle has not finished yet: Zincati reports steady-state after its reboot, which
+		// lets the operator verify and finish; a new ask waits until then, never rides on the old grant.
+		return false, nil
+	}
+	p := nodes.Patch{ResourceVersion: node.ResourceVersion}
+	p.ApplyEffects(node, protocol.NodeEffects[row.Do]...)
+	if row.Do == protocol.NodeAsk {
 		p.SetAnnotation(node, protocol.FleetLockID, id)
 	}
 	if _, err := p.Apply(ctx, n.Client, node.Name); err != nil {
 		return false, err
 	}
-	return granted, nil
+	return row.Do == protocol.NodeReboot, nil
 }
 
 // SteadyState says the node is up and not rebooting: the flags go back to false, as the agent resets
-// them at start. The operator then finishes the cycle (verified by the boot ID) or, if the node never
-// rebooted, aborts it and uncordons. Right after a grant, a report without a new boot ID is answered
-// with an error for RebootGrace, so that a kubelet slow to report its new boot is not mistaken for a
-// node that did not reboot.
+// them at start (NodeReport and NodeBack). The operator then finishes the cycle (verified by the
+// kubelet's boot ID) or, if the node never rebooted, aborts it and uncordons. Right after a grant, a
+// report without a new boot ID is answered with an error for RebootGrace, so that a kubelet slow to
+// report its new boot is not mistaken for a node that did not reboot.
 func (n *Nodes) SteadyState(ctx context.Context, id, group string) error {
 	node, err := n.find(id)
 	if err != nil {
@@ -102,10 +107,9 @@ func (n *Nodes) SteadyState(ctx context.Context, id, group string) error {
 				Value: fmt.Sprintf("node %s was granted a reboot at %s and still reports the boot it had then; waiting for the kubelet", node.Name, t.Format(time.RFC3339))}
 		}
 	}
-	var p nodes.Patch
-	p.SetAnnotation(node, protocol.RebootNeeded, protocol.False)
-	p.SetLabel(node, protocol.RebootNeeded, protocol.False)
-	p.SetAnnotation(node, protocol.RebootInProgress, protocol.False)
+	p := nodes.Patch{ResourceVersion: node.ResourceVersion}
+	p.ApplyEffects(node, protocol.NodeEffects[protocol.NodeReport]...)
+	p.ApplyEffects(node, protocol.NodeBack...)
 	_, err = p.Apply(ctx, n.Client, node.Name)
 	return err
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/version"
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/budget"
+	"github.com/slipway-dev/slipway/operator/fence"
 	"github.com/slipway-dev/slipway/operator/fleetlock"
 	"github.com/slipway-dev/slipway/operator/window"
 )
@@ -71,6 +72,8 @@ type options struct {
 	drainTimeout, drainGrace                  time.Duration
 	forceDrain                                bool
 	drainPolicy                               string
+	stallPolicy                               string
+	rebootTimeout                             time.Duration
 	drainRetryBase, drainRetryMax             time.Duration
 	namespace, leaseName, identity            string
 	leaderElect                               bool
@@ -98,6 +101,8 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.StringVar(&o.drainPolicy, "drain-failure-policy", string(operator.DrainRetry), "after a failed or timed-out drain: \"retry\" (keep cordoned, no reboot-ok, retry with backoff) or \"force\" (grant reboot-ok anyway)")
 	fs.DurationVar(&o.drainRetryBase, "drain-retry-base", 10*time.Second, "first delay before retrying a failed drain (doubles per failure)")
 	fs.DurationVar(&o.drainRetryMax, "drain-retry-max", 5*time.Minute, "longest delay between drain retries")
+	fs.DurationVar(&o.rebootTimeout, "reboot-timeout", 30*time.Minute, "time a node may spend in one stage of its cycle (hooks, drain, reboot, coming back Ready) before it is reported stalled: annotation update.slipway.dev/stalled, a Stalled Warning Event, slipway_operator_stalled_nodes; 0 never")
+	fs.StringVar(&o.stallPolicy, "stall-policy", string(operator.StallHold), "a stalled node: \"hold\" keeps its budget slot (safe); \"release\" frees it once the node stalled after its reboot was granted, so the roll-out goes on without it")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader-election Lease (default $POD_NAMESPACE)")
 	fs.StringVar(&o.leaseName, "lease-name", "slipway-update-operator", "name of the leader-election Lease")
 	fs.StringVar(&o.identity, "identity", os.Getenv("POD_NAME"), "this instance's leader-election identity (default $POD_NAME, else hostname plus a random suffix)")
@@ -140,6 +145,13 @@ func (o *options) config() (operator.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
+	stall, err := operator.ParseStallPolicy(o.stallPolicy)
+	if err != nil {
+		return cfg, err
+	}
+	if o.rebootTimeout < 0 {
+		return cfg, fmt.Errorf("reboot-timeout %s must not be negative", o.rebootTimeout)
+	}
 	if o.drainTimeout < 0 {
 		return cfg, fmt.Errorf("drain-timeout %s must not be negative", o.drainTimeout)
 	}
@@ -161,6 +173,8 @@ func (o *options) config() (operator.Config, error) {
 		Hooks:          protocol.Hooks{Before: o.before, After: o.after},
 		MaxUnavailable: max,
 		Window:         w,
+		RebootTimeout:  o.rebootTimeout,
+		StallPolicy:    stall,
 		Drain: operator.DrainConfig{
 			Timeout: o.drainTimeout, GracePeriod: o.drainGrace, Force: o.forceDrain, Policy: policy,
 			RetryBase: o.drainRetryBase, RetryMax: o.drainRetryMax,
@@ -221,7 +235,7 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if o.httpAddr != "" {
-		if err := serveHTTP(ctx, o.httpAddr, reg, log); err != nil {
+		if err := serveHTTP(ctx, o.httpAddr, reg, ctrl.Ready, log); err != nil {
 			log.Error(err, "serving /healthz and /metrics", "address", o.httpAddr)
 			return 1
 		}
@@ -241,6 +255,9 @@ func run() int {
 		}
 		return 0
 	}
+	// Every admission re-reads the Lease first (package fence) and must land before it could expire.
+	ctrl.SetFence((&fence.Lease{Client: client.CoordinationV1(), Namespace: o.namespace, Name: o.leaseName,
+		Identity: o.identity, Margin: o.leaseDuration - o.renewDeadline}).Check)
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: o.namespace, Name: o.leaseName},
 		Client:     client.CoordinationV1(),
@@ -284,7 +301,9 @@ func run() int {
 	return 0
 }
 
-func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, log klog.Logger) error {
+// serveHTTP serves /healthz (the process answers: liveness stays simple), /readyz (ready: the
+// controller, when it leads, is making progress) and /metrics.
+func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, ready func() error, log klog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -292,7 +311,13 @@ func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, log k
 	mux := http.NewServeMux()
 	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) }
 	mux.HandleFunc("/healthz", ok)
-	mux.HandleFunc("/readyz", ok)
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		ok(w, r)
+	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	httpserve.Serve(ctx, ln, mux, log)
 	log.Info("serving /healthz, /readyz, /metrics", "address", ln.Addr().String())

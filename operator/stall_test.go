@@ -1,0 +1,162 @@
+package operator
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/budget"
+)
+
+// Known answers for stallOf: which reason, for each stage, once the timeout has passed.
+func TestStallOf(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	const timeout = 10 * time.Minute
+	node := func(ann map[string]string, kubeletBoot string, ready bool) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: ann}}
+		n.Status.NodeInfo.BootID = kubeletBoot
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
+		return n
+	}
+	start := t0.Format(time.RFC3339)
+	granted := func(extra map[string]string) map[string]string {
+		a := map[string]string{protocol.RebootOK: "true", protocol.RebootNeeded: "true", protocol.RebootBootID: "b1", protocol.BootID: "b1", protocol.RebootOKTime: start}
+		for k, v := range extra {
+			a[k] = v
+		}
+		return a
+	}
+	hooks := protocol.Hooks{Before: []string{"example.com/b"}, After: []string{"example.com/a"}}
+	cases := []struct {
+		name string
+		n    *corev1.Node
+		want string
+	}{
+		{"idle", node(nil, "b1", true), ""},
+		{"waiting for the budget", node(map[string]string{protocol.RebootNeeded: "true"}, "b1", true), ""},
+		{"before hooks pending", node(map[string]string{protocol.RebootNeeded: "true", protocol.CycleStarted: start}, "b1", true), StallHooksPending},
+		{"draining", node(map[string]string{protocol.RebootNeeded: "true", protocol.DrainStarted: start}, "b1", true), StallDrainFailing},
+		{"granted, same boot", node(granted(nil), "b1", true), StallRebootTimeout},
+		{"granted, in progress, same boot", node(granted(map[string]string{protocol.RebootInProgress: "true"}), "b1", false), StallRebootTimeout},
+		{"new boot, agent silent", node(granted(map[string]string{protocol.RebootInProgress: "true"}), "b2", true), StallAgentSilent},
+		{"back, not Ready", node(granted(map[string]string{protocol.RebootNeeded: "false", protocol.BootID: "b2"}), "b2", false), StallNotReady},
+		{"back and Ready: finishing, not stalled", node(granted(map[string]string{protocol.RebootNeeded: "false", protocol.BootID: "b2"}), "b2", true), ""},
+		{"agent back, kubelet not", node(granted(map[string]string{protocol.RebootNeeded: "false", protocol.BootID: "b2"}), "b1", true), StallRebootTimeout},
+		{"paused mid-drain", node(map[string]string{protocol.RebootNeeded: "true", protocol.DrainStarted: start, protocol.RebootPaused: "true"}, "b1", true), StallPaused},
+		{"no stage time (older operator): never", node(map[string]string{protocol.RebootNeeded: "true", protocol.DrainStarted: "garbage"}, "b1", true), ""},
+	}
+	cases[2].n.Labels = map[string]string{protocol.BeforeReboot: "true"}
+	for _, c := range cases {
+		f := protocol.Observe(c.n, hooks)
+		state := protocol.Classify(f)
+		if got, at := stallOf(state, f, c.n, t0.Add(timeout-time.Second), timeout); got != "" {
+			t.Errorf("%s: stalled %q before the timeout", c.name, got)
+		} else if c.want != "" && !at.Equal(t0.Add(timeout)) {
+			t.Errorf("%s: will stall at %s, want %s", c.name, at, t0.Add(timeout))
+		}
+		if got, _ := stallOf(state, f, c.n, t0.Add(timeout), timeout); got != c.want {
+			t.Errorf("%s (state %s): stall %q, want %q", c.name, state, got, c.want)
+		}
+		if got, _ := stallOf(state, f, c.n, t0.Add(timeout), 0); got != "" {
+			t.Errorf("%s: stalled %q with no timeout", c.name, got)
+		}
+	}
+}
+
+// The same Warning again within the window is dropped; another reason, another message or another
+// node passes; Normal Events always pass.
+func TestDedupRecorder(t *testing.T) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	fr := record.NewFakeRecorder(100)
+	d := newDedupRecorder(fr, 10*time.Minute, func() time.Time { return now })
+	a := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a", UID: "ua"}}
+	b := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b", UID: "ub"}}
+	for i := 0; i < 100; i++ {
+		d.Eventf(a, corev1.EventTypeWarning, "MalformedAnnotation", "bad: %s", "x")
+	}
+	d.Event(a, corev1.EventTypeWarning, "MalformedAnnotation", "bad: y")
+	d.Event(a, corev1.EventTypeWarning, "DrainFailed", "bad: x")
+	d.Event(b, corev1.EventTypeWarning, "MalformedAnnotation", "bad: x")
+	d.Event(a, corev1.EventTypeNormal, "Draining", "cordoned")
+	d.Event(a, corev1.EventTypeNormal, "Draining", "cordoned")
+	now = now.Add(11 * time.Minute)
+	d.Eventf(a, corev1.EventTypeWarning, "MalformedAnnotation", "bad: %s", "x")
+	close(fr.Events)
+	var got []string
+	for e := range fr.Events {
+		got = append(got, e)
+	}
+	want := []string{
+		"Warning MalformedAnnotation bad: x", "Warning MalformedAnnotation bad: y", "Warning DrainFailed bad: x",
+		"Warning MalformedAnnotation bad: x", "Normal Draining cordoned", "Normal Draining cordoned",
+		"Warning MalformedAnnotation bad: x",
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("events:\n got %q\nwant %q", got, want)
+	}
+}
+
+// /readyz for the leader: ready once synced and syncing; not ready when a sync hangs (here: a PATCH
+// that never returns) for StuckAfter. A controller that does not run (a standby) is ready.
+func TestReady(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	block := make(chan struct{})
+	defer close(block)
+	client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		<-block
+		return true, nil, context.Canceled
+	})
+	max, err := budget.ParseMax("1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{Client: client, MaxUnavailable: max, StuckAfter: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ready(); err != nil {
+		t.Fatalf("standby must be ready: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = c.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !c.synced.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("never synced")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := c.Ready(); err != nil {
+		t.Fatalf("synced, idle leader must be ready: %v", err)
+	}
+	// A node to admit: its PATCH hangs.
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Annotations: map[string]string{protocol.RebootNeeded: "true"}}}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for c.Ready() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("a sync hanging for longer than StuckAfter must make /readyz fail")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := c.Ready(); !strings.Contains(err.Error(), "sync has been running") {
+		t.Errorf("reason: %v", err)
+	}
+}

@@ -1,0 +1,250 @@
+package operator_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/simnode"
+	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/updateengine"
+	"github.com/slipway-dev/slipway/operator"
+	"github.com/slipway-dev/slipway/operator/fence"
+)
+
+func inCycle(n *corev1.Node) bool {
+	return protocol.Classify(protocol.Observe(n, protocol.Hooks{})).InCycle()
+}
+
+func stalledGauge(t *testing.T, reg *prometheus.Registry, reason string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "slipway_operator_stalled_nodes" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == reason {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no slipway_operator_stalled_nodes{reason=%q}", reason)
+	return 0
+}
+
+// Why 4: a node granted its reboot that never comes back. With --reboot-timeout it is reported --
+// annotation, Warning Event, metric -- and holds its budget slot (the default): the next node waits.
+// With --stall-policy=release the slot is freed and the next node goes.
+func TestNeverReturningNodeStalls(t *testing.T) {
+	cleanNodes(t)
+	nodes := simNodes(t, "stall", 2)
+	lost, next := nodes[0], nodes[1]
+	lost.NeverComeBack()
+	reg := prometheus.NewRegistry()
+	stop := startOperator(t, opOptions{max: "1", rebootTimeout: 2 * time.Second, metrics: operator.NewMetrics(reg)})
+	if err := lost.SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, lost.Name, 30*time.Second, "reboot granted", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })
+	if err := next.SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	n := waitNode(t, lost.Name, 30*time.Second, "stalled annotation", func(n *corev1.Node) bool { return n.Annotations[protocol.Stalled] != "" })
+	if got := n.Annotations[protocol.Stalled]; got != operator.StallRebootTimeout {
+		t.Errorf("stalled = %q, want %q", got, operator.StallRebootTimeout)
+	}
+	if !waitEvent(t, lost.Name, "Stalled") {
+		t.Error("no Stalled Warning Event")
+	}
+	if v := stalledGauge(t, reg, operator.StallRebootTimeout); v != 1 {
+		t.Errorf("slipway_operator_stalled_nodes{reason=reboot-timeout} = %v, want 1", v)
+	}
+	// Hold (default): the slot stays taken.
+	time.Sleep(3 * time.Second)
+	if n := getNode(t, next.Name); inCycle(n) || next.Boots() != 0 {
+		t.Fatalf("with --stall-policy=hold the next node started while the stalled one holds the only slot: %v", n.Annotations)
+	}
+	stop()
+
+	// Release: the stalled node's slot is free; the next node goes through its cycle.
+	startOperator(t, opOptions{max: "1", rebootTimeout: 2 * time.Second, stallPolicy: operator.StallRelease})
+	waitNode(t, next.Name, 30*time.Second, "next node's cycle finished", finished)
+	if next.Boots() != 1 {
+		t.Errorf("next node booted %d times, want 1", next.Boots())
+	}
+	if n := getNode(t, lost.Name); n.Annotations[protocol.Stalled] != operator.StallRebootTimeout || !n.Spec.Unschedulable {
+		t.Errorf("the lost node must stay cordoned and reported: unschedulable=%v %v", n.Spec.Unschedulable, n.Annotations)
+	}
+}
+
+// Why 3a: after the reboot, before the operator finished the cycle (node still NotReady), reboot-needed
+// turns true again (a second update staged). Before: the operator waited for the agent, the agent for
+// reboot-ok to go false -- cordoned forever. Now the kubelet's new boot plus the agent having spoken in
+// it finish the cycle, and the second update gets a cycle of its own.
+func TestNeededAgainBeforeFinish(t *testing.T) {
+	cleanNodes(t)
+	sn := simNodes(t, "again", 1)[0]
+	w := watchBudget(t, protocol.Hooks{})
+	sn.BackNotReady = true
+	sn.OnReboot = func(n *simnode.Node, boot int) {
+		ctx := context.Background()
+		if boot != 1 {
+			if _, err := testenv.SetNodeStatus(ctx, client, n.Name, n.BootID(), true); err != nil {
+				t.Error(err)
+			}
+			return
+		}
+		// update_engine stages the next update (a level GetStatus reads, not only a signal the new
+		// agent might not be subscribed for yet).
+		if err := n.UE.Set(updateengine.Status{CurrentOperation: updateengine.StatusUpdatedNeedReboot, NewVersion: "4600.0.0"}); err != nil {
+			t.Error(err)
+		}
+		go func() {
+			time.Sleep(2 * time.Second)
+			if _, err := testenv.SetNodeStatus(ctx, client, n.Name, n.BootID(), true); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	startOperator(t, opOptions{})
+	if err := sn.SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, sn.Name, 60*time.Second, "second cycle finished", func(n *corev1.Node) bool { return finished(n) && sn.Boots() == 2 })
+	if got := w.Starts()[sn.Name]; got != 2 {
+		t.Errorf("node entered the cycle %d times, want 2 (one per update)", got)
+	}
+	time.Sleep(time.Second)
+	if sn.Boots() != 2 {
+		t.Errorf("booted %d times for two updates", sn.Boots())
+	}
+}
+
+// Why 5: a node FLUO's agent cordoned (agent-made-unschedulable=true) whose FLUO agent was replaced by
+// Slipway's mid-cycle. Nobody else will uncordon it: the operator does when the cycle ends.
+func TestFLUOAgentCordonUncordoned(t *testing.T) {
+	cleanNodes(t)
+	sn := simNodes(t, "fluocordon", 1)[0]
+	ctx := context.Background()
+	if _, err := client.CoreV1().Nodes().Patch(ctx, sn.Name, "application/merge-patch+json",
+		[]byte(`{"spec":{"unschedulable":true},"metadata":{"annotations":{"`+protocol.AgentMadeUnschedulable+`":"true"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, opOptions{})
+	if err := sn.SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	n := waitNode(t, sn.Name, 30*time.Second, "cycle finished", finished)
+	if n.Spec.Unschedulable {
+		t.Error("node cordoned by FLUO's agent stays cordoned after its cycle")
+	}
+	if got := n.Annotations[protocol.AgentMadeUnschedulable]; got != protocol.False {
+		t.Errorf("agent-made-unschedulable = %q, want false", got)
+	}
+}
+
+// An admin's cordon still stays (only FLUO's agent's and Slipway's own are undone); see also
+// TestAdminCordonStays. Here: reboot-paused with a typo holds the node (fail closed).
+func TestMalformedPauseHolds(t *testing.T) {
+	cleanNodes(t)
+	sn := simNodes(t, "typo", 1)[0]
+	annotate(t, sn.Name, map[string]*string{protocol.RebootPaused: ptr("True")})
+	startOperator(t, opOptions{})
+	if err := sn.SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	if !waitEvent(t, sn.Name, "MalformedAnnotation") {
+		t.Error("no MalformedAnnotation Event for reboot-paused=True")
+	}
+	time.Sleep(2 * time.Second)
+	if n := getNode(t, sn.Name); inCycle(n) || sn.Boots() != 0 {
+		t.Fatalf("reboot-paused=True must hold the node: %v", n.Annotations)
+	}
+}
+
+// Why 5: admissions are fenced by leadership. An operator that does not hold the Lease (a stalled old
+// leader after a failover) admits nothing; once it holds it, it admits and writes its term.
+func TestAdmissionFencedByLease(t *testing.T) {
+	cleanNodes(t)
+	ctx := context.Background()
+	const ns = "slipway-fence"
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	_ = client.CoordinationV1().Leases(ns).Delete(ctx, "fence", metav1.DeleteOptions{})
+	setLease := func(holder string, transitions int32) {
+		now := metav1.NewMicroTime(time.Now())
+		spec := coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptr(int32(15)), RenewTime: &now, AcquireTime: &now, LeaseTransitions: &transitions}
+		l, err := client.CoordinationV1().Leases(ns).Get(ctx, "fence", metav1.GetOptions{})
+		if err != nil {
+			_, err = client.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "fence", Namespace: ns}, Spec: spec}, metav1.CreateOptions{})
+		} else {
+			l.Spec = spec
+			_, err = client.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	setLease("new-leader", 4)
+	sn := simNodes(t, "fence", 1)[0]
+	f := &fence.Lease{Client: client.CoordinationV1(), Namespace: ns, Name: "fence", Identity: "old-leader", Margin: 5 * time.Second}
+	startOperator(t, opOptions{fence: f.Check})
+	if err := sn.SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if n := getNode(t, sn.Name); inCycle(n) || n.Annotations[protocol.AdmittedBy] != "" {
+		t.Fatalf("admitted while another instance holds the Lease: %v", n.Annotations)
+	}
+	setLease("old-leader", 5)
+	n := waitNode(t, sn.Name, 30*time.Second, "cycle finished", finished)
+	if got := n.Annotations[protocol.AdmittedBy]; got != "old-leader/5" {
+		t.Errorf("admitted-by = %q, want old-leader/5", got)
+	}
+}
+
+// Why 5: a Warning repeated on every sync (a malformed value that stays) used up client-go's per-object
+// Event allowance (25, then one per 5 minutes) and starved the node's other Warnings. Now it is
+// reported once per change, and a later Stalled Warning still arrives.
+func TestNoisyWarningDoesNotStarveOthers(t *testing.T) {
+	cleanNodes(t)
+	ctx := context.Background()
+	if _, err := testenv.CreateNode(ctx, client, "noisy-0", "boot-a", nil); err != nil {
+		t.Fatal(err)
+	}
+	annotate(t, "noisy-0", map[string]*string{protocol.AgentMadeUnschedulable: ptr("maybe")})
+	startOperator(t, opOptions{rebootTimeout: time.Second})
+	for i := 0; i < 40; i++ { // 40 syncs of the node, each seeing the malformed value
+		annotate(t, "noisy-0", map[string]*string{"example.com/touch": ptr(strings.Repeat("x", i+1))})
+		time.Sleep(20 * time.Millisecond)
+	}
+	annotate(t, "noisy-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	waitNode(t, "noisy-0", 30*time.Second, "granted", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })
+	// Nobody reboots it: it stalls after 1 s.
+	if !waitEvent(t, "noisy-0", "Stalled") {
+		t.Fatal("the Stalled Warning was starved")
+	}
+	l, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=noisy-0,reason=MalformedAnnotation"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int32(0)
+	for _, e := range l.Items {
+		total += e.Count
+	}
+	if total != 1 {
+		t.Errorf("MalformedAnnotation recorded %d times for one unchanged value, want 1", total)
+	}
+}
