@@ -311,3 +311,83 @@ func TestAgentFreshGrantByBootID(t *testing.T) {
 	setAnnotation(t, "agent-6", protocol.RebootBootID, "agent-6-boot-1")
 	waitNode(t, "agent-6", "second reboot", func(n *corev1.Node) bool { return n.Annotations[protocol.BootID] == "agent-6-boot-2" })
 }
+
+// Why 3b: after a reboot, a reboot-ok left from the finished cycle (the operator has not cleared it
+// yet) must never become a second reboot -- not even when the agent pod restarts within that boot,
+// which used to re-arm it. Both with a recorded grant boot (Slipway's operator) and without one (FLUO's).
+func TestAgentRestartNeverReusesStaleGrant(t *testing.T) {
+	for _, recorded := range []bool{true, false} {
+		name := map[bool]string{true: "agent-7", false: "agent-8"}[recorded]
+		sn := newNode(t, name)
+		if err := sn.SendNeedReboot(); err != nil {
+			t.Fatal(err)
+		}
+		waitNode(t, name, "reboot-needed", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+		if recorded {
+			setAnnotation(t, name, protocol.RebootBootID, sn.BootID())
+		}
+		setAnnotation(t, name, protocol.RebootOK, protocol.True)
+		waitNode(t, name, "rebooted", func(n *corev1.Node) bool { return n.Annotations[protocol.BootID] == name+"-boot-1" })
+		// A second update in the new boot, the old grant still set; then the agent pod restarts.
+		if err := sn.SendNeedReboot(); err != nil {
+			t.Fatal(err)
+		}
+		waitNode(t, name, "reboot-needed again", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+		if err := sn.RestartAgent(); err != nil {
+			t.Fatal(err)
+		}
+		waitNode(t, name, "restarted agent reports", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+		time.Sleep(time.Second)
+		if sn.Boots() != 1 {
+			t.Fatalf("recorded grant boot %v: a restarted agent rebooted on the finished cycle's reboot-ok (boots %d)", recorded, sn.Boots())
+		}
+		// The operator ends the old cycle and grants anew: one reboot, as asked.
+		setAnnotation(t, name, protocol.RebootOK, protocol.False)
+		time.Sleep(300 * time.Millisecond)
+		if recorded {
+			setAnnotation(t, name, protocol.RebootBootID, sn.BootID())
+		}
+		setAnnotation(t, name, protocol.RebootOK, protocol.True)
+		waitNode(t, name, "second reboot", func(n *corev1.Node) bool { return n.Annotations[protocol.BootID] == name+"-boot-2" })
+	}
+}
+
+// Why 5: reboot-paused freezes the node on the agent's side too, even after reboot-ok; and a typo
+// ("True") holds as well.
+func TestAgentHonoursPauseAfterGrant(t *testing.T) {
+	sn := newNode(t, "agent-9")
+	if err := sn.SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, "agent-9", "reboot-needed", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+	setAnnotation(t, "agent-9", protocol.RebootPaused, "True")
+	setAnnotation(t, "agent-9", protocol.RebootBootID, sn.BootID())
+	setAnnotation(t, "agent-9", protocol.RebootOK, protocol.True)
+	time.Sleep(1500 * time.Millisecond)
+	if sn.Boots() != 0 || len(sn.Login.Calls()) != 0 {
+		t.Fatalf("rebooted while reboot-paused was set (boots %d)", sn.Boots())
+	}
+	if n := getNode(t, "agent-9"); n.Annotations[protocol.RebootInProgress] == protocol.True {
+		t.Errorf("reboot-in-progress set while paused")
+	}
+	setAnnotation(t, "agent-9", protocol.RebootPaused, protocol.False)
+	waitNode(t, "agent-9", "rebooted after unpause", func(n *corev1.Node) bool { return n.Annotations[protocol.BootID] == "agent-9-boot-1" })
+}
+
+// Why 5: a new_version of 300 KiB (annotations are capped at 256 KiB in total) used to make every
+// PATCH of the agent fail, reboot-in-progress included: a granted node never rebooted. It is now cut
+// to 128 bytes, said so in the log, and the node reboots.
+func TestAgentOversizedNewVersion(t *testing.T) {
+	sn := newNode(t, "agent-10")
+	huge := strings.Repeat("4", 300<<10)
+	if err := sn.UE.Set(updateengine.Status{CurrentOperation: updateengine.StatusUpdatedNeedReboot, NewVersion: huge}); err != nil {
+		t.Fatal(err)
+	}
+	n := waitNode(t, "agent-10", "reboot-needed", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+	if v := n.Annotations[protocol.NewVersion]; len(v) > updateengine.MaxVersionLen || !strings.HasSuffix(v, updateengine.CutMark) {
+		t.Errorf("new-version annotation is %d bytes (%.40q...), want at most %d ending in %q", len(v), v, updateengine.MaxVersionLen, updateengine.CutMark)
+	}
+	setAnnotation(t, "agent-10", protocol.RebootBootID, sn.BootID())
+	setAnnotation(t, "agent-10", protocol.RebootOK, protocol.True)
+	waitNode(t, "agent-10", "rebooted", func(n *corev1.Node) bool { return n.Annotations[protocol.BootID] == "agent-10-boot-1" })
+}
