@@ -210,3 +210,51 @@ func TestFleetLockWithdrawnWhileWaiting(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// Why 3 for FleetLock: the grant is tied to the boot it was given in. After the reboot (the kubelet
+// reports a new boot) a pre-reboot that arrives before the operator cleared reboot-ok is refused,
+// changes nothing and never rides on the old grant; a paused node is held even once granted.
+func TestFleetLockGrantTiedToBoot(t *testing.T) {
+	cleanNodes(t)
+	ctx := context.Background()
+	const machineID = "4d1219c7c4c5404aaa1f6d2a48adfda4"
+	id, err := fleetlock.NodeID(machineID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testenv.CreateNode(ctx, client, "fcos-boot", "boot-b", enrolled); err != nil {
+		t.Fatal(err)
+	}
+	setMachineID(t, "fcos-boot", machineID)
+	// A grant recorded in boot-a; the node is in boot-b now (no operator runs: nothing clears it).
+	annotate(t, "fcos-boot", map[string]*string{protocol.RebootNeeded: ptr(protocol.True), protocol.RebootOK: ptr(protocol.True), protocol.RebootBootID: ptr("boot-a")})
+	base := startFleetLock(t)
+	time.Sleep(500 * time.Millisecond) // the server's informer
+	if code, _ := zincati(t, base, "pre-reboot", id); code == http.StatusOK {
+		t.Fatal("pre-reboot answered 200 on a grant given in an earlier boot: a second reboot")
+	}
+	if n := getNode(t, "fcos-boot"); n.Annotations[protocol.RebootInProgress] == protocol.True {
+		t.Errorf("stale grant marked reboot-in-progress: %v", n.Annotations)
+	}
+	// Granted in this boot, but paused: held.
+	annotate(t, "fcos-boot", map[string]*string{protocol.RebootBootID: ptr("boot-b"), protocol.RebootPaused: ptr("yes")})
+	time.Sleep(500 * time.Millisecond)
+	if code, _ := zincati(t, base, "pre-reboot", id); code == http.StatusOK {
+		t.Fatal("pre-reboot answered 200 while reboot-paused was set")
+	}
+	annotate(t, "fcos-boot", map[string]*string{protocol.RebootPaused: nil})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _ := zincati(t, base, "pre-reboot", id)
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a grant given in this boot was refused: %d", code)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := getNode(t, "fcos-boot"); n.Annotations[protocol.RebootInProgress] != protocol.True {
+		t.Errorf("granted pre-reboot did not mark reboot-in-progress: %v", n.Annotations)
+	}
+}
