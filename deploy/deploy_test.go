@@ -9,7 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -50,32 +52,73 @@ func can(t *testing.T, c kubernetes.Interface, verb, group, resource, sub, names
 	return r.Status.Allowed
 }
 
-func TestRenderedRBAC(t *testing.T) {
-	ctx := context.Background()
-	cp, err := testenv.StartControlPlane(ctx, t.TempDir(), testenv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cp.Stop()
+// kustomize renders dir (relative to deploy/) with the control plane's kubectl.
+func kustomize(t *testing.T, dir string) string {
+	t.Helper()
 	bin, err := testenv.BinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubectl := filepath.Join(bin, "kubectl")
-	rendered, err := exec.Command(kubectl, "kustomize", ".").Output()
+	out, err := exec.Command(filepath.Join(bin, "kubectl"), "kustomize", dir).CombinedOutput()
 	if err != nil {
-		t.Fatalf("kubectl kustomize deploy/: %v", err)
+		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, out)
 	}
-	for _, want := range []string{"kind: DaemonSet", "kind: Deployment", "image: ghcr.io/slipway-dev/slipway:latest", "/var/run/dbus"} {
-		if !strings.Contains(string(rendered), want) {
+	return string(out)
+}
+
+// shared is the one control plane of this package, with the rendered deploy/ applied; started by the
+// first test that needs it and stopped by TestMain.
+var shared struct {
+	once sync.Once
+	dir  string
+	cp   *testenv.ControlPlane
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.cp != nil {
+		shared.cp.Stop()
+	}
+	if shared.dir != "" {
+		_ = os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
+}
+
+// controlPlane returns the shared control plane with `kubectl kustomize deploy/` applied to it.
+func controlPlane(t *testing.T) *testenv.ControlPlane {
+	t.Helper()
+	rendered := kustomize(t, ".")
+	shared.once.Do(func() {
+		if shared.dir, shared.err = os.MkdirTemp("", "slipway-deploy-"); shared.err != nil {
+			return
+		}
+		if shared.cp, shared.err = testenv.StartControlPlane(context.Background(), shared.dir, testenv.Options{}); shared.err != nil {
+			return
+		}
+		bin, _ := testenv.BinDir()
+		apply := exec.Command(filepath.Join(bin, "kubectl"), "--kubeconfig", shared.cp.Kubeconfig, "apply", "--server-side", "-f", "-")
+		apply.Stdin = strings.NewReader(rendered)
+		if out, err := apply.CombinedOutput(); err != nil {
+			shared.err = fmt.Errorf("kubectl apply: %v\n%s", err, out)
+		}
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.cp
+}
+
+func TestRenderedRBAC(t *testing.T) {
+	ctx := context.Background()
+	rendered := kustomize(t, ".")
+	for _, want := range []string{"kind: DaemonSet", "kind: Deployment", "kind: ValidatingAdmissionPolicy\n", "kind: ValidatingAdmissionPolicyBinding", "/var/run/dbus"} {
+		if !strings.Contains(rendered, want) {
 			t.Errorf("rendered manifests lack %q", want)
 		}
 	}
-	apply := exec.Command(kubectl, "--kubeconfig", cp.Kubeconfig, "apply", "--server-side", "-f", "-")
-	apply.Stdin = strings.NewReader(string(rendered))
-	if out, err := apply.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
+	cp := controlPlane(t)
 	admin := cp.Client()
 	if _, err := testenv.CreateNode(ctx, admin, "node-a", "boot-a", nil); err != nil {
 		t.Fatal(err)
@@ -90,9 +133,13 @@ func TestRenderedRBAC(t *testing.T) {
 	for who, checks := range map[string][]check{
 		"slipway-update-agent": {
 			{"get", "", "nodes", "", "", true}, {"watch", "", "nodes", "", "", true}, {"patch", "", "nodes", "", "", true},
-			{"update", "", "nodes", "status", "", false}, {"delete", "", "nodes", "", "", false},
+			{"update", "", "nodes", "status", "", false}, {"patch", "", "nodes", "status", "", false},
+			{"update", "", "nodes", "", "", false}, {"create", "", "nodes", "", "", false}, {"delete", "", "nodes", "", "", false},
 			{"create", "", "pods", "eviction", "default", false}, {"delete", "", "pods", "", "default", false},
 			{"list", "", "secrets", "", ns, false}, {"update", "coordination.k8s.io", "leases", "", ns, false},
+			{"create", "", "serviceaccounts", "token", ns, false}, {"impersonate", "", "serviceaccounts", "", ns, false},
+			{"delete", "admissionregistration.k8s.io", "validatingadmissionpolicies", "", "", false},
+			{"delete", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", "", "", false},
 		},
 		"slipway-update-operator": {
 			{"list", "", "nodes", "", "", true}, {"patch", "", "nodes", "", "", true},
@@ -101,6 +148,8 @@ func TestRenderedRBAC(t *testing.T) {
 			{"update", "coordination.k8s.io", "leases", "", ns, true}, {"update", "coordination.k8s.io", "leases", "", "default", false},
 			{"delete", "", "pods", "", "default", false}, {"delete", "", "nodes", "", "", false},
 			{"get", "", "secrets", "", ns, false}, {"update", "", "nodes", "status", "", false},
+			{"delete", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", "", "", false},
+			{"create", "", "serviceaccounts", "token", ns, false},
 		},
 	} {
 		c := map[string]kubernetes.Interface{"slipway-update-agent": agent, "slipway-update-operator": operator}[who]
@@ -111,11 +160,8 @@ func TestRenderedRBAC(t *testing.T) {
 		}
 	}
 
-	// And for real: the agent patches its Node; it cannot evict a pod; the operator can.
-	body := []byte(`{"metadata":{"annotations":{"flatcar-linux-update.v1.flatcar-linux.net/reboot-needed":"true"}}}`)
-	if _, err := agent.CoreV1().Nodes().Patch(ctx, "node-a", types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
-		t.Errorf("agent cannot patch its node: %v", err)
-	}
+	// And for real: the agent cannot evict a pod; the operator can. (What the agent may patch, with its
+	// real pod-bound token, is TestAgentPolicy's.)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}, Spec: corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
 	if _, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -133,17 +179,10 @@ func TestRenderedRBAC(t *testing.T) {
 // decoded; the Service must reach a port the operator container declares, and the snippet's base_url
 // must be the Service's address.
 func TestFleetLockOverlay(t *testing.T) {
-	bin, err := testenv.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rendered, err := exec.Command(filepath.Join(bin, "kubectl"), "kustomize", "fleetlock").Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize deploy/fleetlock: %v", err)
-	}
+	rendered := kustomize(t, "fleetlock")
 	var dep appsv1.Deployment
 	var svc corev1.Service
-	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+	for _, doc := range strings.Split(rendered, "\n---\n") {
 		switch {
 		case strings.Contains(doc, "kind: Deployment") && strings.Contains(doc, "name: slipway-update-operator"):
 			if err := yaml.Unmarshal([]byte(doc), &dep); err != nil {
@@ -180,5 +219,155 @@ func TestFleetLockOverlay(t *testing.T) {
 	}
 	if want := fmt.Sprintf(`base_url = "http://%s:%d/"`, svc.Spec.ClusterIP, svc.Spec.Ports[0].Port); !strings.Contains(string(snippet), want) {
 		t.Errorf("butane/snippets/fcos-fleetlock.bu does not point Zincati at the Service (%s)", want)
+	}
+}
+
+// agentDaemonSet decodes the agent DaemonSet from rendered manifests.
+func agentDaemonSet(t *testing.T, rendered string) *appsv1.DaemonSet {
+	t.Helper()
+	for _, doc := range strings.Split(rendered, "\n---\n") {
+		if strings.Contains(doc, "kind: DaemonSet") && strings.Contains(doc, "name: slipway-update-agent") {
+			var ds appsv1.DaemonSet
+			if err := yaml.Unmarshal([]byte(doc), &ds); err != nil {
+				t.Fatal(err)
+			}
+			if len(ds.Spec.Template.Spec.Containers) != 1 {
+				t.Fatalf("agent DaemonSet has %d containers, want 1", len(ds.Spec.Template.Spec.Containers))
+			}
+			return &ds
+		}
+	}
+	t.Fatalf("no agent DaemonSet in:\n%s", rendered)
+	return nil
+}
+
+// hostMounts maps each hostPath the agent container mounts to its mount.
+func hostMounts(ds *appsv1.DaemonSet) map[string]corev1.VolumeMount {
+	paths := map[string]string{}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.HostPath != nil {
+			paths[v.Name] = v.HostPath.Path
+		}
+	}
+	out := map[string]corev1.VolumeMount{}
+	for _, m := range ds.Spec.Template.Spec.Containers[0].VolumeMounts {
+		if p, ok := paths[m.Name]; ok {
+			out[p] = m
+		}
+	}
+	return out
+}
+
+// checkConfined asserts what every variant of the agent DaemonSet keeps: the runtime's seccomp
+// profile, no capabilities, no privilege escalation, a read-only root, no host namespaces, and only
+// read-only host mounts.
+func checkConfined(t *testing.T, ds *appsv1.DaemonSet) {
+	t.Helper()
+	pod := ds.Spec.Template.Spec
+	c := pod.Containers[0]
+	seccomp := pod.SecurityContext != nil && pod.SecurityContext.SeccompProfile != nil &&
+		pod.SecurityContext.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault
+	if c.SecurityContext != nil && c.SecurityContext.SeccompProfile != nil {
+		seccomp = c.SecurityContext.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault
+	}
+	if !seccomp {
+		t.Error("the agent does not run under the RuntimeDefault seccomp profile")
+	}
+	sc := c.SecurityContext
+	if sc == nil {
+		t.Fatal("the agent container has no securityContext")
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Error("the agent's root filesystem is not read-only")
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Error("the agent allows privilege escalation")
+	}
+	if sc.Privileged != nil && *sc.Privileged {
+		t.Error("the agent is privileged")
+	}
+	if sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || len(sc.Capabilities.Add) != 0 {
+		t.Errorf("the agent's capabilities are %+v, want drop [ALL] and nothing added", sc.Capabilities)
+	}
+	if pod.HostPID || pod.HostNetwork || pod.HostIPC {
+		t.Error("the agent shares a host namespace")
+	}
+	for path, m := range hostMounts(ds) {
+		if !m.ReadOnly {
+			t.Errorf("host %s is mounted writable at %s", path, m.MountPath)
+		}
+	}
+}
+
+// The default agent DaemonSet: confined as far as a root D-Bus client can be, the system bus socket's
+// directory mounted, no host /run, and the reboot-required file off.
+func TestAgentDaemonSet(t *testing.T) {
+	ds := agentDaemonSet(t, kustomize(t, "."))
+	checkConfined(t, ds)
+	mounts := hostMounts(ds)
+	for path := range mounts {
+		if path == "/run" || path == "/var/run" || path == "/" {
+			t.Errorf("the default agent mounts host %s", path)
+		}
+	}
+	if m, ok := mounts["/var/run/dbus"]; !ok || m.MountPath != "/var/run/dbus" {
+		t.Errorf("the system bus socket's directory is not mounted at /var/run/dbus: %v", mounts)
+	}
+	args := ds.Spec.Template.Spec.Containers[0].Args
+	if !slices.Contains(args, "--reboot-required-file=") {
+		t.Errorf("agent args %v do not disable --reboot-required-file (no /run is mounted)", args)
+	}
+}
+
+// deploy/reboot-required-file/ as a component of deploy/ and of deploy/fleetlock/: host /run mounted
+// read-only, the flag pointing into it, and everything else as confined as before.
+func TestRebootRequiredFileComponent(t *testing.T) {
+	for _, base := range []string{".", "fleetlock"} {
+		t.Run(base, func(t *testing.T) {
+			dir := t.TempDir()
+			abs, err := filepath.Abs(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			comp, _ := filepath.Abs("reboot-required-file")
+			relBase, _ := filepath.Rel(dir, abs)
+			relComp, _ := filepath.Rel(dir, comp)
+			k := fmt.Sprintf("resources: [%s]\ncomponents: [%s]\n", relBase, relComp)
+			if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ds := agentDaemonSet(t, kustomize(t, dir))
+			checkConfined(t, ds)
+			m, ok := hostMounts(ds)["/run"]
+			if !ok || m.MountPath != "/host/run" || !m.ReadOnly {
+				t.Errorf("host /run is not mounted read-only at /host/run: %+v", hostMounts(ds))
+			}
+			args := ds.Spec.Template.Spec.Containers[0].Args
+			if !slices.Contains(args, "--reboot-required-file=/host/run/reboot-required") || slices.Contains(args, "--reboot-required-file=") {
+				t.Errorf("agent args %v do not point --reboot-required-file into the mounted /run", args)
+			}
+		})
+	}
+}
+
+// Every image the shipped kustomizations render is pinned to a version: `:latest` or no tag would make
+// a restarted pod run whatever was pushed last.
+func TestImagesPinned(t *testing.T) {
+	image := regexp.MustCompile(`(?m)^\s*(?:-\s+)?image:\s*"?([^"\s]+)`)
+	for _, dir := range []string{".", "fleetlock"} {
+		found := image.FindAllStringSubmatch(kustomize(t, dir), -1)
+		if len(found) == 0 {
+			t.Errorf("%s renders no image at all", dir)
+		}
+		for _, m := range found {
+			ref := m[1]
+			if strings.Contains(ref, "@sha256:") {
+				continue
+			}
+			name, tag, ok := strings.Cut(ref[strings.LastIndex(ref, "/")+1:], ":")
+			if !ok || tag == "" || tag == "latest" {
+				t.Errorf("%s renders image %q (%s): pin a version tag, not latest or none", dir, ref, name)
+			}
+		}
 	}
 }

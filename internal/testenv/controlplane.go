@@ -36,6 +36,8 @@ type ControlPlane struct {
 	Port       int    // the apiserver's port on 127.0.0.1
 	CAFile     string // cluster CA (ForKubelets only)
 	procs      []*exec.Cmd
+	bin        string   // directory of the binaries
+	apiArgs    []string // kube-apiserver's command line, for RestartAPIServer
 }
 
 // Options select what to start.
@@ -119,7 +121,7 @@ func StartControlPlane(ctx context.Context, dir string, opt Options) (*ControlPl
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	cp := &ControlPlane{Dir: dir, Token: "slipway-admin-token"}
+	cp := &ControlPlane{Dir: dir, Token: "slipway-admin-token", bin: bin}
 	ok := false
 	defer func() {
 		if !ok {
@@ -192,6 +194,7 @@ func StartControlPlane(ctx context.Context, dir string, opt Options) (*ControlPl
 		args = append(args, "--cert-dir="+filepath.Join(dir, "apiserver-certs"),
 			"--authorization-mode=RBAC", "--disable-admission-plugins=ServiceAccount")
 	}
+	cp.apiArgs = args
 	if err := cp.start(filepath.Join(bin, "kube-apiserver"), "kube-apiserver", args...); err != nil {
 		return nil, err
 	}
@@ -257,7 +260,8 @@ func (cp *ControlPlane) start(bin, name string, args ...string) error {
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("%s missing (%v): run hack/build-controlplane.sh", name, err)
 	}
-	logFile, err := os.Create(filepath.Join(cp.Dir, name+".log"))
+	// Appended to: a restarted component (RestartAPIServer) keeps its earlier log.
+	logFile, err := os.OpenFile(filepath.Join(cp.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -295,6 +299,44 @@ func (cp *ControlPlane) waitReady(ctx context.Context, timeout time.Duration) er
 		}
 	}
 	return fmt.Errorf("kube-apiserver not ready after %s (last: %s); see %s", timeout, last, filepath.Join(cp.Dir, "kube-apiserver.log"))
+}
+
+// RestartAPIServer kills kube-apiserver (SIGKILL, as a crash) and starts it again on the same port with
+// the same flags and the same etcd, then waits for /readyz. Clients keep their URL and reconnect; what
+// they were watching they must resume or list again.
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
+	var old *exec.Cmd
+	for _, c := range cp.procs {
+		if filepath.Base(c.Path) == "kube-apiserver" {
+			old = c
+		}
+	}
+	if old == nil || cp.apiArgs == nil {
+		return fmt.Errorf("no kube-apiserver to restart")
+	}
+	_ = old.Process.Kill()
+	// Its port is free once the process is gone (start's goroutine reaps it).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if err := old.Process.Signal(syscall.Signal(0)); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kube-apiserver (pid %d) did not exit", old.Process.Pid)
+		}
+		if err := WaitCtx(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	for i, c := range cp.procs {
+		if c == old {
+			cp.procs = append(cp.procs[:i], cp.procs[i+1:]...)
+			break
+		}
+	}
+	if err := cp.start(filepath.Join(cp.bin, "kube-apiserver"), "kube-apiserver", cp.apiArgs...); err != nil {
+		return err
+	}
+	return cp.waitReady(ctx, 60*time.Second)
 }
 
 // RestConfig is an admin client config.
