@@ -1,0 +1,152 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// operators keeps a fixed number of real update-operator processes running, as a Deployment would:
+// one that exits (killed by the scenario, or gone on its own after losing its lease) is replaced by a
+// new process with a new identity. Each process logs to its own file.
+type operators struct {
+	bin, logDir string
+	args        []string
+
+	mu      sync.Mutex
+	next    int
+	running map[string]*exec.Cmd
+	killed  map[string]bool
+	exits   []string // exits the scenario did not cause: "op-3 (exit status 1)"
+	fatal   error    // a process refused its flags: no point in restarting it
+	wg      sync.WaitGroup
+}
+
+func newOperators(bin, logDir string, args []string) *operators {
+	return &operators{bin: bin, logDir: logDir, args: args, running: map[string]*exec.Cmd{}, killed: map[string]bool{}}
+}
+
+// run starts replicas slots; each keeps one process alive until ctx ends.
+func (o *operators) run(ctx context.Context, replicas int) {
+	for i := 0; i < replicas; i++ {
+		o.wg.Add(1)
+		go o.slot(ctx)
+	}
+}
+
+func (o *operators) slot(ctx context.Context) {
+	defer o.wg.Done()
+	for ctx.Err() == nil {
+		id, cmd, logFile, err := o.start()
+		if err != nil {
+			o.setFatal(err)
+			return
+		}
+		started := time.Now()
+		err = cmd.Wait()
+		logFile.Close()
+		o.mu.Lock()
+		delete(o.running, id)
+		ours := o.killed[id]
+		o.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		if !ours {
+			code := -1
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			if code == 2 && time.Since(started) < 5*time.Second {
+				o.setFatal(fmt.Errorf("update-operator %s refused its command line (exit 2): %s", id, tail(filepath.Join(o.logDir, id+".log"))))
+				return
+			}
+			o.mu.Lock()
+			o.exits = append(o.exits, fmt.Sprintf("%s (%v)", id, err))
+			o.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func (o *operators) setFatal(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.fatal == nil {
+		o.fatal = err
+	}
+}
+
+func (o *operators) start() (string, *exec.Cmd, *os.File, error) {
+	o.mu.Lock()
+	o.next++
+	id := fmt.Sprintf("op-%d", o.next)
+	o.mu.Unlock()
+	logFile, err := os.Create(filepath.Join(o.logDir, id+".log"))
+	if err != nil {
+		return "", nil, nil, err
+	}
+	cmd := exec.Command(o.bin, append(append([]string{}, o.args...), "--identity="+id)...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return "", nil, nil, fmt.Errorf("starting update-operator: %w", err)
+	}
+	o.mu.Lock()
+	o.running[id] = cmd
+	o.mu.Unlock()
+	return id, cmd, logFile, nil
+}
+
+// kill SIGKILLs the process with identity id (no lease release, as a crash or a node loss would).
+func (o *operators) kill(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	cmd := o.running[id]
+	if cmd == nil {
+		return false
+	}
+	o.killed[id] = true
+	return cmd.Process.Kill() == nil
+}
+
+// stop kills every process and waits for the slots to end (ctx must be cancelled first).
+func (o *operators) stop() {
+	o.mu.Lock()
+	for id, cmd := range o.running {
+		o.killed[id] = true
+		_ = cmd.Process.Kill()
+	}
+	o.mu.Unlock()
+	o.wg.Wait()
+}
+
+func (o *operators) status() (started int, unexpected []string, fatal error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.next, append([]string(nil), o.exits...), o.fatal
+}
+
+// tail is the last lines of a log file, for error messages.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return strings.Join(lines, " | ")
+}
