@@ -9,7 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/simnode"
@@ -246,5 +248,58 @@ func TestNoisyWarningDoesNotStarveOthers(t *testing.T) {
 	}
 	if total != 1 {
 		t.Errorf("MalformedAnnotation recorded %d times for one unchanged value, want 1", total)
+	}
+}
+
+// Why 4, the other stalls on the real API server: a drain a PDB keeps failing, a node paused in the
+// middle of its cycle, and a node back in a new boot whose agent never reported in it (e.g. its image
+// could not be pulled). Each gets its reason, a Stalled Event, and loses the annotation when it moves on.
+func TestStallReasons(t *testing.T) {
+	cleanNodes(t)
+	ctx := context.Background()
+	for _, n := range []string{"st-drain", "st-paused", "st-silent"} {
+		if _, err := testenv.CreateNode(ctx, client, n, "boot-a", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	workload(t, "stall", "db", "st-drain", 1)
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "stall"},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr(intstr.FromInt32(1)),
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+		},
+	}
+	if _, err := client.PolicyV1().PodDisruptionBudgets("stall").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// st-silent has an agent that reported in boot-a.
+	annotate(t, "st-silent", map[string]*string{protocol.BootID: ptr("boot-a")})
+	startOperator(t, opOptions{max: "3", drainTO: time.Second, retryBase: 300 * time.Millisecond, rebootTimeout: 2 * time.Second})
+	for _, n := range []string{"st-drain", "st-paused", "st-silent"} {
+		annotate(t, n, map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	}
+	waitNode(t, "st-paused", 30*time.Second, "granted", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })
+	annotate(t, "st-paused", map[string]*string{protocol.RebootPaused: ptr(protocol.True)})
+	waitNode(t, "st-silent", 30*time.Second, "granted", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })
+	// st-silent reboots: the kubelet reports boot-b; its agent never comes back to say so.
+	annotate(t, "st-silent", map[string]*string{protocol.RebootInProgress: ptr(protocol.True)})
+	if _, err := testenv.SetNodeStatus(ctx, client, "st-silent", "boot-b", true); err != nil {
+		t.Fatal(err)
+	}
+	for node, reason := range map[string]string{"st-drain": operator.StallDrainFailing, "st-paused": operator.StallPaused, "st-silent": operator.StallAgentSilent} {
+		n := waitNode(t, node, 30*time.Second, "stalled", func(n *corev1.Node) bool { return n.Annotations[protocol.Stalled] != "" })
+		if got := n.Annotations[protocol.Stalled]; got != reason {
+			t.Errorf("%s: stalled %q, want %q", node, got, reason)
+		}
+		if !waitEvent(t, node, "Stalled") {
+			t.Errorf("%s: no Stalled event", node)
+		}
+	}
+	// Moving on clears it: the agent reports in the new boot and the cycle finishes.
+	annotate(t, "st-silent", map[string]*string{protocol.BootID: ptr("boot-b"), protocol.RebootInProgress: ptr(protocol.False), protocol.RebootNeeded: ptr(protocol.False)})
+	n := waitNode(t, "st-silent", 30*time.Second, "cycle finished", finished)
+	if _, ok := n.Annotations[protocol.Stalled]; ok {
+		t.Errorf("stalled annotation left after the cycle finished: %v", n.Annotations)
 	}
 }
