@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -212,6 +213,48 @@ func TestFleetLockOverlay(t *testing.T) {
 		if dep.Spec.Template.Labels[k] != v {
 			t.Errorf("Service selector %s=%s does not select the operator pods", k, v)
 		}
+	}
+	// The NetworkPolicy: FleetLock's port only from node addresses, probes and metrics from anywhere,
+	// both ports named as the operator container names them; and the API server takes it.
+	var np networkingv1.NetworkPolicy
+	for _, doc := range strings.Split(rendered, "\n---\n") {
+		if strings.Contains(doc, "kind: NetworkPolicy") {
+			if err := yaml.Unmarshal([]byte(doc), &np); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for k, v := range np.Spec.PodSelector.MatchLabels {
+		if dep.Spec.Template.Labels[k] != v {
+			t.Errorf("NetworkPolicy selector %s=%s does not select the operator pods", k, v)
+		}
+	}
+	declared := map[string]bool{}
+	for _, p := range c.Ports {
+		declared[p.Name] = true
+	}
+	open := map[string]bool{}
+	for _, rule := range np.Spec.Ingress {
+		for _, p := range rule.Ports {
+			if !declared[p.Port.StrVal] {
+				t.Errorf("NetworkPolicy port %q is not a port of the operator container %v", p.Port.StrVal, c.Ports)
+			}
+			switch p.Port.StrVal {
+			case "fleetlock":
+				if len(rule.From) == 0 || rule.From[0].IPBlock == nil {
+					t.Errorf("FleetLock's port is open to everyone: %+v", rule)
+				}
+			case "http":
+				open["http"] = len(rule.From) == 0
+			}
+		}
+	}
+	if !open["http"] {
+		t.Error("the NetworkPolicy must leave /healthz, /readyz and /metrics reachable")
+	}
+	cp := controlPlane(t)
+	if _, err := cp.Client().NetworkingV1().NetworkPolicies(np.Namespace).Create(context.Background(), &np, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("the API server refuses the NetworkPolicy: %v", err)
 	}
 	snippet, err := os.ReadFile("../butane/snippets/fcos-fleetlock.bu")
 	if err != nil {

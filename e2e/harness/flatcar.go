@@ -192,7 +192,10 @@ func serveFiles(dir string) (port int, stop func(), err error) {
 		return 0, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	httpserve.Serve(ctx, l, http.FileServer(http.Dir(dir)), klog.Background().WithName("flatcar-files"))
+	// Whole OS images over slow emulated NICs: no write timeout.
+	limits := httpserve.DefaultLimits
+	limits.WriteTimeout = 0
+	httpserve.ServeWith(ctx, l, http.FileServer(http.Dir(dir)), klog.Background().WithName("flatcar-files"), limits)
 	return l.Addr().(*net.TCPAddr).Port, cancel, nil
 }
 

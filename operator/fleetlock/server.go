@@ -38,11 +38,14 @@ const (
 	KindNotEnrolled = "not_enrolled"   // the Node lacks the update.slipway.dev/fleetlock=true label
 	KindWaiting     = "reboot_pending" // asked; the operator has not granted it yet (budget, window, hooks, drain)
 	KindInternal    = "internal_error" // the API server failed us; retry
+	KindOK          = "ok"             // the body of a 200
 )
 
 var (
-	idPattern    = regexp.MustCompile(`^[0-9a-fA-F-]{32,36}$`)
-	groupPattern = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]{0,62}$`)
+	idPattern = regexp.MustCompile(`^[0-9a-fA-F-]{32,36}$`)
+	// groupPattern is the protocol's own definition of a group, exactly: no length limit (the body's
+	// 64 KiB bounds it), dots and dashes anywhere, no underscore.
+	groupPattern = regexp.MustCompile(`^[a-zA-Z0-9.-]+$`)
 )
 
 type request struct {
@@ -82,7 +85,9 @@ func serve(w http.ResponseWriter, r *http.Request, log klog.Logger, op string, d
 	switch {
 	case err == nil:
 		log.V(1).Info("FleetLock", "op", op, "id", id, "group", group, "result", "ok")
-		w.WriteHeader(http.StatusOK)
+		// The protocol only asks for 200. A body in the error replies' shape costs nothing and suits
+		// clients that decode every reply.
+		reply(w, &Error{Status: http.StatusOK, Kind: KindOK, Value: op + ": ok"})
 		return
 	case !errors.As(err, &fe):
 		log.Error(err, "FleetLock request failed", "op", op, "id", id)
@@ -127,7 +132,7 @@ func parse(r *http.Request) (id, group string, err error) {
 		return "", "", bad("client_params.id %q is not a 128-bit hex node id", id)
 	}
 	if !groupPattern.MatchString(group) {
-		return "", "", bad("client_params.group %q is empty or not a simple name", group)
+		return "", "", bad("client_params.group %q does not match the protocol's ^[a-zA-Z0-9.-]+$", group)
 	}
 	return normalize(id), group, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -39,10 +40,8 @@ func do(t *testing.T, h http.Handler, method, path, body string, header bool) (i
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	var reply map[string]string
-	if rec.Code != http.StatusOK {
-		if err := json.Unmarshal(rec.Body.Bytes(), &reply); err != nil {
-			t.Fatalf("error reply is not FleetLock JSON: %q", rec.Body.String())
-		}
+	if err := json.Unmarshal(rec.Body.Bytes(), &reply); err != nil {
+		t.Fatalf("reply (%d) is not FleetLock JSON: %q", rec.Code, rec.Body.String())
 	}
 	return rec.Code, reply
 }
@@ -57,9 +56,9 @@ func TestHandler(t *testing.T) {
 		kind                     string
 		call                     string
 	}{
-		{"pre-reboot granted", "POST", "/v1/pre-reboot", zincatiBody, true, fakeBackend{granted: true}, 200, "", "pre-reboot 975228d46dc94622b9bbe16671e2b58d default"},
+		{"pre-reboot granted", "POST", "/v1/pre-reboot", zincatiBody, true, fakeBackend{granted: true}, 200, KindOK, "pre-reboot 975228d46dc94622b9bbe16671e2b58d default"},
 		{"pre-reboot waiting", "POST", "/v1/pre-reboot", zincatiBody, true, fakeBackend{}, 409, KindWaiting, "pre-reboot 975228d46dc94622b9bbe16671e2b58d default"},
-		{"steady-state", "POST", "/v1/steady-state", zincatiBody, true, fakeBackend{}, 200, "", "steady-state 975228d46dc94622b9bbe16671e2b58d default"},
+		{"steady-state", "POST", "/v1/steady-state", zincatiBody, true, fakeBackend{}, 200, KindOK, "steady-state 975228d46dc94622b9bbe16671e2b58d default"},
 		{"backend says unknown node", "POST", "/v1/steady-state", zincatiBody, true, fakeBackend{err: &Error{Status: 404, Kind: KindUnknownNode, Value: "x"}}, 404, KindUnknownNode, "steady-state 975228d46dc94622b9bbe16671e2b58d default"},
 		{"backend fails", "POST", "/v1/pre-reboot", zincatiBody, true, fakeBackend{err: errors.New("apiserver down")}, 500, KindInternal, "pre-reboot 975228d46dc94622b9bbe16671e2b58d default"},
 		{"GET", "GET", "/v1/pre-reboot", "", true, fakeBackend{}, 405, KindBadRequest, ""},
@@ -78,8 +77,8 @@ func TestHandler(t *testing.T) {
 			if status != c.status || reply["kind"] != c.kind {
 				t.Errorf("got %d %v, want %d %q", status, reply, c.status, c.kind)
 			}
-			if status != 200 && reply["value"] == "" {
-				t.Error("error reply without a value saying why")
+			if reply["value"] == "" {
+				t.Error("reply without a value saying why")
 			}
 			want := []string{}
 			if c.call != "" {
@@ -89,5 +88,48 @@ func TestHandler(t *testing.T) {
 				t.Errorf("backend calls %q, want %q", b.calls, want)
 			}
 		})
+	}
+}
+
+// The group is exactly the protocol's ^[a-zA-Z0-9.-]+$: what it allows is accepted, whatever its
+// length or first character; what it does not (underscore, empty, other characters) is refused.
+func TestGroupIsTheSpecsRegexp(t *testing.T) {
+	body := func(group string) string {
+		return `{"client_params":{"id":"975228d46dc94622b9bbe16671e2b58d","group":` + strconv.Quote(group) + `}}`
+	}
+	for _, g := range []string{"default", "workers", ".hidden", "-dash", "a.b-c", "...", "---", strings.Repeat("a", 64), strings.Repeat("Z9.-", 100), "0"} {
+		b := fakeBackend{granted: true}
+		if status, reply := do(t, Handler(&b, klog.Background()), "POST", "/v1/pre-reboot", body(g), true); status != 200 {
+			t.Errorf("group %q (spec-valid) refused: %d %v", g, status, reply)
+		}
+	}
+	for _, g := range []string{"", "a_b", "_", "a b", "a/b", "gr\u00fcn", "a\nb", "*"} {
+		b := fakeBackend{granted: true}
+		if status, _ := do(t, Handler(&b, klog.Background()), "POST", "/v1/pre-reboot", body(g), true); status != 400 || len(b.calls) != 0 {
+			t.Errorf("group %q (not spec-valid) got %d, backend calls %v", g, status, b.calls)
+		}
+	}
+}
+
+// Requests exactly as real clients send them: Zincati (pretty-printed JSON, no Content-Type) and the
+// protocol document's curl -d example (Content-Type application/x-www-form-urlencoded).
+func TestRealClientRequests(t *testing.T) {
+	zincati := "{\n  \"client_params\": {\n    \"group\": \"default\",\n    \"id\": \"c988d2509fdf4cdcbed39037c56406fb\"\n  }\n}"
+	for name, contentType := range map[string]string{"Zincati": "", "curl -d": "application/x-www-form-urlencoded"} {
+		b := fakeBackend{granted: true}
+		req := httptest.NewRequest("POST", "/v1/pre-reboot", strings.NewReader(zincati))
+		req.Header.Set("fleet-lock-protocol", "true")
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		rec := httptest.NewRecorder()
+		Handler(&b, klog.Background()).ServeHTTP(rec, req)
+		if rec.Code != 200 || strings.Join(b.calls, ";") != "pre-reboot c988d2509fdf4cdcbed39037c56406fb default" {
+			t.Errorf("%s: %d %q, calls %v", name, rec.Code, rec.Body.String(), b.calls)
+		}
+		var reply map[string]string
+		if err := json.Unmarshal(rec.Body.Bytes(), &reply); err != nil || reply["kind"] != KindOK {
+			t.Errorf("%s: 200 body %q is not {kind: ok}", name, rec.Body.String())
+		}
 	}
 }
