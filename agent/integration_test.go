@@ -223,6 +223,9 @@ func TestAgentBadInput(t *testing.T) {
 	if err := sn.RestartAgent(); err != nil {
 		t.Fatal(err)
 	}
+	// Granted as Slipway's operator grants: naming this boot (a restarted agent that never saw
+	// reboot-ok false takes no other grant, see TestAgentRestartNeverReusesStaleGrant).
+	setAnnotation(t, "agent-2", protocol.RebootBootID, sn.BootID())
 	setAnnotation(t, "agent-2", protocol.RebootOK, protocol.True)
 	n := waitNode(t, "agent-2", "rebooted", func(n *corev1.Node) bool { return n.Annotations[protocol.BootID] == "agent-2-boot-1" })
 	if n.Labels[protocol.ID] != "flatcar" || n.Labels[protocol.Group] != "stable" {
