@@ -57,12 +57,20 @@ type Candidate struct {
 	// Unavailable: the node already counts against the budget (NotReady or cordoned), so admitting
 	// it costs nothing.
 	Unavailable bool
+	// Pools the node counts in besides the global one (its group, the control plane).
+	Pools []string
+	// Rank orders candidates before everything else: lower goes first (e.g. workers before the
+	// control plane).
+	Rank int
 }
 
-// Order sorts candidates in the documented admission order: nodes that are already unavailable
-// first (rebooting them does not reduce capacity further), then by name.
+// Order sorts candidates in the documented admission order: by Rank, then nodes that are already
+// unavailable first (rebooting them does not reduce capacity further), then by name.
 func Order(c []Candidate) {
 	sort.SliceStable(c, func(i, j int) bool {
+		if c[i].Rank != c[j].Rank {
+			return c[i].Rank < c[j].Rank
+		}
 		if c[i].Unavailable != c[j].Unavailable {
 			return c[i].Unavailable
 		}
@@ -70,9 +78,27 @@ func Order(c []Candidate) {
 	})
 }
 
+// Pool is one budget: at most Limit of its nodes may count against it; Used do now.
+type Pool struct{ Limit, Used int }
+
+// Global is the key of the pool every node is in (--max-unavailable).
+const Global = ""
+
 // Admit returns the candidates (in Order) that may start now: each one admitted keeps the number of
 // unavailable nodes at or below limit. unavailable is how many nodes count against the budget already.
 func Admit(limit, unavailable int, candidates []Candidate) []string {
+	return AdmitPools(map[string]Pool{Global: {Limit: limit, Used: unavailable}}, candidates, nil)
+}
+
+// AdmitPools returns the candidates (in Order) that may start now: each one admitted keeps every pool
+// it is in -- the global one and its Pools -- at or below its limit. A pool a candidate names that is
+// not in pools does not limit it. skip, if not nil, is asked about each candidate the budget would
+// admit, in order; a skipped candidate is not admitted and uses nothing (a blocker holds it).
+func AdmitPools(pools map[string]Pool, candidates []Candidate, skip func(name string) bool) []string {
+	used := make(map[string]int, len(pools))
+	for k, p := range pools {
+		used[k] = p.Used
+	}
 	c := append([]Candidate(nil), candidates...)
 	Order(c)
 	var out []string
@@ -81,10 +107,21 @@ func Admit(limit, unavailable int, candidates []Candidate) []string {
 		if x.Unavailable {
 			cost = 0
 		}
-		if unavailable+cost > limit {
+		in := append([]string{Global}, x.Pools...)
+		fits := true
+		for _, k := range in {
+			if p, ok := pools[k]; ok && used[k]+cost > p.Limit {
+				fits = false
+			}
+		}
+		if !fits || (skip != nil && skip(x.Name)) {
 			continue
 		}
-		unavailable += cost
+		for _, k := range in {
+			if _, ok := pools[k]; ok {
+				used[k] += cost
+			}
+		}
 		out = append(out, x.Name)
 	}
 	return out

@@ -76,3 +76,83 @@ func TestAdmitNeverExceeds(t *testing.T) {
 		}
 	}
 }
+
+// Known answers for pools: two zones with a budget of 1 each and a global budget of 2.
+func TestAdmitPools(t *testing.T) {
+	z := func(name, zone string, unavail bool) Candidate {
+		return Candidate{Name: name, Pools: []string{"group/" + zone}, Unavailable: unavail}
+	}
+	pools := func(global, a, b, usedA, usedB int) map[string]Pool {
+		return map[string]Pool{Global: {Limit: global, Used: usedA + usedB}, "group/a": {Limit: a, Used: usedA}, "group/b": {Limit: b, Used: usedB}}
+	}
+	cases := []struct {
+		name  string
+		pools map[string]Pool
+		cands []Candidate
+		skip  string
+		want  []string
+	}{
+		{"one per zone at once", pools(2, 1, 1, 0, 0), []Candidate{z("a1", "a", false), z("a2", "a", false), z("b1", "b", false)}, "", []string{"a1", "b1"}},
+		{"global limit binds first", pools(1, 1, 1, 0, 0), []Candidate{z("a1", "a", false), z("b1", "b", false)}, "", []string{"a1"}},
+		{"a NotReady node holds its zone only", pools(2, 1, 1, 1, 0), []Candidate{z("a1", "a", false), z("b1", "b", false)}, "", []string{"b1"}},
+		{"already unavailable in a full zone costs nothing", pools(3, 1, 1, 1, 0), []Candidate{z("a0", "a", true), z("a1", "a", false)}, "", []string{"a0"}},
+		{"a skipped node leaves its slot to the next", pools(2, 2, 1, 0, 0), []Candidate{z("a1", "a", false), z("a2", "a", false), z("a3", "a", false)}, "a1", []string{"a2", "a3"}},
+		{"rank before everything", pools(1, 1, 1, 0, 0), []Candidate{z("a1", "a", false), {Name: "cp", Pools: []string{"control-plane"}, Rank: -1}}, "", []string{"cp"}},
+		{"unknown pool does not limit", map[string]Pool{Global: {Limit: 2}}, []Candidate{z("a1", "a", false), z("a2", "a", false)}, "", []string{"a1", "a2"}},
+	}
+	for _, k := range cases {
+		var skip func(string) bool
+		if k.skip != "" {
+			skip = func(n string) bool { return n == k.skip }
+		}
+		if got := AdmitPools(k.pools, k.cands, skip); !reflect.DeepEqual(got, k.want) {
+			t.Errorf("%s: got %v, want %v", k.name, got, k.want)
+		}
+	}
+}
+
+// For every mix of zones, availability and limits, no pool ends above its limit.
+func TestAdmitPoolsNeverExceeds(t *testing.T) {
+	for mask := 0; mask < 1<<6; mask++ {
+		for zones := 0; zones < 1<<6; zones++ {
+			for _, lim := range [][3]int{{1, 1, 1}, {2, 1, 1}, {3, 2, 1}, {4, 1, 2}} {
+				pools := map[string]Pool{Global: {Limit: lim[0]}, "a": {Limit: lim[1]}, "b": {Limit: lim[2]}}
+				var cands []Candidate
+				for i := 0; i < 6; i++ {
+					zone := "a"
+					if zones&(1<<i) != 0 {
+						zone = "b"
+					}
+					cands = append(cands, Candidate{Name: string(rune('a' + i)), Pools: []string{zone}, Unavailable: mask&(1<<i) != 0})
+				}
+				// Already-unavailable candidates count in their pools to begin with.
+				for _, c := range cands {
+					if c.Unavailable {
+						for _, k := range []string{Global, c.Pools[0]} {
+							p := pools[k]
+							p.Used++
+							pools[k] = p
+						}
+					}
+				}
+				after := map[string]int{}
+				for k, p := range pools {
+					after[k] = p.Used
+				}
+				admitted := AdmitPools(pools, cands, nil)
+				for _, a := range admitted {
+					c := cands[a[0]-'a']
+					if !c.Unavailable {
+						after[Global]++
+						after[c.Pools[0]]++
+					}
+				}
+				for k, p := range pools {
+					if after[k] > p.Limit && after[k] > p.Used {
+						t.Fatalf("mask %b zones %b limits %v: admitted %v, pool %q at %d > %d", mask, zones, lim, admitted, k, after[k], p.Limit)
+					}
+				}
+			}
+		}
+	}
+}
