@@ -86,6 +86,14 @@ const (
 	// slipway_operator_stalled_nodes{reason} say the same.
 	Stalled = SlipwayPrefix + "stalled"
 
+	// BlockedBy — operator: why a waiting node is not admitted yet, "<kind>: <detail>" (budget, window,
+	// paused, order, or a blocker's name); removed when it is admitted. Written when the reason changes.
+	BlockedBy = SlipwayPrefix + "blocked-by"
+
+	// FleetLockGroup — FleetLock server: the group Zincati asked in; the node's budget group unless
+	// it carries the operator's --group-label.
+	FleetLockGroup = SlipwayPrefix + "fleetlock-group"
+
 	// FleetLockID — FleetLock server: the Zincati id of a node without an agent whose reboots
 	// FleetLock requests drive. For such nodes the FleetLock server writes what the agent would:
 	// reboot-needed when Zincati asks (pre-reboot), reboot-in-progress when it is let go, and both back
@@ -136,6 +144,8 @@ var Owners = map[string]Writer{
 	AdmittedBy:             WriterOperator,
 	CycleStarted:           WriterOperator,
 	Stalled:                WriterOperator,
+	BlockedBy:              WriterOperator,
+	FleetLockGroup:         WriterFleetLock,
 	FleetLockID:            WriterFleetLock,
 	FleetLockEnrolled:      WriterAdmin,
 	RebootPaused:           WriterAdmin,
