@@ -5,9 +5,9 @@ export CGO_ENABLED ?= 0
 
 .PHONY: build test lint deps controlplane demo bench chaos render image clean e2e e2e-deps cluster cluster-down butane flatcar-image terraform-deps
 
-## build: the two binaries into bin/, version-stamped
+## build: the binaries into bin/ (update-agent, update-operator, kubectl-slipway), version-stamped
 build:
-	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./agent/cmd/update-agent ./operator/cmd/update-operator
+	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./agent/cmd/update-agent ./operator/cmd/update-operator ./operator/cmd/kubectl-slipway
 
 ## deps: apt packages the tests need (dbus-daemon)
 deps:
