@@ -11,6 +11,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -52,10 +53,16 @@ type Config struct {
 	NeverBack       bool          // one machine does not come back from its next reboot
 	PDBBlock        time.Duration // a PDB blocks the drain of two nodes this long, then is relaxed
 	RebootTimeout   time.Duration // the operators' --reboot-timeout (marks the lost machine stalled)
-	SettleTimeout   time.Duration // after the target: how long everything may take to settle
-	ProgressEvery   time.Duration
-	Seed            uint64
-	Out             io.Writer // progress lines (nil: none)
+	// OperatorMaxUnavailable, if set, is the operators' --max-unavailable instead of MaxUnavailable
+	// (the checker keeps MaxUnavailable): a deliberately wrong operator, to see the checker catch it.
+	OperatorMaxUnavailable int
+	// OperatorArgs are appended to the operators' command line (a flag given again wins), e.g. to run a
+	// deliberately unsafe drain policy and see the checker catch it.
+	OperatorArgs  []string
+	SettleTimeout time.Duration // after the target: how long everything may take to settle
+	ProgressEvery time.Duration
+	Seed          uint64
+	Out           io.Writer // progress lines (nil: none)
 	// Dir is the scratch directory (logs of every component). Empty: a new temporary one, removed
 	// after a clean run unless Keep.
 	Dir  string
@@ -260,7 +267,8 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	testenv.PodKubelet(runCtx, r.client)
 
 	// The referee watches before anything happens.
-	r.check = invariant.New(cfg.MaxUnavailable)
+	r.check = invariant.NewAt(cfg.MaxUnavailable, time.Now)
+	r.check.Since(r.start) // violations carry the same clock as the progress lines
 	select {
 	case <-r.check.Watch(runCtx, r.client, Namespace):
 	case <-time.After(30 * time.Second):
@@ -324,11 +332,12 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 
 	args := []string{"--kubeconfig=" + cp.Kubeconfig, "--namespace=slipway-system",
 		"--lease-duration=4s", "--renew-deadline=3s", "--retry-period=500ms", "--http-address=127.0.0.1:0",
-		fmt.Sprintf("--max-unavailable=%d", cfg.MaxUnavailable),
+		fmt.Sprintf("--max-unavailable=%d", cmp.Or(cfg.OperatorMaxUnavailable, cfg.MaxUnavailable)),
 		"--drain-timeout=30s", "--drain-retry-base=1s", "--drain-retry-max=4s"}
 	if r.stalled {
 		args = append(args, fmt.Sprintf("--reboot-timeout=%s", cfg.RebootTimeout))
 	}
+	args = append(args, cfg.OperatorArgs...)
 	r.ops = newOperators(bin, logDir, args)
 	opCtx, stopOps := context.WithCancel(runCtx)
 	r.ops.run(opCtx, 2)
@@ -395,15 +404,21 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 	r.progress()
 	r.say("%s; letting every node settle (up to %s)", reason, cfg.SettleTimeout)
-	settleBy := time.Now().Add(cfg.SettleTimeout)
+	settleStart := time.Now()
+	lastWhy := ""
 	for {
 		ok, why := r.check.Settled(res.StalledChecked)
 		if ok {
+			r.say("settled after %s", time.Since(settleStart).Round(100*time.Millisecond))
 			break
 		}
-		if time.Now().After(settleBy) || ctx.Err() != nil {
+		if time.Since(settleStart) > cfg.SettleTimeout || ctx.Err() != nil {
 			res.Notes = append(res.Notes, "did not settle within "+cfg.SettleTimeout.String()+": "+why)
 			break
+		}
+		if why != lastWhy {
+			r.say("settling: waiting for %s", why)
+			lastWhy = why
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

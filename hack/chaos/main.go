@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,6 +24,8 @@ func main() {
 	nodes := flag.Int("nodes", 0, "simulated nodes (default 24; 8 with -short)")
 	maxUnavailable := flag.Int("max-unavailable", 0, "the operators' --max-unavailable (default 3)")
 	duration := flag.Duration("duration", 0, "cap on the whole run (default 25m; 4m with -short)")
+	opMax := flag.Int("operator-max-unavailable", 0, "give the operators this --max-unavailable while the checker keeps -max-unavailable: a deliberately wrong operator, to see the checker catch it")
+	opArgs := flag.String("operator-args", "", "extra update-operator flags, space-separated (a flag given again wins), e.g. \"--drain-failure-policy=force --drain-timeout=5s\" to see the checker catch an unsafe drain")
 	seed := flag.Uint64("seed", 0, "random seed (default: from the clock; printed)")
 	keep := flag.Bool("keep", false, "keep the scratch directory with every log even after a clean run")
 	flag.Parse()
@@ -43,6 +46,8 @@ func main() {
 	if *duration > 0 {
 		cfg.Duration = *duration
 	}
+	cfg.OperatorMaxUnavailable = *opMax
+	cfg.OperatorArgs = strings.Fields(*opArgs)
 	cfg.Seed = *seed
 	if cfg.Seed == 0 {
 		cfg.Seed = uint64(time.Now().UnixNano())

@@ -125,6 +125,7 @@ type pdbState struct {
 type grantCheck struct {
 	node              string
 	grantRV, cordonRV uint64
+	at                time.Time // when the grant was seen
 }
 
 const unknownRV = ^uint64(0)
@@ -138,6 +139,13 @@ func New(limit int) *Checker {
 func NewAt(limit int, now func() time.Time) *Checker {
 	return &Checker{limit: limit, now: now, start: now(), nodes: map[string]*nodeState{}, pods: map[string]*podState{},
 		pdbs: map[string]*pdbState{}, relists: map[string]int{}, rvsSane: true}
+}
+
+// Since sets the moment violation times count from (default: when the checker was made).
+func (c *Checker) Since(start time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.start = start
 }
 
 func (c *Checker) violate(kind, node, format string, args ...interface{}) {
@@ -280,7 +288,7 @@ func (c *Checker) observeNode(n *corev1.Node, fromWatch bool) {
 			c.violate(Drain, n.Name, "reboot-ok=true on a schedulable node (granted without cordon and drain)")
 		}
 		if continuous && (prev == nil || prev.Annotations[KeyRebootOK] != "true") && s.cordonKnown && c.rvsSane {
-			c.grants = append(c.grants, grantCheck{node: n.Name, grantRV: rv, cordonRV: s.cordonRV})
+			c.grants = append(c.grants, grantCheck{node: n.Name, grantRV: rv, cordonRV: s.cordonRV, at: c.now()})
 		}
 	}
 	if !ok && s.granted {
@@ -451,7 +459,7 @@ func (c *Checker) judgeGrant(g grantCheck) {
 	}
 	if len(left) > 0 {
 		sort.Strings(left)
-		c.violate(Drain, g.node, "reboot-ok granted (rv %d) while pods there since before the cordon (rv %d) were not evicted: %s", g.grantRV, g.cordonRV, strings.Join(left, " "))
+		c.violations = append(c.violations, Violation{At: g.at.Sub(c.start), Kind: Drain, Node: g.node, Msg: fmt.Sprintf("reboot-ok granted (rv %d) while pods there since before the cordon (rv %d) were not evicted: %s", g.grantRV, g.cordonRV, strings.Join(left, " "))})
 	}
 }
 
