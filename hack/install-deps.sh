@@ -5,6 +5,7 @@ set -euo pipefail
 need=()
 command -v dbus-daemon >/dev/null || need+=(dbus-daemon)
 command -v git >/dev/null || need+=(git)
+command -v prometheus >/dev/null || need+=(prometheus) # a real Prometheus for operator/blocker's alert tests
 if [ ${#need[@]} -gt 0 ]; then
   echo "[install-deps] installing ${need[*]} with apt-get" >&2
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi

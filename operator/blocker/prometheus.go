@@ -1,0 +1,160 @@
+package blocker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+
+	promapi "github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// AlertsConfig configures the Prometheus alerts blocker.
+type AlertsConfig struct {
+	// URL is the Prometheus (or anything serving its /api/v1/alerts, such as Thanos Querier) base
+	// URL, e.g. http://prometheus-k8s.monitoring:9090; a path prefix is kept.
+	URL string
+	// Include: when set, only alerts whose name (label alertname) matches block. Exclude: alerts whose
+	// name matches never block. Both unanchored, as kured's --alert-filter-regexp: write ^Name$ to
+	// match one name exactly. An alert blocks when it passes both.
+	Include, Exclude *regexp.Regexp
+	// IncludePending also blocks on alerts still pending (their "for:" not yet elapsed), which is
+	// kured's default. Off: only firing alerts block.
+	IncludePending bool
+	// Timeout bounds one query (default 5 s); TTL is how long an answer, or a failure, is reused
+	// (default 10 s), so that many waiting nodes cost one query.
+	Timeout, TTL time.Duration
+	// RoundTripper carries the requests (TLS, auth); nil uses the client library's default, which
+	// honours the proxy environment variables.
+	RoundTripper http.RoundTripper
+	// Now is the clock the TTL is measured on (nil: time.Now).
+	Now func() time.Time
+}
+
+// Alerts blocks every node while Prometheus reports a matching active alert. It asks Prometheus'
+// /api/v1/alerts (the alerts its rules hold, with their state) at most once per TTL, and fails
+// closed: an unreachable Prometheus, a timeout or a malformed answer blocks, with the error as the
+// reason, and is itself reused for the TTL.
+type Alerts struct {
+	cfg  AlertsConfig
+	api  promv1.API
+	addr string // URL without credentials, for reasons
+
+	mu     sync.Mutex // held across a query: concurrent checks wait for its answer
+	at     time.Time  // when the cached answer was made; zero: none
+	cached answer
+}
+
+type answer struct {
+	blocked bool
+	reason  string
+}
+
+// NewAlerts checks the configuration and builds the blocker. It makes no request.
+func NewAlerts(cfg AlertsConfig) (*Alerts, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("prometheus URL %q: want http(s)://host[:port][/prefix]", cfg.URL)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = 10 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c, err := promapi.NewClient(promapi.Config{Address: cfg.URL, RoundTripper: cfg.RoundTripper})
+	if err != nil {
+		return nil, fmt.Errorf("prometheus URL %q: %w", u.Redacted(), err)
+	}
+	return &Alerts{cfg: cfg, api: promv1.NewAPI(c), addr: u.Redacted()}, nil
+}
+
+// Name is NameAlerts.
+func (a *Alerts) Name() string { return NameAlerts }
+
+// FleetWide: an alert holds every node alike.
+func (a *Alerts) FleetWide() bool { return true }
+
+// Check implements Blocker; node is not used and may be nil.
+func (a *Alerts) Check(ctx context.Context, _ *corev1.Node) (bool, string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.cfg.Now()
+	if !a.at.IsZero() && !now.Before(a.at) && now.Sub(a.at) < a.cfg.TTL {
+		return a.cached.blocked, a.cached.reason
+	}
+	qctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
+	defer cancel()
+	res, err := a.api.Alerts(qctx)
+	var ans answer
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// The caller gave up (shutdown): say so, and keep no answer that is not Prometheus'.
+		return true, "check cancelled: " + ctx.Err().Error()
+	case err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(qctx.Err(), context.DeadlineExceeded)):
+		ans = answer{true, fmt.Sprintf("Prometheus at %s did not answer within %s", a.addr, a.cfg.Timeout)}
+	case err != nil:
+		ans = answer{true, shorten(fmt.Sprintf("cannot read alerts from Prometheus at %s: %v", a.addr, err))}
+	default:
+		ans = a.judge(res.Alerts)
+	}
+	a.at, a.cached = a.cfg.Now(), ans
+	return ans.blocked, ans.reason
+}
+
+func (a *Alerts) judge(alerts []promv1.Alert) answer {
+	names := blockingAlerts(alerts, a.cfg.Include, a.cfg.Exclude, a.cfg.IncludePending)
+	if len(names) == 0 {
+		return answer{}
+	}
+	state := "firing"
+	if a.cfg.IncludePending {
+		state = "firing or pending"
+	}
+	return answer{true, shorten(fmt.Sprintf("%s %s: %s", plural(len(names), "alert"), state, nameList(names)))}
+}
+
+// blockingAlerts returns the sorted, distinct names of the alerts that block: active (firing, or
+// also pending when includePending), passing include and not matching exclude.
+func blockingAlerts(alerts []promv1.Alert, include, exclude *regexp.Regexp, includePending bool) []string {
+	seen := map[string]bool{}
+	var names []string
+	for _, al := range alerts {
+		switch al.State {
+		case promv1.AlertStateFiring:
+		case promv1.AlertStatePending:
+			if !includePending {
+				continue
+			}
+		default:
+			continue
+		}
+		name := string(al.Labels[model.AlertNameLabel])
+		if include != nil && !include.MatchString(name) {
+			continue
+		}
+		if exclude != nil && exclude.MatchString(name) {
+			continue
+		}
+		if name == "" {
+			name = "(alert without alertname)"
+		}
+		if !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,170 @@
+package blocker
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+func alert(name string, state promv1.AlertState) promv1.Alert {
+	return promv1.Alert{Labels: model.LabelSet{model.AlertNameLabel: model.LabelValue(name), "instance": "x"}, State: state}
+}
+
+func TestBlockingAlertsKnownAnswers(t *testing.T) {
+	alerts := []promv1.Alert{
+		alert("NodeDown", promv1.AlertStateFiring),
+		alert("NodeDown", promv1.AlertStateFiring), // same name, other labels: named once
+		alert("Watchdog", promv1.AlertStateFiring),
+		alert("DiskFilling", promv1.AlertStatePending),
+		alert("Gone", promv1.AlertStateInactive),
+		alert("CPUHigh", promv1.AlertStateFiring),
+	}
+	re := regexp.MustCompile
+	cases := []struct {
+		name             string
+		include, exclude *regexp.Regexp
+		pending          bool
+		want             []string
+	}{
+		{"firing only", nil, nil, false, []string{"CPUHigh", "NodeDown", "Watchdog"}},
+		{"with pending", nil, nil, true, []string{"CPUHigh", "DiskFilling", "NodeDown", "Watchdog"}},
+		{"exclude", nil, re("^Watchdog$"), false, []string{"CPUHigh", "NodeDown"}},
+		{"exclude is unanchored", nil, re("High|dog"), false, []string{"NodeDown"}},
+		{"include", re("^Node|^Disk"), nil, false, []string{"NodeDown"}},
+		{"include with pending", re("^Node|^Disk"), nil, true, []string{"DiskFilling", "NodeDown"}},
+		{"include and exclude", re("^Node|^Disk|^CPU"), re("CPU"), true, []string{"DiskFilling", "NodeDown"}},
+		{"nothing left", re("^Nope$"), nil, true, nil},
+		{"inactive never", re("^Gone$"), nil, true, nil},
+	}
+	for _, c := range cases {
+		if got := blockingAlerts(alerts, c.include, c.exclude, c.pending); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+	a := &Alerts{cfg: AlertsConfig{IncludePending: true}}
+	if got := a.judge(alerts); !got.blocked || got.reason != "4 alerts firing or pending: CPUHigh, DiskFilling, NodeDown (+1 more)" {
+		t.Errorf("judge = %+v", got)
+	}
+	a = &Alerts{cfg: AlertsConfig{Include: re("CPU")}}
+	if got := a.judge(alerts); !got.blocked || got.reason != "1 alert firing: CPUHigh" {
+		t.Errorf("judge = %+v", got)
+	}
+}
+
+func TestNewAlertsRefusesBadURLs(t *testing.T) {
+	for _, bad := range []string{"", "prometheus:9090", "ftp://x", "http://", "://x", "http://a b"} {
+		if _, err := NewAlerts(AlertsConfig{URL: bad}); err == nil {
+			t.Errorf("NewAlerts(%q) accepted", bad)
+		}
+	}
+	a, err := NewAlerts(AlertsConfig{URL: "https://user:secret@prom.example:9090/prefix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(a.addr, "secret") || a.cfg.Timeout != 5*time.Second || a.cfg.TTL != 10*time.Second || !a.FleetWide() || a.Name() != NameAlerts {
+		t.Errorf("NewAlerts: %+v", a)
+	}
+}
+
+// countingTransport counts the requests that reach the network.
+type countingTransport struct{ n atomic.Int32 }
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// fakeClock is a settable clock for the TTL.
+type fakeClock struct{ t atomic.Int64 }
+
+func (c *fakeClock) now() time.Time          { return time.Unix(0, c.t.Load()) }
+func (c *fakeClock) advance(d time.Duration) { c.t.Add(int64(d)) }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.t.Store(time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func TestAlertsUnreachableBlocksAndIsReusedForTheTTL(t *testing.T) {
+	rt, clock := &countingTransport{}, newFakeClock()
+	addr := closedPort(t)
+	a, err := NewAlerts(AlertsConfig{URL: "http://" + addr, RoundTripper: rt, Now: clock.now, TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		blocked, reason := a.Check(context.Background(), nil)
+		want := fmt.Sprintf("cannot read alerts from Prometheus at http://%s: ", addr)
+		if !blocked || !strings.HasPrefix(reason, want) || !strings.Contains(reason, "connection refused") {
+			t.Fatalf("closed port: got (%v, %q), want prefix %q", blocked, reason, want)
+		}
+	}
+	if n := rt.n.Load(); n != 1 {
+		t.Errorf("5 checks within the TTL made %d requests, want 1", n)
+	}
+	clock.advance(10 * time.Second)
+	a.Check(context.Background(), nil)
+	if n := rt.n.Load(); n != 2 {
+		t.Errorf("a check after the TTL made %d requests in all, want 2", n)
+	}
+	// A caller that gave up gets a block that is not cached as Prometheus' answer.
+	clock.advance(time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if blocked, reason := a.Check(ctx, nil); !blocked || !strings.HasPrefix(reason, "check cancelled") {
+		t.Errorf("cancelled: got (%v, %q)", blocked, reason)
+	}
+}
+
+func TestAlertsTimeoutBlocks(t *testing.T) {
+	// A peer that accepts and never answers: the query must end at the timeout, and block.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	a, err := NewAlerts(AlertsConfig{URL: "http://" + l.Addr().String(), Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	blocked, reason := a.Check(context.Background(), nil)
+	want := fmt.Sprintf("Prometheus at http://%s did not answer within 300ms", l.Addr())
+	if !blocked || reason != want {
+		t.Errorf("got (%v, %q), want %q", blocked, reason, want)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("check took %s", d)
+	}
+}
