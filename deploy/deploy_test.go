@@ -139,6 +139,7 @@ func TestRenderedRBAC(t *testing.T) {
 			{"create", "", "pods", "eviction", "default", false}, {"delete", "", "pods", "", "default", false},
 			{"list", "", "secrets", "", ns, false}, {"update", "coordination.k8s.io", "leases", "", ns, false},
 			{"create", "", "serviceaccounts", "token", ns, false}, {"impersonate", "", "serviceaccounts", "", ns, false},
+			{"patch", "", "configmaps", "", ns, false},
 			{"delete", "admissionregistration.k8s.io", "validatingadmissionpolicies", "", "", false},
 			{"delete", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", "", "", false},
 		},
@@ -151,6 +152,8 @@ func TestRenderedRBAC(t *testing.T) {
 			{"get", "", "secrets", "", ns, false}, {"update", "", "nodes", "status", "", false},
 			{"delete", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", "", "", false},
 			{"create", "", "serviceaccounts", "token", ns, false},
+			{"patch", "", "configmaps", "", ns, true}, {"watch", "", "configmaps", "", ns, true},
+			{"patch", "", "configmaps", "", "kube-system", false}, {"delete", "", "configmaps", "", ns, false},
 		},
 	} {
 		c := map[string]kubernetes.Interface{"slipway-update-agent": agent, "slipway-update-operator": operator}[who]

@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/slipway-dev/slipway/internal/fleet"
 	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/budget"
@@ -54,18 +56,38 @@ type Config struct {
 	// StuckAfter: /readyz fails when one sync has run this long, or nodes have waited in the queue
 	// this long without any sync finishing. Default 2 minutes.
 	StuckAfter time.Duration
+
+	// Policies. GroupLabel names the node label whose values are budget groups (FleetLock's group for
+	// nodes without it); MaxUnavailablePerGroup (nil: none) limits each group as MaxUnavailable limits
+	// the fleet. Control-plane nodes have their own budget (default 1) and an order.
+	GroupLabel                 string
+	MaxUnavailablePerGroup     *budget.Max
+	MaxUnavailableControlPlane budget.Max
+	ControlPlaneOrder          ControlPlaneOrder
+	// Schedule gates new cycles (windows and exclusions); nil falls back to Window.
+	Schedule Schedule
+	// Blockers are checked before a node is admitted.
+	Blockers []Blocker
+	// Namespace holds the fleet switch (ConfigMap slipway-fleet); "" turns the switch off.
+	Namespace string
+	// MaxFailedReboots pauses the fleet when that many nodes of the current roll-out stalled after
+	// their grant or came back with a fleet-wide blocker firing; 0 never.
+	MaxFailedReboots int
 }
 
 // Controller is the update-operator's reconcile loop (informer → workqueue → one sync per node).
 type Controller struct {
-	cfg      Config
-	factory  informers.SharedInformerFactory
-	informer cache.SharedIndexInformer
-	lister   corelisters.NodeLister
-	overlay  *nodes.Overlay
-	queue    workqueue.TypedRateLimitingInterface[string]
-	drains   *drainer
-	log      klog.Logger
+	cfg       Config
+	factory   informers.SharedInformerFactory
+	informer  cache.SharedIndexInformer
+	lister    corelisters.NodeLister
+	fleetCMs  corelisters.ConfigMapLister // nil when Namespace is ""
+	fleetInf  cache.SharedIndexInformer
+	cmFactory informers.SharedInformerFactory
+	overlay   *nodes.Overlay
+	queue     workqueue.TypedRateLimitingInterface[string]
+	drains    *drainer
+	log       klog.Logger
 
 	malformed map[string]string // node -> the malformed values last reported (one Event per change)
 
@@ -100,6 +122,12 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if cfg.StuckAfter <= 0 {
 		cfg.StuckAfter = 2 * time.Minute
+	}
+	if cfg.MaxUnavailableControlPlane == (budget.Max{}) {
+		cfg.MaxUnavailableControlPlane, _ = budget.ParseMax("1")
+	}
+	if cfg.ControlPlaneOrder == "" {
+		cfg.ControlPlaneOrder = OrderNone
 	}
 	cfg.Recorder = newDedupRecorder(cfg.Recorder, 10*time.Minute, cfg.Now)
 	c := &Controller{cfg: cfg, overlay: nodes.NewOverlay(), log: cfg.Log, malformed: map[string]string{}}
@@ -146,6 +174,20 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Namespace != "" {
+		// Only the one ConfigMap, by name: the switch costs a watch on one object.
+		c.cmFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + fleet.ConfigMapName }))
+		c.fleetInf = c.cmFactory.Core().V1().ConfigMaps().Informer()
+		c.fleetCMs = c.cmFactory.Core().V1().ConfigMaps().Lister()
+		if _, err := c.fleetInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(interface{}) { c.enqueueWaiting() },
+			UpdateFunc: func(interface{}, interface{}) { c.enqueueWaiting() },
+			DeleteFunc: func(interface{}) { c.enqueueWaiting() },
+		}); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Metrics != nil {
 		cfg.Metrics.watch(c)
 	}
@@ -163,6 +205,13 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.running.Store(false)
 	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
 		return fmt.Errorf("node informer never synced: check the operator's RBAC (list/watch nodes)")
+	}
+	if c.cmFactory != nil {
+		c.cmFactory.Start(ctx.Done())
+		defer c.cmFactory.Shutdown()
+		if !cache.WaitForCacheSync(ctx.Done(), c.fleetInf.HasSynced) {
+			return fmt.Errorf("fleet switch informer never synced: check the operator's RBAC (configmaps in %s)", c.cfg.Namespace)
+		}
 	}
 	c.synced.Store(true)
 	c.lastProgress.Store(c.cfg.Now().UnixNano())
@@ -270,36 +319,16 @@ func (c *Controller) enqueueWaiting() {
 	}
 }
 
-// admitted reports whether name may start a cycle now, and when to look again if not.
-func (c *Controller) admitted(name string) (bool, time.Duration) {
-	now := c.cfg.Now()
-	if !c.cfg.Window.Contains(now) {
-		return false, c.cfg.Window.NextOpen(now).Sub(now) + time.Second
+// fleetConfigMap is the fleet switch's ConfigMap, nil when there is none (or the switch is off).
+func (c *Controller) fleetConfigMap() *corev1.ConfigMap {
+	if c.fleetCMs == nil {
+		return nil
 	}
-	all := c.allNodes()
-	busy := 0
-	var cands []budget.Candidate
-	for _, n := range all {
-		f := protocol.Observe(n, c.cfg.Hooks)
-		unavail := c.counts(f)
-		if unavail {
-			busy++
-		}
-		if protocol.Classify(f) == protocol.NeedsReboot && !f.Paused {
-			cands = append(cands, budget.Candidate{Name: n.Name, Unavailable: unavail})
-		}
+	cm, err := c.fleetCMs.ConfigMaps(c.cfg.Namespace).Get(fleet.ConfigMapName)
+	if err != nil {
+		return nil
 	}
-	limit := c.cfg.MaxUnavailable.Limit(len(all))
-	if c.cfg.Metrics != nil {
-		c.cfg.Metrics.budget(limit, busy)
-	}
-	for _, a := range budget.Admit(limit, busy, cands) {
-		if a == name {
-			return true, 0
-		}
-	}
-	// Waiting for budget needs no timer: the node that frees it triggers enqueueWaiting.
-	return false, 0
+	return cm
 }
 
 // sync decides and carries out the next step of one node. It returns how long to wait before looking
@@ -333,7 +362,17 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		retry = at.Sub(c.cfg.Now()) + time.Second
 	}
 	if state == protocol.NeedsReboot && !f.Paused {
-		f.Admitted, retry = c.admitted(name)
+		d := c.admission(ctx, name)
+		f.Admitted, retry = d.admitted, d.retry
+		if !d.admitted { // an admission's own PATCH removes blocked-by
+			if n, err = c.markBlocked(ctx, n, d.why, log); err != nil {
+				return 0, err
+			}
+		}
+	} else if _, ok := n.Annotations[protocol.BlockedBy]; ok && state != protocol.NeedsReboot {
+		if n, err = c.markBlocked(ctx, n, "", log); err != nil {
+			return 0, err
+		}
 	}
 	cycle := n.Annotations[protocol.DrainStarted]
 	if state == protocol.Draining {
@@ -443,7 +482,7 @@ func (c *Controller) patchFor(a protocol.Action, n *corev1.Node, f protocol.Fact
 		if f.FLUOCordoned {
 			p.SetAnnotation(n, protocol.AgentMadeUnschedulable, protocol.False)
 		}
-		for _, k := range []string{protocol.Cordoned, protocol.DrainStarted, protocol.DrainError, protocol.RebootBootID, protocol.RebootOKTime, protocol.CycleStarted, protocol.Stalled} {
+		for _, k := range []string{protocol.Cordoned, protocol.DrainStarted, protocol.DrainError, protocol.RebootBootID, protocol.RebootOKTime, protocol.CycleStarted, protocol.Stalled, protocol.BlockedBy} {
 			p.DeleteAnnotation(n, k)
 		}
 	}
@@ -452,10 +491,12 @@ func (c *Controller) patchFor(a protocol.Action, n *corev1.Node, f protocol.Fact
 		clearHooks(c.cfg.Hooks.Before)
 		p.SetLabel(n, protocol.BeforeReboot, protocol.True)
 		p.SetAnnotation(n, protocol.CycleStarted, now)
+		p.DeleteAnnotation(n, protocol.BlockedBy)
 	case protocol.StartDrain:
 		if f.Needed && !f.BeforeLabel {
 			p.SetAnnotation(n, protocol.CycleStarted, now) // admitted straight into the drain
 		}
+		p.DeleteAnnotation(n, protocol.BlockedBy)
 		if !n.Spec.Unschedulable {
 			p.SetUnschedulable(n, true)
 			p.SetAnnotation(n, protocol.Cordoned, protocol.True)
@@ -580,4 +621,37 @@ func stallHint(reason string, n *corev1.Node) string {
 		return "reboot-paused holds the node in the middle of its cycle; remove it to go on"
 	}
 	return ""
+}
+
+// markBlocked keeps the node's blocked-by annotation equal to why ("" removes it), with an Event when
+// it changes: Normal for waiting on budget, window or order (the plan working), Warning for a pause or
+// a blocker (something a person may want to look at).
+func (c *Controller) markBlocked(ctx context.Context, n *corev1.Node, why string, log klog.Logger) (*corev1.Node, error) {
+	why = truncate(why, 512)
+	old, had := n.Annotations[protocol.BlockedBy]
+	if had && old == why || !had && why == "" {
+		return n, nil
+	}
+	p := nodes.Patch{ResourceVersion: n.ResourceVersion}
+	if why == "" {
+		p.DeleteAnnotation(n, protocol.BlockedBy)
+	} else {
+		p.SetAnnotation(n, protocol.BlockedBy, why)
+	}
+	out, err := p.Apply(ctx, c.cfg.Client, n.Name)
+	if err != nil {
+		return nil, err
+	}
+	c.overlay.Wrote(out)
+	if why != "" {
+		log.V(1).Info("not admitted", "why", why)
+		typ, reason := corev1.EventTypeNormal, "Waiting"
+		switch blockedKind(why) {
+		case BlockedBudget, BlockedWindow, BlockedOrder:
+		default:
+			typ, reason = corev1.EventTypeWarning, "Blocked"
+		}
+		c.cfg.Recorder.Event(n, typ, reason, why)
+	}
+	return out, nil
 }

@@ -95,6 +95,8 @@ type opOptions struct {
 	stallPolicy   operator.StallPolicy
 	fence         func(context.Context) (fence.Term, error)
 	metrics       *operator.Metrics
+	// tweak changes the Config last (policies).
+	tweak func(*operator.Config)
 }
 
 // startOperator runs the controller in-process (no leader election) until the test ends.
@@ -133,6 +135,9 @@ func startOperator(t *testing.T, o opOptions) context.CancelFunc {
 	}
 	if o.window != nil {
 		o.window(&cfg)
+	}
+	if o.tweak != nil {
+		o.tweak(&cfg)
 	}
 	c, err := operator.New(cfg)
 	if err != nil {

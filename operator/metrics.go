@@ -16,6 +16,7 @@ type Metrics struct {
 	IsLeader     prometheus.Gauge
 	nodesByState *prometheus.Desc
 	stalled      *prometheus.Desc
+	blocked      *prometheus.Desc
 	c            *Controller
 }
 
@@ -40,6 +41,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		nodesByState: prometheus.NewDesc("slipway_operator_nodes", "Nodes by cycle state.", []string{"state"}, nil),
 		stalled: prometheus.NewDesc("slipway_operator_stalled_nodes",
 			"Nodes longer than --reboot-timeout in one stage of their cycle, by reason (the update.slipway.dev/stalled annotation).", []string{"reason"}, nil),
+		blocked: prometheus.NewDesc("slipway_operator_blocked_nodes",
+			"Nodes waiting to start a cycle, by what holds them (the kind in update.slipway.dev/blocked-by: budget, window, paused, order, or a blocker's name).", []string{"reason"}, nil),
 	}
 	reg.MustRegister(m.actions, m.drainFails, m.limit, m.unavailable, m.IsLeader, m)
 	return m
@@ -57,7 +60,11 @@ func (m *Metrics) budget(limit, unavailable int) {
 }
 
 // Describe implements prometheus.Collector for the per-state node counts.
-func (m *Metrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.nodesByState; ch <- m.stalled }
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.nodesByState
+	ch <- m.stalled
+	ch <- m.blocked
+}
 
 // Collect implements prometheus.Collector.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
@@ -65,6 +72,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range []protocol.State{protocol.Idle, protocol.NeedsReboot, protocol.BeforeHooks, protocol.Draining, protocol.Rebooting, protocol.Rebooted, protocol.AfterHooks} {
 		counts[s] = 0
 	}
+	blocked := map[string]int{BlockedBudget: 0, BlockedWindow: 0, BlockedPaused: 0, BlockedOrder: 0}
 	stalled := map[string]int{}
 	for _, r := range StallReasons {
 		stalled[r] = 0
@@ -76,7 +84,13 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			if f.Stalled != "" {
 				stalled[f.Stalled]++
 			}
+			if why, ok := n.Annotations[protocol.BlockedBy]; ok {
+				blocked[blockedKind(why)]++
+			}
 		}
+	}
+	for r, v := range blocked {
+		ch <- prometheus.MustNewConstMetric(m.blocked, prometheus.GaugeValue, float64(v), r)
 	}
 	for r, v := range stalled {
 		ch <- prometheus.MustNewConstMetric(m.stalled, prometheus.GaugeValue, float64(v), r)

@@ -80,6 +80,7 @@ func (n *Nodes) PreReboot(ctx context.Context, id, group string) (bool, error) {
 	p.ApplyEffects(node, protocol.NodeEffects[row.Do]...)
 	if row.Do == protocol.NodeAsk {
 		p.SetAnnotation(node, protocol.FleetLockID, id)
+		p.SetAnnotation(node, protocol.FleetLockGroup, group) // its budget group, unless labelled
 	}
 	if _, err := p.Apply(ctx, n.Client, node.Name); err != nil {
 		return false, err

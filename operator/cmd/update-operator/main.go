@@ -73,6 +73,9 @@ type options struct {
 	forceDrain                                bool
 	drainPolicy                               string
 	stallPolicy                               string
+	groupLabel, maxPerGroup, maxControlPlane  string
+	controlPlaneOrder                         string
+	maxFailedReboots                          int
 	rebootTimeout                             time.Duration
 	drainRetryBase, drainRetryMax             time.Duration
 	namespace, leaseName, identity            string
@@ -90,6 +93,11 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty means in-cluster config (or $KUBECONFIG)")
 	fs.StringVar(&o.maxUnavailable, "max-unavailable", "1", "nodes that may be unavailable at once: a count or a percentage of all nodes (rounded down, at least 1). Nodes in a reboot cycle, NotReady nodes and nodes cordoned by others all count")
+	fs.StringVar(&o.groupLabel, "group-label", "", "node label whose values are budget groups, e.g. topology.kubernetes.io/zone; nodes without it form one group (a FleetLock node without it: the group its Zincati asks in)")
+	fs.StringVar(&o.maxPerGroup, "max-unavailable-per-group", "", "nodes of one group that may be unavailable at once (count or % of the group); empty: groups share --max-unavailable only. Both limits hold at every instant")
+	fs.StringVar(&o.maxControlPlane, "max-unavailable-control-plane", "1", "control-plane nodes (label node-role.kubernetes.io/control-plane) that may be unavailable at once (count or %)")
+	fs.StringVar(&o.controlPlaneOrder, "control-plane-order", string(operator.OrderNone), "\"none\" (workers and control plane compete for the budget), \"workers-first\" (no control-plane node starts while a worker waits or is in its cycle) or \"control-plane-first\"")
+	fs.IntVar(&o.maxFailedReboots, "max-failed-reboots", 0, "pause the whole fleet once this many nodes of the current roll-out stalled after their reboot was granted (see --reboot-timeout); a person resumes it (kubectl slipway resume); 0 never")
 	fs.StringVar(&o.windowStart, "reboot-window-start", "", "start of the reboot window, FLUO format: \"14:00\" (daily) or \"Thu 14:00\" (weekly)")
 	fs.StringVar(&o.windowLength, "reboot-window-length", "", "length of the reboot window, e.g. \"1h30m\"")
 	fs.StringVar(&o.windowTZ, "reboot-window-timezone", "UTC", "IANA time zone the reboot window is in, e.g. \"Europe/Berlin\"")
@@ -152,6 +160,28 @@ func (o *options) config() (operator.Config, error) {
 	if o.rebootTimeout < 0 {
 		return cfg, fmt.Errorf("reboot-timeout %s must not be negative", o.rebootTimeout)
 	}
+	var perGroup *budget.Max
+	if o.maxPerGroup != "" {
+		m, err := budget.ParseMax(o.maxPerGroup)
+		if err != nil {
+			return cfg, fmt.Errorf("max-unavailable-per-group: %w", err)
+		}
+		perGroup = &m
+	}
+	maxCP, err := budget.ParseMax(o.maxControlPlane)
+	if err != nil {
+		return cfg, fmt.Errorf("max-unavailable-control-plane: %w", err)
+	}
+	order, err := operator.ParseControlPlaneOrder(o.controlPlaneOrder)
+	if err != nil {
+		return cfg, err
+	}
+	if o.maxFailedReboots < 0 {
+		return cfg, fmt.Errorf("max-failed-reboots %d must not be negative", o.maxFailedReboots)
+	}
+	if o.maxFailedReboots > 0 && o.rebootTimeout == 0 {
+		return cfg, errors.New("max-failed-reboots needs --reboot-timeout: a failed reboot is one that stalled")
+	}
 	if o.drainTimeout < 0 {
 		return cfg, fmt.Errorf("drain-timeout %s must not be negative", o.drainTimeout)
 	}
@@ -175,6 +205,13 @@ func (o *options) config() (operator.Config, error) {
 		Window:         w,
 		RebootTimeout:  o.rebootTimeout,
 		StallPolicy:    stall,
+
+		GroupLabel:                 o.groupLabel,
+		MaxUnavailablePerGroup:     perGroup,
+		MaxUnavailableControlPlane: maxCP,
+		ControlPlaneOrder:          order,
+		Namespace:                  o.namespace,
+		MaxFailedReboots:           o.maxFailedReboots,
 		Drain: operator.DrainConfig{
 			Timeout: o.drainTimeout, GracePeriod: o.drainGrace, Force: o.forceDrain, Policy: policy,
 			RetryBase: o.drainRetryBase, RetryMax: o.drainRetryMax,

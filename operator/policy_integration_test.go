@@ -1,0 +1,275 @@
+package operator_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/simnode"
+	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/operator"
+	"github.com/slipway-dev/slipway/operator/budget"
+)
+
+const zoneLabel = "topology.kubernetes.io/zone"
+
+// groupWatcher follows every Node change (a watch, not sampling) and keeps, per value of label, the
+// peak number of unavailable nodes at any instant, and the same for the whole fleet.
+type groupWatcher struct {
+	mu     sync.Mutex
+	all    testenv.Peak
+	groups map[string]*testenv.Peak
+}
+
+func watchGroups(t *testing.T, groupOf func(*corev1.Node) string) *groupWatcher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w := &groupWatcher{groups: map[string]*testenv.Peak{}}
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wi, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		w.observe(&list.Items[i], groupOf)
+	}
+	go func() {
+		for ev := range wi.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok && ev.Type != watch.Deleted {
+				w.observe(n, groupOf)
+			}
+		}
+	}()
+	return w
+}
+
+func (w *groupWatcher) observe(n *corev1.Node, groupOf func(*corev1.Node) string) {
+	un := protocol.Observe(n, protocol.Hooks{}).Unavailable()
+	w.all.Set(n.Name, un)
+	w.mu.Lock()
+	g := groupOf(n)
+	p, ok := w.groups[g]
+	if !ok {
+		p = &testenv.Peak{}
+		w.groups[g] = p
+	}
+	w.mu.Unlock()
+	p.Set(n.Name, un)
+}
+
+func (w *groupWatcher) peak(group string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p, ok := w.groups[group]; ok {
+		return p.Max()
+	}
+	return 0
+}
+
+func label(t *testing.T, node string, kv map[string]string) {
+	t.Helper()
+	body := `{"metadata":{"labels":{`
+	first := true
+	for k, v := range kv {
+		if !first {
+			body += ","
+		}
+		first = false
+		body += `"` + k + `":"` + v + `"`
+	}
+	body += `}}}`
+	if _, err := client.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func perGroup(t *testing.T, s string) *budget.Max {
+	m, err := budget.ParseMax(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &m
+}
+
+// Issue 11, budgets per group: two zones with a budget of 1 each (global 2) reboot one node per zone
+// at a time, both zones at once; a NotReady node in zone a holds zone a only.
+func TestGroupBudgets(t *testing.T) {
+	cleanNodes(t)
+	ctx := context.Background()
+	nodes := simNodes(t, "zone", 4)
+	zones := map[string]string{nodes[0].Name: "a", nodes[1].Name: "a", nodes[2].Name: "b", nodes[3].Name: "b"}
+	for name, z := range zones {
+		label(t, name, map[string]string{zoneLabel: z})
+	}
+	// A fifth node in zone a, NotReady: zone a's one slot is taken.
+	if _, err := testenv.CreateNode(ctx, client, "zone-sick", "boot-x", map[string]string{zoneLabel: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testenv.SetNodeStatus(ctx, client, "zone-sick", "boot-x", false); err != nil {
+		t.Fatal(err)
+	}
+	w := watchGroups(t, func(n *corev1.Node) string { return n.Labels[zoneLabel] })
+	startOperator(t, opOptions{max: "3", tweak: func(c *operator.Config) {
+		c.GroupLabel = zoneLabel
+		c.MaxUnavailablePerGroup = perGroup(t, "1")
+	}})
+	for _, sn := range nodes {
+		if err := sn.SendNeedReboot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sn := range nodes[2:] {
+		waitNode(t, sn.Name, 60*time.Second, "zone b cycle finished", finished)
+	}
+	for _, sn := range nodes[:2] {
+		n := getNode(t, sn.Name)
+		if inCycle(n) || sn.Boots() != 0 {
+			t.Fatalf("%s started while zone a's only slot is held by a NotReady node", sn.Name)
+		}
+		if why := n.Annotations[protocol.BlockedBy]; !strings.HasPrefix(why, "budget: full") || !strings.Contains(why, "group/a") {
+			t.Errorf("%s blocked-by = %q, want the full zone a budget named", sn.Name, why)
+		}
+	}
+	if !waitEvent(t, nodes[0].Name, "Waiting") {
+		t.Error("no Waiting event on a node held by its group's budget")
+	}
+	// The sick node recovers: zone a goes, one at a time.
+	if _, err := testenv.SetNodeStatus(ctx, client, "zone-sick", "boot-x", true); err != nil {
+		t.Fatal(err)
+	}
+	for _, sn := range nodes[:2] {
+		n := waitNode(t, sn.Name, 60*time.Second, "zone a cycle finished", finished)
+		if _, ok := n.Annotations[protocol.BlockedBy]; ok {
+			t.Errorf("blocked-by left after admission: %v", n.Annotations)
+		}
+	}
+	if pa, pb := w.peak("a"), w.peak("b"); pa != 1 || pb != 1 {
+		t.Errorf("peak unavailable per zone: a=%d b=%d, want 1 and 1", pa, pb)
+	}
+	if w.all.Max() != 2 {
+		t.Errorf("peak unavailable overall = %d, want 2 (one per zone at once)", w.all.Max())
+	}
+}
+
+// Issue 11, control plane: its own budget (1) and --control-plane-order=workers-first.
+func TestControlPlaneBudgetAndOrder(t *testing.T) {
+	cleanNodes(t)
+	nodes := simNodes(t, "cpo", 4)
+	cps := nodes[:2]
+	for _, sn := range cps {
+		label(t, sn.Name, map[string]string{operator.ControlPlaneLabel: ""})
+	}
+	var mu sync.Mutex
+	var order []string
+	for _, sn := range nodes {
+		sn.OnReboot = func(n *simnode.Node, boot int) { mu.Lock(); order = append(order, n.Name); mu.Unlock() }
+	}
+	w := watchGroups(t, func(n *corev1.Node) string {
+		if _, cp := n.Labels[operator.ControlPlaneLabel]; cp {
+			return "control-plane"
+		}
+		return "worker"
+	})
+	startOperator(t, opOptions{max: "4", tweak: func(c *operator.Config) { c.ControlPlaneOrder = operator.OrderWorkersFirst }})
+	for _, sn := range nodes {
+		if err := sn.SendNeedReboot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sn := range nodes {
+		waitNode(t, sn.Name, 90*time.Second, "cycle finished", finished)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != 4 || strings.HasPrefix(order[0], "cpo-0") || strings.HasPrefix(order[0], "cpo-1") || strings.HasPrefix(order[1], "cpo-0") || strings.HasPrefix(order[1], "cpo-1") {
+		t.Errorf("reboot order %v: workers (cpo-2, cpo-3) must come first", order)
+	}
+	if p := w.peak("control-plane"); p != 1 {
+		t.Errorf("peak unavailable control-plane nodes = %d, want 1", p)
+	}
+}
+
+// Issue 11, fleet pause: the ConfigMap switch stops new cycles for the whole fleet or one group; a
+// node in its cycle finishes; resuming lets the rest go.
+func TestFleetPause(t *testing.T) {
+	cleanNodes(t)
+	ctx := context.Background()
+	const ns = "slipway-pause"
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	_ = client.CoreV1().ConfigMaps(ns).Delete(ctx, fleet.ConfigMapName, metav1.DeleteOptions{})
+	if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleet.ConfigMapName}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	patchCM := func(p []byte) {
+		if _, err := client.CoreV1().ConfigMaps(ns).Patch(ctx, fleet.ConfigMapName, types.MergePatchType, p, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes := simNodes(t, "fp", 3)
+	label(t, nodes[0].Name, map[string]string{zoneLabel: "a"})
+	label(t, nodes[1].Name, map[string]string{zoneLabel: "b"})
+	label(t, nodes[2].Name, map[string]string{zoneLabel: "a"})
+	hold := "example.com/hold"
+	startOperator(t, opOptions{max: "3", before: []string{hold}, tweak: func(c *operator.Config) {
+		c.Namespace = ns
+		c.GroupLabel = zoneLabel
+	}})
+	// nodes[2] enters its cycle and waits in before-reboot for its hook; then the fleet is paused.
+	if err := nodes[2].SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, nodes[2].Name, 30*time.Second, "in its cycle", func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
+	patchCM(fleet.PausePatch("", "incident 42", "test", time.Now()))
+	time.Sleep(500 * time.Millisecond)
+	for _, sn := range nodes[:2] {
+		if err := sn.SendNeedReboot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sn := range nodes[:2] {
+		n := waitNode(t, sn.Name, 30*time.Second, "blocked by the pause", func(n *corev1.Node) bool { return n.Annotations[protocol.BlockedBy] != "" })
+		if why := n.Annotations[protocol.BlockedBy]; why != "paused: fleet paused: incident 42" {
+			t.Errorf("%s blocked-by = %q", sn.Name, why)
+		}
+	}
+	if !waitEvent(t, nodes[0].Name, "Blocked") {
+		t.Error("no Blocked Warning for a paused fleet")
+	}
+	// The node in its cycle finishes.
+	annotate(t, nodes[2].Name, map[string]*string{hold: ptr(protocol.True)})
+	waitNode(t, nodes[2].Name, 30*time.Second, "in-flight cycle finished while paused", finished)
+	for _, sn := range nodes[:2] {
+		if n := getNode(t, sn.Name); inCycle(n) || sn.Boots() != 0 {
+			t.Fatalf("%s started while the fleet is paused", sn.Name)
+		}
+	}
+	// Only zone b paused: zone a's node goes, zone b's waits.
+	patchCM(fleet.PausePatch("b", "AZ maintenance", "test", time.Now()))
+	patchCM(fleet.ResumePatch(""))
+	waitNode(t, nodes[0].Name, 30*time.Second, "hook asked", func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
+	annotate(t, nodes[0].Name, map[string]*string{hold: ptr(protocol.True)})
+	waitNode(t, nodes[0].Name, 30*time.Second, "zone a finished", finished)
+	n := waitNode(t, nodes[1].Name, 30*time.Second, "zone b blocked", func(n *corev1.Node) bool {
+		return n.Annotations[protocol.BlockedBy] == "paused: group b paused: AZ maintenance"
+	})
+	if inCycle(n) {
+		t.Fatal("zone b started while paused")
+	}
+	patchCM(fleet.ResumePatch("b"))
+	waitNode(t, nodes[1].Name, 30*time.Second, "hook asked after resume", func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
+	annotate(t, nodes[1].Name, map[string]*string{hold: ptr(protocol.True)})
+	waitNode(t, nodes[1].Name, 30*time.Second, "zone b finished after resume", finished)
+}
