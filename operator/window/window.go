@@ -1,7 +1,7 @@
-// Package window parses and evaluates reboot windows in FLUO's format: a start ("14:00", or "Mon 14:00"
-// for a weekly window; day names are the first three letters, any case) and a length (a Go duration
-// such as "1h30m"). It is pure: no Kubernetes, no clock of its own.
 package window
+
+// This file holds FLUO's window (--reboot-window-start, --reboot-window-length); see doc.go for the
+// package as a whole.
 
 import (
 	"fmt"
