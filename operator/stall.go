@@ -45,26 +45,8 @@ const (
 // StallReasons lists every reason, for metrics that report zeros too.
 var StallReasons = []string{StallHooksPending, StallDrainFailing, StallRebootTimeout, StallAgentSilent, StallNotReady, StallPaused}
 
-// stageStart is when the node entered the stage of its cycle it is in: admission for the hooks,
-// drain-started for the drain, the grant for everything after it. Zero when the Node does not say.
-func stageStart(state protocol.State, n *corev1.Node) time.Time {
-	key := ""
-	switch state {
-	case protocol.BeforeHooks:
-		key = protocol.CycleStarted
-	case protocol.Draining:
-		key = protocol.DrainStarted
-	case protocol.Rebooting, protocol.Rebooted, protocol.AfterHooks:
-		key = protocol.RebootOKTime
-	default:
-		return time.Time{}
-	}
-	t, err := time.Parse(time.RFC3339, n.Annotations[key])
-	if err != nil {
-		return time.Time{}
-	}
-	return t
-}
+// stageStart is protocol.StageSince, under the name the controller calls it by.
+func stageStart(state protocol.State, n *corev1.Node) time.Time { return protocol.StageSince(state, n) }
 
 // stallOf says why the node is stalled ("" when it is not) and, when it is not yet, at what time it
 // will be if nothing changes (zero: never, e.g. not in a cycle).
