@@ -145,7 +145,7 @@ func TestRenderedRBAC(t *testing.T) {
 		},
 		"slipway-update-operator": {
 			{"list", "", "nodes", "", "", true}, {"patch", "", "nodes", "", "", true},
-			{"list", "", "pods", "", "", true}, {"create", "", "pods", "eviction", "default", true},
+			{"list", "", "pods", "", "", true}, {"watch", "", "pods", "", "", true}, {"create", "", "pods", "eviction", "default", true},
 			{"get", "apps", "daemonsets", "", "kube-system", true}, {"create", "", "events", "", "default", true},
 			{"update", "coordination.k8s.io", "leases", "", ns, true}, {"update", "coordination.k8s.io", "leases", "", "default", false},
 			{"delete", "", "pods", "", "default", false}, {"delete", "", "nodes", "", "", false},

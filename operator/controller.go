@@ -28,6 +28,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/fleet"
 	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/blocker"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/fence"
 	"github.com/slipway-dev/slipway/operator/window"
@@ -66,8 +67,13 @@ type Config struct {
 	ControlPlaneOrder          ControlPlaneOrder
 	// Schedule gates new cycles (windows and exclusions); nil falls back to Window.
 	Schedule Schedule
-	// Blockers are checked before a node is admitted.
-	Blockers []Blocker
+	// Blockers are checked before a node is admitted. BlockerInformers feed them (e.g. the pod
+	// informer); Run starts them, waits for them, and looks at waiting nodes again when they change.
+	Blockers         []Blocker
+	BlockerInformers []cache.SharedIndexInformer
+	// MinReady, when set, adds the min-ready-nodes blocker over this controller's own view of the
+	// Nodes (its writes included, so two admissions in a row see each other).
+	MinReady *blocker.MinReadyNodes
 	// Namespace holds the fleet switch (ConfigMap slipway-fleet); "" turns the switch off.
 	Namespace string
 	// MaxFailedReboots pauses the fleet when that many nodes of the current roll-out stalled after
@@ -174,6 +180,23 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.MinReady != nil {
+		mr, err := blocker.NewMinReady(*cfg.MinReady, func() ([]*corev1.Node, error) { return c.allNodes(), nil },
+			func(n *corev1.Node) bool { return protocol.Observe(n, cfg.Hooks).Unavailable() })
+		if err != nil {
+			return nil, err
+		}
+		c.cfg.Blockers = append(c.cfg.Blockers, mr)
+	}
+	for _, inf := range cfg.BlockerInformers {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(interface{}) { c.enqueueWaiting() },
+			UpdateFunc: func(interface{}, interface{}) { c.enqueueWaiting() },
+			DeleteFunc: func(interface{}) { c.enqueueWaiting() },
+		}); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Namespace != "" {
 		// Only the one ConfigMap, by name: the switch costs a watch on one object.
 		c.cmFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
@@ -205,6 +228,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.running.Store(false)
 	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
 		return fmt.Errorf("node informer never synced: check the operator's RBAC (list/watch nodes)")
+	}
+	for _, inf := range c.cfg.BlockerInformers {
+		go inf.Run(ctx.Done())
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return fmt.Errorf("a blocker's informer never synced: check the operator's RBAC (list/watch pods)")
+		}
 	}
 	if c.cmFactory != nil {
 		c.cmFactory.Start(ctx.Done())

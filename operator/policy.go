@@ -33,6 +33,10 @@ type Blocker interface {
 // admission, not per candidate.
 type FleetWide interface{ FleetWide() bool }
 
+// blockerRetry is how soon a node held by a blocker is looked at again even if nothing it watches
+// changed (Prometheus alerts come and go without a Node or Pod event).
+const blockerRetry = 10 * time.Second
+
 // ControlPlaneOrder says whether workers or control-plane nodes go first.
 type ControlPlaneOrder string
 
@@ -108,7 +112,8 @@ func (c *Controller) admission(ctx context.Context, name string) decision {
 	for _, b := range c.cfg.Blockers {
 		if fw, ok := b.(FleetWide); ok && fw.FleetWide() {
 			if blocked, reason := b.Check(ctx, self); blocked {
-				return decision{why: b.Name() + ": " + reason}
+				// Alerts clear without any Node changing: look again after the blockers' cache TTL.
+				return decision{why: b.Name() + ": " + reason, retry: blockerRetry}
 			}
 		}
 	}
@@ -204,7 +209,7 @@ func (c *Controller) admission(ctx context.Context, name string) decision {
 		}
 	}
 	if why, ok := blockedBy[name]; ok {
-		return decision{why: why}
+		return decision{why: why, retry: blockerRetry}
 	}
 	// Which pool is full, for a person reading the node: after the admissions above.
 	after := map[string]int{}

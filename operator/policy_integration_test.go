@@ -2,6 +2,8 @@ package operator_test
 
 import (
 	"context"
+	"errors"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -11,12 +13,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slipway-dev/slipway/internal/fleet"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/simnode"
 	"github.com/slipway-dev/slipway/internal/testenv"
 	"github.com/slipway-dev/slipway/operator"
+	"github.com/slipway-dev/slipway/operator/blocker"
 	"github.com/slipway-dev/slipway/operator/budget"
 )
 
@@ -272,4 +278,119 @@ func TestFleetPause(t *testing.T) {
 	waitNode(t, nodes[1].Name, 30*time.Second, "hook asked after resume", func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
 	annotate(t, nodes[1].Name, map[string]*string{hold: ptr(protocol.True)})
 	waitNode(t, nodes[1].Name, 30*time.Second, "zone b finished after resume", finished)
+}
+
+// Issue 11, blockers through the controller, on the real API server: a firing alert of a real
+// Prometheus holds every node (blocked-by, a Blocked Warning, the metric) and an excluded one does not;
+// an unfinished pod matching --blocking-pod-selector holds its own node only, until it is gone.
+func TestBlockersHoldAdmission(t *testing.T) {
+	cleanNodes(t)
+	ctx := context.Background()
+	prom, err := testenv.StartPrometheus(t.TempDir(), `groups:
+  - name: slipway-controller-test
+    interval: 1s
+    rules:
+      - alert: SlipwayTestFiring
+        expr: vector(1)
+        for: 0s
+`)
+	if errors.Is(err, testenv.ErrNoPrometheus) {
+		t.Skip(err.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prom.Stop)
+	nodes := simNodes(t, "blk", 2)
+	alerts := func(exclude string) operator.Blocker {
+		cfg := blocker.AlertsConfig{URL: prom.URL, TTL: 500 * time.Millisecond}
+		if exclude != "" {
+			cfg.Exclude = regexp.MustCompile(exclude)
+		}
+		a, err := blocker.NewAlerts(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	reg := prometheus.NewRegistry()
+	stop := startOperator(t, opOptions{max: "2", metrics: operator.NewMetrics(reg), tweak: func(c *operator.Config) {
+		c.Blockers = []operator.Blocker{alerts("")}
+	}})
+	if err := nodes[0].SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	n := waitNode(t, nodes[0].Name, 60*time.Second, "blocked by the alert", func(n *corev1.Node) bool {
+		return strings.Contains(n.Annotations[protocol.BlockedBy], "SlipwayTestFiring")
+	})
+	if why := n.Annotations[protocol.BlockedBy]; !strings.HasPrefix(why, blocker.NameAlerts+": ") {
+		t.Errorf("blocked-by = %q", why)
+	}
+	if !waitEvent(t, nodes[0].Name, "Blocked") {
+		t.Error("no Blocked Warning")
+	}
+	if v := gauge(t, reg, "slipway_operator_blocked_nodes", blocker.NameAlerts); v != 1 {
+		t.Errorf("slipway_operator_blocked_nodes{reason=%s} = %v, want 1", blocker.NameAlerts, v)
+	}
+	time.Sleep(2 * time.Second)
+	if inCycle(getNode(t, nodes[0].Name)) {
+		t.Fatal("admitted while an alert fires")
+	}
+	stop()
+
+	// The alert excluded; a blocking pod on nodes[1] holds nodes[1] only.
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "blk"}}, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "exists") {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "backup", Namespace: "blk", Labels: map[string]string{"app": "backup"}},
+		Spec: corev1.PodSpec{NodeName: nodes[1].Name, Containers: []corev1.Container{{Name: "c", Image: "example.invalid/backup:1"}}}}
+	if _, err := client.CoreV1().Pods("blk").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := blocker.NewPodInformer(client)
+	onNode, err := blocker.NewPodsOnNode(pods, []string{"app=backup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, opOptions{max: "2", tweak: func(c *operator.Config) {
+		c.Blockers = []operator.Blocker{alerts("^SlipwayTestFiring$"), onNode}
+		c.BlockerInformers = []cache.SharedIndexInformer{pods}
+	}})
+	if err := nodes[1].SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, nodes[0].Name, 60*time.Second, "cycle finished once the alert is excluded", finished)
+	n = waitNode(t, nodes[1].Name, 30*time.Second, "blocked by its pod", func(n *corev1.Node) bool {
+		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], blocker.NamePodsOnNode+": ")
+	})
+	if inCycle(n) {
+		t.Fatal("admitted with a blocking pod on it")
+	}
+	if err := client.CoreV1().Pods("blk").Delete(ctx, "backup", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, nodes[1].Name, 60*time.Second, "cycle finished once the pod is gone", finished)
+}
+
+// gauge reads one labelled value of a gauge vector from reg.
+func gauge(t *testing.T, reg *prometheus.Registry, name, reason string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == reason {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{reason=%q}", name, reason)
+	return 0
 }

@@ -2,13 +2,11 @@ package blocker
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,56 +37,21 @@ const testRules = `groups:
         for: 0s
 `
 
-const testPrometheusConfig = `global:
-  evaluation_interval: 1s
-rule_files:
-  - rules.yml
-`
-
 // startPrometheus runs Debian's prometheus on a free loopback port with testRules and waits until
 // SlipwayAlwaysFiring fires. It returns the base URL and a function that stops it (also run at cleanup).
 func startPrometheus(t *testing.T) (string, func()) {
 	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Skip("prometheus is not installed (Debian package prometheus; hack/install-deps.sh installs it): the alerts blocker is not tested against a real Prometheus")
-	}
 	dir := t.TempDir()
-	for name, text := range map[string]string{"prometheus.yml": testPrometheusConfig, "rules.yml": testRules} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	p, err := testenv.StartPrometheus(dir, testRules)
+	if errors.Is(err, testenv.ErrNoPrometheus) {
+		t.Skip(err.Error() + ": the alerts blocker is not tested against a real Prometheus")
 	}
-	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin,
-		"--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr,
-		"--log.level=warn")
-	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
-	t.Cleanup(stop)
+	t.Cleanup(p.Stop)
+	stop, addr := p.Stop, strings.TrimPrefix(p.URL, "http://")
+	logf := struct{ name string }{filepath.Join(dir, "prometheus.log")}
 	url := "http://" + addr
 	c, err := promapi.NewClient(promapi.Config{Address: url})
 	if err != nil {
@@ -108,14 +71,9 @@ func startPrometheus(t *testing.T) (string, func()) {
 				}
 			}
 		}
-		select {
-		case <-exited:
-			log, _ := os.ReadFile(logf.Name())
-			t.Fatalf("prometheus exited early:\n%s", log)
-		case <-time.After(200 * time.Millisecond):
-		}
+		time.Sleep(200 * time.Millisecond)
 		if time.Since(start) > 60*time.Second {
-			log, _ := os.ReadFile(logf.Name())
+			log, _ := os.ReadFile(logf.name)
 			t.Fatalf("no firing alert after 60s (last error %v); log:\n%s", err, log)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +38,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/version"
 	"github.com/slipway-dev/slipway/operator"
+	"github.com/slipway-dev/slipway/operator/blocker"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/fence"
 	"github.com/slipway-dev/slipway/operator/fleetlock"
@@ -76,6 +78,11 @@ type options struct {
 	groupLabel, maxPerGroup, maxControlPlane  string
 	controlPlaneOrder                         string
 	maxFailedReboots                          int
+	podsOnNode, podsInCluster                 listFlag
+	prometheusURL, alertInclude, alertExclude string
+	alertFiringOnly                           bool
+	minReady                                  string
+	windows, exclusions                       multiFlag
 	rebootTimeout                             time.Duration
 	drainRetryBase, drainRetryMax             time.Duration
 	namespace, leaseName, identity            string
@@ -98,6 +105,15 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.StringVar(&o.maxControlPlane, "max-unavailable-control-plane", "1", "control-plane nodes (label node-role.kubernetes.io/control-plane) that may be unavailable at once (count or %)")
 	fs.StringVar(&o.controlPlaneOrder, "control-plane-order", string(operator.OrderNone), "\"none\" (workers and control plane compete for the budget), \"workers-first\" (no control-plane node starts while a worker waits or is in its cycle) or \"control-plane-first\"")
 	fs.IntVar(&o.maxFailedReboots, "max-failed-reboots", 0, "pause the whole fleet once this many nodes of the current roll-out stalled after their reboot was granted (see --reboot-timeout); a person resumes it (kubectl slipway resume); 0 never")
+	fs.Var(&o.podsOnNode, "blocking-pod-selector", "label selector (kubectl syntax, e.g. app=backup): a node waits while an unfinished pod matching it runs on that node; repeatable (kured's flag, same meaning)")
+	fs.Var(&o.podsInCluster, "blocking-pod-selector-in-cluster", "label selector: no node starts a reboot while an unfinished matching pod exists anywhere in the cluster; repeatable")
+	fs.StringVar(&o.prometheusURL, "prometheus-url", "", "Prometheus (or Thanos Querier) base URL: no node starts a reboot while a matching alert fires; unreachable means wait too (fail closed); empty disables")
+	fs.StringVar(&o.alertInclude, "alert-include", "", "regexp (unanchored) on alert names: only matching alerts block; empty: all")
+	fs.StringVar(&o.alertExclude, "alert-exclude", "", "regexp (unanchored) on alert names: matching alerts never block, e.g. ^(Watchdog|InfoInhibitor)$")
+	fs.BoolVar(&o.alertFiringOnly, "alert-firing-only", true, "only firing alerts block; false also counts pending ones (kured's default)")
+	fs.StringVar(&o.minReady, "min-ready-nodes", "", "admit a node only if at least this many other nodes stay Ready, schedulable and out of a cycle: a count or % of all nodes (rounded up); empty disables")
+	fs.Var(&o.windows, "reboot-window", "a reboot window \"[DAYS ]HH:MM-HH:MM[ ZONE]\", e.g. \"Mon-Fri 22:00-05:00 Europe/Berlin\"; DAYS like Mon-Fri, Sat,Sun, Mon,Wed-Fri, Fri-Mon or * (default every day), naming the day the window starts; an end at or before the start is on the next day; ZONE an IANA name (default UTC). Repeat for more windows: new cycles start only while one is open (FLUO's --reboot-window-start/length is one more); none means always")
+	fs.Var(&o.exclusions, "reboot-exclusion", "a change freeze during which no new cycle starts, \"FROM/TO[ ZONE]\" with FROM and TO as YYYY-MM-DD (whole days, inclusive) or YYYY-MM-DDTHH:MM, or a single YYYY-MM-DD; e.g. \"2026-11-27/2026-12-01 America/New_York\". Wins over every window; cycles in flight finish. Repeatable")
 	fs.StringVar(&o.windowStart, "reboot-window-start", "", "start of the reboot window, FLUO format: \"14:00\" (daily) or \"Thu 14:00\" (weekly)")
 	fs.StringVar(&o.windowLength, "reboot-window-length", "", "length of the reboot window, e.g. \"1h30m\"")
 	fs.StringVar(&o.windowTZ, "reboot-window-timezone", "UTC", "IANA time zone the reboot window is in, e.g. \"Europe/Berlin\"")
@@ -149,6 +165,26 @@ func (o *options) config() (operator.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
+	var rules []*window.Rule
+	for _, spec := range o.windows {
+		r, err := window.ParseWindow(spec)
+		if err != nil {
+			return cfg, fmt.Errorf("reboot-window: %w", err)
+		}
+		rules = append(rules, r)
+	}
+	var excl []window.Exclusion
+	for _, spec := range o.exclusions {
+		e, err := window.ParseExclusion(spec)
+		if err != nil {
+			return cfg, fmt.Errorf("reboot-exclusion: %w", err)
+		}
+		excl = append(excl, e)
+	}
+	var schedule operator.Schedule
+	if len(rules)+len(excl) > 0 {
+		schedule = window.NewSchedule(w, rules, excl)
+	}
 	policy, err := operator.ParseDrainPolicy(o.drainPolicy)
 	if err != nil {
 		return cfg, err
@@ -178,6 +214,38 @@ func (o *options) config() (operator.Config, error) {
 	}
 	if o.maxFailedReboots < 0 {
 		return cfg, fmt.Errorf("max-failed-reboots %d must not be negative", o.maxFailedReboots)
+	}
+	var minReady *blocker.MinReadyNodes
+	if o.minReady != "" {
+		m, err := blocker.ParseMinReadyNodes(o.minReady)
+		if err != nil {
+			return cfg, fmt.Errorf("min-ready-nodes: %w", err)
+		}
+		minReady = &m
+	}
+	if _, err := blocker.ParseSelectors(append(append([]string{}, o.podsOnNode...), o.podsInCluster...)); err != nil {
+		return cfg, fmt.Errorf("blocking-pod-selector: %w", err)
+	}
+	var include, exclude *regexp.Regexp
+	for _, r := range []struct {
+		flag, expr string
+		dst        **regexp.Regexp
+	}{{"alert-include", o.alertInclude, &include}, {"alert-exclude", o.alertExclude, &exclude}} {
+		if r.expr == "" {
+			continue
+		}
+		re, err := regexp.Compile(r.expr)
+		if err != nil {
+			return cfg, fmt.Errorf("%s: %w", r.flag, err)
+		}
+		*r.dst = re
+	}
+	if o.prometheusURL != "" {
+		alerts, err := blocker.NewAlerts(blocker.AlertsConfig{URL: o.prometheusURL, Include: include, Exclude: exclude, IncludePending: !o.alertFiringOnly})
+		if err != nil {
+			return cfg, fmt.Errorf("prometheus-url: %w", err)
+		}
+		cfg.Blockers = append(cfg.Blockers, alerts)
 	}
 	if o.maxFailedReboots > 0 && o.rebootTimeout == 0 {
 		return cfg, errors.New("max-failed-reboots needs --reboot-timeout: a failed reboot is one that stalled")
@@ -212,6 +280,9 @@ func (o *options) config() (operator.Config, error) {
 		ControlPlaneOrder:          order,
 		Namespace:                  o.namespace,
 		MaxFailedReboots:           o.maxFailedReboots,
+		MinReady:                   minReady,
+		Schedule:                   schedule,
+		Blockers:                   cfg.Blockers,
 		Drain: operator.DrainConfig{
 			Timeout: o.drainTimeout, GracePeriod: o.drainGrace, Force: o.forceDrain, Policy: policy,
 			RetryBase: o.drainRetryBase, RetryMax: o.drainRetryMax,
@@ -257,6 +328,26 @@ func run() int {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	cfg.Client = client
+	if len(o.podsOnNode)+len(o.podsInCluster) > 0 {
+		// One stripped informer of unfinished pods feeds both pod blockers; started by the controller
+		// when it leads.
+		pods := blocker.NewPodInformer(client)
+		cfg.BlockerInformers = append(cfg.BlockerInformers, pods)
+		for _, b := range []struct {
+			sel []string
+			mk  func(blocker.PodSource, []string) (*blocker.Pods, error)
+		}{{o.podsOnNode, blocker.NewPodsOnNode}, {o.podsInCluster, blocker.NewPodsInCluster}} {
+			if len(b.sel) == 0 {
+				continue
+			}
+			pb, err := b.mk(pods, b.sel)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "update-operator: blocking-pod-selector:", err)
+				return 2
+			}
+			cfg.Blockers = append(cfg.Blockers, pb)
+		}
+	}
 	cfg.Recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "slipway-update-operator", Host: o.identity})
 	cfg.Log = log
 
@@ -358,5 +449,16 @@ func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, ready
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	httpserve.Serve(ctx, ln, mux, log)
 	log.Info("serving /healthz, /readyz, /metrics", "address", ln.Addr().String())
+	return nil
+}
+
+// multiFlag is a repeatable flag whose values may contain commas (a window's day list).
+type multiFlag []string
+
+func (m *multiFlag) String() string { return strings.Join(*m, "; ") }
+func (m *multiFlag) Set(v string) error {
+	if v = strings.TrimSpace(v); v != "" {
+		*m = append(*m, v)
+	}
 	return nil
 }

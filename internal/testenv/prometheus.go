@@ -1,0 +1,91 @@
+package testenv
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// ErrNoPrometheus is StartPrometheus's error when the binary is missing; tests skip on it.
+var ErrNoPrometheus = fmt.Errorf("prometheus is not installed (Debian package prometheus; hack/install-deps.sh installs it)")
+
+// Prometheus is a real Prometheus server (Debian's package) a test started.
+type Prometheus struct {
+	URL    string // http://127.0.0.1:port
+	LogDir string
+	stop   func()
+}
+
+// Stop stops it (SIGTERM, then SIGKILL after 10 s). It is safe to call twice.
+func (p *Prometheus) Stop() { p.stop() }
+
+// StartPrometheus runs prometheus on a free loopback port with rules (a rule file's text, evaluated
+// every second) and waits until it is ready. Its data and log stay in dir.
+func StartPrometheus(dir, rules string) (*Prometheus, error) {
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		return nil, ErrNoPrometheus
+	}
+	config := "global:\n  evaluation_interval: 1s\nrule_files:\n  - rules.yml\n"
+	for name, text := range map[string]string{"prometheus.yml": config, "rules.yml": rules} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr, "--log.level=warn")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	stopped := false
+	p := &Prometheus{URL: "http://" + addr, LogDir: dir}
+	p.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	client := &http.Client{Timeout: time.Second}
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		if resp, err := client.Get(p.URL + "/-/ready"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p, nil
+			}
+		}
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(filepath.Join(dir, "prometheus.log"))
+			return nil, fmt.Errorf("prometheus exited at start:\n%s", log)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.stop()
+			return nil, fmt.Errorf("prometheus not ready after 60s; see %s", filepath.Join(dir, "prometheus.log"))
+		}
+	}
+}
