@@ -1,0 +1,375 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/pager"
+
+	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/version"
+)
+
+// DefaultNamespace is where the operator and its slipway-fleet ConfigMap live (deploy/).
+const DefaultNamespace = "slipway-system"
+
+// Exit codes of Main.
+const (
+	ExitOK    = 0
+	ExitError = 1 // the cluster could not be reached or refused
+	ExitUsage = 2 // a bad command line; nothing was asked of the cluster
+)
+
+const usage = `Usage:
+  %[1]s [status] [-o text|wide|json]
+  %[1]s pause [--group GROUP] [--reason TEXT]
+  %[1]s resume [--group GROUP]
+
+Commands:
+  status   the fleet's reboot state (default): pause switches, reboot windows, blockers, failed
+           reboots, budgets; per node its cycle state, for how long, budget group, why it waits
+           (blocked-by), stalled reason, last drain or reboot error, last reboot
+  pause    stop new reboot cycles in the whole fleet, or in one budget group; nodes already in
+           their cycle finish it. Records who (the kubeconfig user, else $USER) and when.
+  resume   let the fleet (or the group) start cycles again
+
+Flags:
+  -o, --output FORMAT      text (aligned columns cut to $COLUMNS, default 100), wide (nothing
+                           cut) or json (stable shape, see the README)
+      --group GROUP        pause or resume only this budget group (the operator's --group-label
+                           value, or a FleetLock group)
+      --reason TEXT        why, shown to everyone who looks (pause)
+      --kubeconfig PATH    kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the
+                           pod's service account)
+      --context NAME       kubeconfig context (default: the current one)
+  -n, --namespace NS       the operator's namespace, where ConfigMap slipway-fleet lives
+                           (default slipway-system)
+      --request-timeout D  give up on a request after D (default 30s)
+`
+
+type options struct {
+	kubeconfig, context, namespace string
+	output                         string
+	group, reason                  string
+	timeout                        time.Duration
+}
+
+// env is what Main takes from the process, replaceable in tests.
+type env struct {
+	now    func() time.Time
+	getenv func(string) string
+	zone   *time.Location
+}
+
+// Main runs one command line of the status plugin (args: without the program name) and returns the
+// exit code (ExitOK, ExitError, ExitUsage). prog names the program in messages: "kubectl slipway",
+// "update-operator".
+func Main(prog string, args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return run(ctx, prog, args, stdout, stderr, env{now: time.Now, getenv: os.Getenv, zone: time.Local})
+}
+
+func run(ctx context.Context, prog string, args []string, stdout, stderr io.Writer, e env) int {
+	cmd, o, err := parseArgs(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp) || cmd == "help":
+		fmt.Fprintf(stdout, usage, prog)
+		return ExitOK
+	case err != nil:
+		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", prog, err, prog)
+		return ExitUsage
+	}
+	c, err := connect(o)
+	if err == nil {
+		switch cmd {
+		case "status":
+			err = c.status(ctx, stdout, o, e)
+		case "pause":
+			err = c.pause(ctx, stdout, o, e)
+		case "resume":
+			err = c.resume(ctx, stdout, o)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s %s: %v\n", prog, cmd, err)
+		return ExitError
+	}
+	return ExitOK
+}
+
+// parseArgs reads the command and its flags; flags may come before or after the command, as kubectl
+// users type them.
+func parseArgs(args []string) (string, options, error) {
+	o := options{namespace: DefaultNamespace, output: "text", timeout: 30 * time.Second}
+	fs := flag.NewFlagSet("slipway", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "")
+	fs.StringVar(&o.context, "context", "", "")
+	fs.StringVar(&o.namespace, "namespace", o.namespace, "")
+	fs.StringVar(&o.namespace, "n", o.namespace, "")
+	fs.StringVar(&o.output, "output", o.output, "")
+	fs.StringVar(&o.output, "o", o.output, "")
+	fs.StringVar(&o.group, "group", "", "")
+	fs.StringVar(&o.reason, "reason", "", "")
+	fs.DurationVar(&o.timeout, "request-timeout", o.timeout, "")
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return "", o, err
+		}
+		if args = fs.Args(); len(args) == 0 {
+			break
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+	cmd := "status"
+	switch len(pos) {
+	case 0:
+	case 1:
+		cmd = pos[0]
+	default:
+		return "", o, fmt.Errorf("unexpected argument %q after %q", pos[1], pos[0])
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	only := func(name string, cmds ...string) error {
+		for _, c := range cmds {
+			if c == cmd {
+				return nil
+			}
+		}
+		if set[name] {
+			dash := "--"
+			if len(name) == 1 {
+				dash = "-"
+			}
+			return fmt.Errorf("%s%s is not a flag of %s", dash, name, cmd)
+		}
+		return nil
+	}
+	switch cmd {
+	case "status", "pause", "resume", "help":
+	default:
+		return "", o, fmt.Errorf("unknown command %q: want status, pause or resume", cmd)
+	}
+	for _, err := range []error{
+		only("o", "status"), only("output", "status"),
+		only("group", "pause", "resume"), only("reason", "pause"),
+	} {
+		if err != nil {
+			return "", o, err
+		}
+	}
+	switch o.output {
+	case "text", "wide", "json":
+	default:
+		return "", o, fmt.Errorf("unknown output format %q: want text, wide or json", o.output)
+	}
+	if o.namespace == "" {
+		return "", o, errors.New("--namespace must not be empty")
+	}
+	if o.group != "" {
+		if bad := validation.IsConfigMapKey(fleet.GroupPausePrefix + o.group); len(bad) > 0 {
+			return "", o, fmt.Errorf("--group %q: %s", o.group, strings.Join(bad, "; "))
+		}
+	}
+	if o.timeout <= 0 {
+		return "", o, fmt.Errorf("--request-timeout %s: must be positive", o.timeout)
+	}
+	return cmd, o, nil
+}
+
+// client is a connection to one cluster.
+type client struct {
+	cs     kubernetes.Interface
+	host   string
+	config clientcmd.ClientConfig
+}
+
+// connect loads the kubeconfig as kubectl does (--kubeconfig, else $KUBECONFIG, else
+// ~/.kube/config; inside a pod with none of them, its service account).
+func connect(o options) (*client, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
+	cfg, err := cc.ClientConfig()
+	switch {
+	case clientcmd.IsEmptyConfig(err):
+		return nil, errors.New("no kubeconfig: pass --kubeconfig, set $KUBECONFIG or create ~/.kube/config")
+	case err != nil:
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.Timeout = o.timeout
+	cfg.UserAgent = "kubectl-slipway/" + version.Version
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return &client{cs: cs, host: cfg.Host, config: cc}, nil
+}
+
+// explain turns an API error into what a person can act on.
+func (c *client) explain(what string, err error) error {
+	var uerr *url.Error
+	var nerr net.Error
+	switch {
+	case errors.As(err, &uerr), errors.As(err, &nerr):
+		return fmt.Errorf("cannot reach the API server at %s (%s): %w", c.host, what, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("%s: not allowed (%w)", what, err)
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("%s: the API server did not accept the kubeconfig's credentials (%w)", what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func (c *client) fleetConfigMap(ctx context.Context, ns string) (*corev1.ConfigMap, error) {
+	cm, err := c.cs.CoreV1().ConfigMaps(ns).Get(ctx, fleet.ConfigMapName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, c.explain("reading ConfigMap "+ns+"/"+fleet.ConfigMapName, err)
+	}
+	return cm, nil
+}
+
+func (c *client) status(ctx context.Context, w io.Writer, o options, e env) error {
+	var nodes []corev1.Node
+	// Pages of 500, as kubectl get lists: a fleet of thousands is not one response.
+	p := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
+		return c.cs.CoreV1().Nodes().List(ctx, opts)
+	}))
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		nodes = append(nodes, *obj.(*corev1.Node))
+		return nil
+	})
+	if err != nil {
+		return c.explain("listing Nodes", err)
+	}
+	cm, err := c.fleetConfigMap(ctx, o.namespace)
+	if err != nil {
+		return err
+	}
+	r := Build(nodes, cm, o.namespace, e.now())
+	switch o.output {
+	case "json":
+		return WriteJSON(w, r)
+	case "wide":
+		return WriteText(w, r, TextOptions{Location: e.zone})
+	}
+	width := DefaultWidth
+	if n, err := strconv.Atoi(e.getenv("COLUMNS")); err == nil && n > 0 {
+		width = n
+	}
+	return WriteText(w, r, TextOptions{Width: width, Location: e.zone})
+}
+
+// who pauses: the kubeconfig context's user, else $USER.
+func (c *client) who(o options, e env) string {
+	if raw, err := c.config.RawConfig(); err == nil {
+		name := o.context
+		if name == "" {
+			name = raw.CurrentContext
+		}
+		if ctx := raw.Contexts[name]; ctx != nil && ctx.AuthInfo != "" {
+			return ctx.AuthInfo
+		}
+	}
+	if u := e.getenv("USER"); u != "" {
+		return u
+	}
+	return "unknown"
+}
+
+func (c *client) pause(ctx context.Context, w io.Writer, o options, e env) error {
+	by := c.who(o, e)
+	patch := fleet.PausePatch(o.group, o.reason, by, e.now())
+	what := "patching ConfigMap " + o.namespace + "/" + fleet.ConfigMapName
+	cms := c.cs.CoreV1().ConfigMaps(o.namespace)
+	_, err := cms.Patch(ctx, fleet.ConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		// No switch yet (the operator creates it when it first publishes): make it.
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleet.ConfigMapName, Namespace: o.namespace}, Data: patchData(patch)}
+		what = "creating ConfigMap " + o.namespace + "/" + fleet.ConfigMapName
+		_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) { // created in between: patch it after all
+			_, err = cms.Patch(ctx, fleet.ConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{})
+		}
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("namespace %s does not exist: is Slipway installed there? (see -n)", o.namespace)
+		}
+	}
+	if err != nil {
+		return c.explain(what, err)
+	}
+	if o.group == "" {
+		fmt.Fprintf(w, "fleet paused by %s: %s\nNo new reboot cycle starts; nodes in their cycle finish it. Undo: resume.\n", by, orUnsaid(o.reason))
+	} else {
+		fmt.Fprintf(w, "group %s paused by %s: %s\nNo new reboot cycle starts in it; nodes in their cycle finish it. Undo: resume --group %s.\n", o.group, by, orUnsaid(o.reason), o.group)
+	}
+	return nil
+}
+
+func (c *client) resume(ctx context.Context, w io.Writer, o options) error {
+	cm, err := c.fleetConfigMap(ctx, o.namespace)
+	if err != nil {
+		return err
+	}
+	sw := fleet.Read(cm)
+	subject, was, paused := "fleet", sw.Reason, sw.Paused
+	if o.group != "" {
+		subject = "group " + o.group
+		was, paused = sw.Groups[o.group]
+	}
+	if !paused {
+		fmt.Fprintf(w, "%s is not paused\n", subject)
+		if o.group == "" && len(sw.Groups) > 0 {
+			fmt.Fprintf(w, "paused groups: %s (resume --group GROUP)\n", strings.Join(sw.PausedGroups(), ", "))
+		}
+		return nil
+	}
+	_, err = c.cs.CoreV1().ConfigMaps(o.namespace).Patch(ctx, fleet.ConfigMapName, types.MergePatchType, fleet.ResumePatch(o.group), metav1.PatchOptions{})
+	if err != nil {
+		return c.explain("patching ConfigMap "+o.namespace+"/"+fleet.ConfigMapName, err)
+	}
+	fmt.Fprintf(w, "%s resumed (was paused: %s)\n", subject, orUnsaid(was))
+	if o.group == "" && len(sw.Groups) > 0 {
+		fmt.Fprintf(w, "still paused groups: %s\n", strings.Join(sw.PausedGroups(), ", "))
+	}
+	return nil
+}
+
+// patchData is the data a merge patch from package fleet sets (its nulls delete, so they set nothing).
+func patchData(patch []byte) map[string]string {
+	var p struct{ Data map[string]*string }
+	_ = json.Unmarshal(patch, &p)
+	out := map[string]string{}
+	for k, v := range p.Data {
+		if v != nil {
+			out[k] = *v
+		}
+	}
+	return out
+}

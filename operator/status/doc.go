@@ -1,0 +1,80 @@
+// Package status is the fleet's reboot state as a person or a script reads it: the `kubectl slipway`
+// plugin (binary kubectl-slipway) and `update-operator status|pause|resume` both run [Main].
+//
+// It needs nothing but read access to Nodes and to the slipway-fleet ConfigMap (package fleet) in the
+// operator's namespace: every fact comes from the Nodes themselves (protocol.Observe, Classify,
+// StageSince, the operator's annotations) and from the Status the leading operator publishes in that
+// ConfigMap (budgets and windows as given, fleet-wide blockers, failed reboots). So it works from any
+// laptop with a kubeconfig, and it shows what any operator replica would derive: no controller
+// internals, no second copy of the state. pause and resume flip the switch in the same ConfigMap
+// (fleet.PausePatch, fleet.ResumePatch), creating it when missing.
+//
+// The budget is counted as the operator counts it: a node is unavailable when it is in its cycle,
+// NotReady or cordoned (protocol.Facts.Unavailable); limits come from the published --max-unavailable,
+// --max-unavailable-per-group and --max-unavailable-control-plane. One difference: under
+// --stall-policy=release the operator stops counting a node that stalled after its grant, which the
+// view (not told the policy) still counts.
+//
+// # Output
+//
+// The text output (default, -o text) is aligned columns for an 80-100 column terminal: the fleet
+// (pause switches, node counts per state, reboot windows, blockers, failed reboots, the leader), the
+// budgets, then one row per node: NODE, STATE (with ",paused", and outside a cycle ",not-ready" and
+// ",cordoned"), FOR (time in this stage; for idle nodes since the last reboot), GROUP, LAST-REBOOT
+// and DETAIL: why it waits (blocked-by), why it is stalled, its last drain and reboot errors. DETAIL
+// is cut to fit $COLUMNS (default 100); -o wide never cuts. The text layout may change between
+// releases; scripts should read -o json.
+//
+// # JSON (-o json)
+//
+// A stable shape, versioned by apiVersion: fields are only ever added within one version, every field
+// below is always present (null or empty when unknown), times are RFC 3339 in UTC.
+//
+//	{
+//	  "apiVersion": "status.slipway.dev/v1",
+//	  "time": "2026-11-23T09:00:00Z",          // the instant the report describes
+//	  "namespace": "slipway-system",           // where slipway-fleet was read
+//	  "fleet": {
+//	    "published": true,                     // the leading operator published its Status; when
+//	                                           // false, limits and windows are unknown (null/false)
+//	    "leader": "update-operator-7c9d-x2",   // "" when not published
+//	    "paused": {"paused": true, "reason": "incident 42", "by": "alice", "at": "2026-11-23T08:00:00Z"},
+//	    "pausedGroups": [{"group": "zone-b", "reason": "AZ maintenance"}],
+//	    "groupLabel": "topology.kubernetes.io/zone",
+//	    "budgets": [                           // "fleet" first, then "control-plane", then groups by name
+//	      {"pool": "fleet", "group": "", "nodes": 5, "unavailable": 2, "max": "1", "limit": 1},
+//	      {"pool": "group", "group": "zone-a", "nodes": 2, "unavailable": 1, "max": "1", "limit": 1}
+//	    ],                                     // "max" as given ("" when not set), "limit" null then
+//	    "schedule": {
+//	      "windows": ["Mon-Fri 22:00-05:00 Europe/Berlin"],   // as given
+//	      "exclusions": [],
+//	      "known": true,                       // open/nextOpen computed; false: see "error"
+//	      "open": false,
+//	      "nextOpen": "2026-11-23T21:00:00Z",  // null when open now or none within 400 days
+//	      "closedBy": "outside the reboot windows",
+//	      "error": ""
+//	    },
+//	    "blockers": [{"name": "alerts", "reason": "NodeDown firing", "since": "2026-11-23T08:55:00Z"}],
+//	    "failedReboots": {"nodes": ["node-c"], "max": 3}   // max 0: no failure budget
+//	  },
+//	  "nodes": [                               // sorted by name
+//	    {
+//	      "name": "node-a",
+//	      "state": "draining",                 // protocol.State: idle, needs-reboot, before-reboot,
+//	                                           // draining, rebooting, rebooted, after-reboot
+//	      "since": "2026-11-23T08:48:00Z",     // stage start; for idle the last reboot; else null
+//	      "group": "zone-a",                   // budget group, "" for none
+//	      "controlPlane": false,
+//	      "paused": false,                     // reboot-paused holds this node
+//	      "ready": true,
+//	      "unschedulable": true,
+//	      "unavailable": true,                 // counts against the budget
+//	      "blockedBy": "",                     // update.slipway.dev/blocked-by: why it waits
+//	      "stalled": "drain-failing",          // update.slipway.dev/stalled
+//	      "drainError": "Cannot evict pod ...",
+//	      "rebootError": "",
+//	      "lastReboot": "2026-11-20T03:10:00Z" // update.slipway.dev/last-reboot-time, or null
+//	    }
+//	  ]
+//	}
+package status

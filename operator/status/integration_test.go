@@ -1,0 +1,493 @@
+package status
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testenv"
+)
+
+// One real control plane (etcd + kube-apiserver) for the package, started by the first test that
+// needs it; the unit tests run without one.
+var (
+	cpOnce   sync.Once
+	cp       *testenv.ControlPlane
+	cpErr    error
+	scratch  string
+	binOnce  sync.Once
+	bin      string
+	binErr   error
+	stopCP   = func() {}
+	zoneKey  = "topology.kubernetes.io/zone"
+	fixedNow = time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC) // a Monday; 10:00 in Berlin
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stopCP()
+	if scratch != "" {
+		os.RemoveAll(scratch)
+	}
+	os.Exit(code)
+}
+
+func controlPlane(t *testing.T) (*testenv.ControlPlane, kubernetes.Interface) {
+	t.Helper()
+	cpOnce.Do(func() {
+		scratch, cpErr = os.MkdirTemp("", "slipway-status-test-")
+		if cpErr != nil {
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cp, cpErr = testenv.StartControlPlane(ctx, filepath.Join(scratch, "cp"), testenv.Options{})
+		stopCP = func() {
+			if cp != nil {
+				cp.Stop()
+			}
+			cancel()
+		}
+	})
+	if cpErr != nil {
+		t.Fatalf("starting the control plane: %v", cpErr)
+	}
+	return cp, cp.Client()
+}
+
+// binary is kubectl-slipway built from this tree, for what only a process shows: exit codes and an
+// environment without any kubeconfig.
+func binary(t *testing.T) string {
+	t.Helper()
+	controlPlane(t) // for scratch
+	binOnce.Do(func() {
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			binErr = err
+			return
+		}
+		bin = filepath.Join(scratch, "kubectl-slipway")
+		out, err := exec.Command("go", "build", "-C", root, "-o", bin, "./operator/cmd/kubectl-slipway").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("building kubectl-slipway: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return bin
+}
+
+// cli runs a command line in-process at the fixed instant, with no $COLUMNS and no $USER.
+func cli(args ...string) (stdout, stderr string, code int) {
+	var o, e bytes.Buffer
+	code = run(context.Background(), "kubectl slipway", args, &o, &e, env{
+		now:    func() time.Time { return fixedNow },
+		getenv: func(string) string { return "" },
+		zone:   time.UTC,
+	})
+	return o.String(), e.String(), code
+}
+
+type testNode struct {
+	name          string
+	labels, ann   map[string]string
+	ready         bool
+	unschedulable bool
+}
+
+func createNodes(t *testing.T, c kubernetes.Interface, nodes []testNode) {
+	t.Helper()
+	ctx := context.Background()
+	for _, tn := range nodes {
+		n := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: tn.name, Labels: tn.labels, Annotations: tn.ann},
+			Spec:       corev1.NodeSpec{Unschedulable: tn.unschedulable},
+		}
+		created, err := c.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := corev1.ConditionFalse
+		if tn.ready {
+			st = corev1.ConditionTrue
+		}
+		created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st, LastHeartbeatTime: metav1.Now()}}
+		if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, tn := range nodes {
+			_ = c.CoreV1().Nodes().Delete(context.Background(), tn.name, metav1.DeleteOptions{})
+		}
+	})
+}
+
+func createNamespace(t *testing.T, c kubernetes.Interface, name string) {
+	t.Helper()
+	_, err := c.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A known fleet, built the way the agent and the operator would leave it: annotations and labels on
+// real Nodes, the switch and the published Status in a real ConfigMap.
+func knownFleet(t *testing.T, c kubernetes.Interface, ns string) {
+	t.Helper()
+	zone := func(z string, more map[string]string) map[string]string {
+		m := map[string]string{zoneKey: z}
+		for k, v := range more {
+			m[k] = v
+		}
+		return m
+	}
+	createNodes(t, c, []testNode{
+		{name: "cp-1", labels: zone("zone-a", map[string]string{protocol.ControlPlaneLabel: ""}), ready: true, ann: map[string]string{
+			protocol.RebootNeeded:   "true",
+			protocol.BlockedBy:      "order: workers first (--control-plane-order=workers-first)",
+			protocol.LastRebootTime: "2026-11-02T03:00:00Z",
+		}},
+		{name: "node-a", labels: zone("zone-a", nil), ready: true, ann: map[string]string{
+			protocol.RebootNeeded:   "false",
+			protocol.RebootOK:       "false",
+			protocol.LastRebootTime: "2026-11-20T03:00:00Z",
+		}},
+		{name: "node-b", labels: zone("zone-a", nil), ready: true, unschedulable: true, ann: map[string]string{
+			protocol.RebootNeeded: "true",
+			protocol.Cordoned:     "true",
+			protocol.CycleStarted: "2026-11-23T08:47:00Z",
+			protocol.DrainStarted: "2026-11-23T08:48:00Z",
+			protocol.Stalled:      "drain-failing",
+			protocol.DrainError:   "Cannot evict pod as it would violate the pod's disruption budget.\n(pod shop/web-0, PodDisruptionBudget shop/web)",
+		}},
+		{name: "node-c", labels: zone("zone-b", nil), ready: true, ann: map[string]string{
+			protocol.RebootNeeded: "true",
+			protocol.BlockedBy:    "paused: group zone-b paused: AZ maintenance",
+		}},
+		{name: "node-d", labels: zone("zone-b", nil), ready: false, unschedulable: true, ann: map[string]string{
+			protocol.RebootNeeded:     "true",
+			protocol.RebootInProgress: "true",
+			protocol.RebootOK:         "true",
+			protocol.Cordoned:         "true",
+			protocol.RebootBootID:     "b00t-1",
+			protocol.RebootOKTime:     "2026-11-23T08:55:00Z",
+		}},
+		{name: "node-e", ready: true, unschedulable: true, ann: map[string]string{
+			protocol.RebootPaused: "true",
+			protocol.RebootError:  "Reboot: Interactive authentication required.",
+		}},
+	})
+	createNamespace(t, c, ns)
+	st := fleet.Status{
+		Leader:                     "update-operator-6d5f9-x2x4q",
+		GroupLabel:                 zoneKey,
+		MaxUnavailable:             "2",
+		MaxUnavailablePerGroup:     "1",
+		MaxUnavailableControlPlane: "1",
+		Windows:                    []string{"Mon-Fri 22:00-05:00 Europe/Berlin", "Sat,Sun 00:00-24:00 Europe/Berlin"},
+		Exclusions:                 []string{"2026-12-24/2026-12-26 Europe/Berlin"},
+		Blockers:                   []fleet.Blocker{{Name: "alerts", Reason: "1 alert firing: NodeFilesystemAlmostFull", Since: time.Date(2026, 11, 23, 8, 50, 0, 0, time.UTC)}},
+		FailedReboots:              []string{"node-x"},
+		MaxFailedReboots:           3,
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: fleet.ConfigMapName, Namespace: ns},
+		Data: map[string]string{
+			fleet.KeyStatus:                   mustJSON(t, st),
+			fleet.GroupPausePrefix + "zone-b": "AZ maintenance",
+		},
+	}
+	if _, err := c.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const knownNS = "slipway-known"
+
+// goldenText is the exact output of `kubectl slipway -n slipway-known` for knownFleet at fixedNow,
+// with no $COLUMNS (100 columns).
+const goldenText = `Fleet:     running
+Groups:    zone-b PAUSED: AZ maintenance
+Nodes:     6: 2 idle, 2 needs-reboot, 1 draining, 1 rebooting, 1 stalled, 1 paused
+Windows:   CLOSED (outside the reboot windows), opens Mon 2026-11-23 21:00 UTC (in 12h)
+           window Mon-Fri 22:00-05:00 Europe/Berlin
+           window Sat,Sun 00:00-24:00 Europe/Berlin
+           exclusion 2026-12-24/2026-12-26 Europe/Berlin
+Blockers:  alerts: 1 alert firing: NodeFilesystemAlmostFull (for 10m)
+Failed:    1/3 reboots failed: node-x
+Operator:  leader update-operator-6d5f9-x2x4q
+
+BUDGET         UNAVAILABLE  LIMIT  NODES
+fleet          3            2      6
+control-plane  0            1      1
+group -        1            1      1
+group zone-a   1            1      3
+group zone-b   1            1      2
+
+NODE    STATE                 FOR   GROUP   LAST-REBOOT  DETAIL
+cp-1    needs-reboot          -     zone-a  21d          order: workers first (--control-plane-or...
+node-a  idle                  3d6h  zone-a  3d6h         -
+node-b  draining              12m   zone-a  -            stalled: drain-failing; drain-error: Can...
+node-c  needs-reboot          -     zone-b  -            paused: group zone-b paused: AZ maintenance
+node-d  rebooting             5m    zone-b  -            -
+node-e  idle,paused,cordoned  -     -       -            reboot-error: Reboot: Interactive authen...
+`
+
+// The view of a known fleet on the real API server: the exact text, the wide rows, the exact JSON.
+func TestKnownFleet(t *testing.T) {
+	cp, c := controlPlane(t)
+	knownFleet(t, c, knownNS)
+	args := func(more ...string) []string {
+		return append([]string{"--kubeconfig", cp.Kubeconfig, "-n", knownNS}, more...)
+	}
+
+	t.Run("text", func(t *testing.T) {
+		for _, a := range [][]string{args(), args("status"), args("status", "-o", "text"), append([]string{"status"}, args()...)} {
+			out, errOut, code := cli(a...)
+			if code != ExitOK || errOut != "" {
+				t.Fatalf("%v: exit %d: %s", a, code, errOut)
+			}
+			if out != goldenText {
+				t.Errorf("%v: text output:\n%s\nwant:\n%s", a, out, goldenText)
+			}
+		}
+	})
+	t.Run("no line longer than 100", func(t *testing.T) {
+		for _, line := range strings.Split(goldenText, "\n") {
+			if len([]rune(line)) > DefaultWidth {
+				t.Errorf("%d columns: %q", len([]rune(line)), line)
+			}
+		}
+	})
+	t.Run("wide", func(t *testing.T) {
+		out, _, code := cli(args("-o", "wide")...)
+		want := "node-b  draining              12m   zone-a  -            stalled: drain-failing; drain-error: Cannot evict pod as it would violate the pod's disruption budget. (pod shop/web-0, PodDisruptionBudget shop/web)\n"
+		if code != ExitOK || !strings.Contains(out, want) {
+			t.Errorf("exit %d, wide output without\n%s\n%s", code, want, out)
+		}
+	})
+	t.Run("json", func(t *testing.T) {
+		out, errOut, code := cli(args("-o", "json")...)
+		if code != ExitOK || errOut != "" {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		golden := filepath.Join("testdata", "known-fleet.json")
+		if os.Getenv("SLIPWAY_UPDATE_GOLDEN") != "" {
+			if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out != string(want) {
+			t.Errorf("JSON output differs from %s:\n%s", golden, out)
+		}
+		// Scripts decode it back into the documented type without loss.
+		var r Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		var again bytes.Buffer
+		if err := WriteJSON(&again, r); err != nil || again.String() != out {
+			t.Errorf("JSON does not round-trip through Report (%v)", err)
+		}
+	})
+}
+
+// pause and resume flip the switch in a real ConfigMap, creating it when missing, and status shows it.
+func TestPauseResume(t *testing.T) {
+	cp, c := controlPlane(t)
+	const ns = "slipway-pause"
+	createNamespace(t, c, ns)
+	base := []string{"--kubeconfig", cp.Kubeconfig, "-n", ns}
+	do := func(wantOut string, args ...string) {
+		t.Helper()
+		out, errOut, code := cli(append(args, base...)...)
+		if code != ExitOK || errOut != "" || out != wantOut {
+			t.Fatalf("%v: exit %d, stdout:\n%s\nstderr:\n%s\nwant stdout:\n%s", args, code, out, errOut, wantOut)
+		}
+	}
+	read := func() (fleet.Switch, *corev1.ConfigMap) {
+		t.Helper()
+		cm, err := c.CoreV1().ConfigMaps(ns).Get(context.Background(), fleet.ConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fleet.Read(cm), cm
+	}
+	statusLine := func(prefix string) string {
+		t.Helper()
+		out, _, _ := cli(base...)
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+		}
+		return ""
+	}
+
+	do("fleet is not paused\n", "resume") // nothing to resume, no ConfigMap: fine
+	// No ConfigMap, no operator: what is known, and what is not.
+	do(`Fleet:     running
+Nodes:     0
+Windows:   unknown (the operator has published no status)
+Blockers:  none
+Failed:    none
+Operator:  no status in slipway-pause/slipway-fleet: limits and windows unknown (is -n right?)
+
+BUDGET  UNAVAILABLE  LIMIT  NODES
+fleet   0            ?      0
+
+NODE  STATE  FOR  GROUP  LAST-REBOOT  DETAIL
+`)
+	do("fleet paused by admin: incident 42\nNo new reboot cycle starts; nodes in their cycle finish it. Undo: resume.\n",
+		"pause", "--reason", "incident 42")
+	sw, cm := read() // created by pause
+	if !sw.Paused || sw.Reason != "incident 42" || sw.By != "admin" || !sw.At.Equal(fixedNow) {
+		t.Errorf("after pause: %+v", sw)
+	}
+	if got := statusLine("Fleet:"); got != "Fleet:     PAUSED by admin 0s ago: incident 42" {
+		t.Errorf("status after pause: %q", got)
+	}
+
+	// The operator's published Status stays untouched by the switch's patches.
+	cm.Data[fleet.KeyStatus] = `{"maxUnavailable":"1"}`
+	if _, err := c.CoreV1().ConfigMaps(ns).Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	do("group zone-b paused by admin: (no reason given)\nNo new reboot cycle starts in it; nodes in their cycle finish it. Undo: resume --group zone-b.\n",
+		"pause", "--group", "zone-b")
+	if sw, _ := read(); !sw.Paused || sw.Groups["zone-b"] != "" || len(sw.Groups) != 1 {
+		t.Errorf("after group pause: %+v", sw)
+	}
+	if got := statusLine("Groups:"); got != "Groups:    zone-b PAUSED: (no reason given)" {
+		t.Errorf("status after group pause: %q", got)
+	}
+	do("fleet resumed (was paused: incident 42)\nstill paused groups: zone-b\n", "resume")
+	if sw, _ := read(); sw.Paused || sw.By != "" || !sw.At.IsZero() || len(sw.Groups) != 1 {
+		t.Errorf("after resume: %+v", sw)
+	}
+	do("group zone-b resumed (was paused: (no reason given))\n", "resume", "--group", "zone-b")
+	sw, cm = read()
+	if sw.Paused || len(sw.Groups) != 0 || cm.Data[fleet.KeyStatus] != `{"maxUnavailable":"1"}` || len(cm.Data) != 1 {
+		t.Errorf("after group resume: %+v, data %v", sw, cm.Data)
+	}
+	do("group zone-b is not paused\n", "resume", "--group", "zone-b")
+
+	// Without a kubeconfig user the one who pauses is $USER.
+	var o, e bytes.Buffer
+	noUser := filepath.Join(scratch, "kubeconfig-no-user")
+	writeKubeconfig(t, noUser, cp.URL, cp.Token, "")
+	code := run(context.Background(), "kubectl slipway", []string{"pause", "--kubeconfig", noUser, "-n", ns}, &o, &e, env{
+		now: func() time.Time { return fixedNow }, zone: time.UTC,
+		getenv: func(k string) string { return map[string]string{"USER": "carol"}[k] },
+	})
+	if sw, _ := read(); code != ExitOK || sw.By != "carol" {
+		t.Errorf("exit %d (%s), paused by %q, want carol", code, e.String(), sw.By)
+	}
+
+	// A namespace that does not exist: say so, create nothing.
+	_, errOut, code := cli("pause", "--kubeconfig", cp.Kubeconfig, "-n", "no-such-namespace")
+	if code != ExitError || !strings.Contains(errOut, "namespace no-such-namespace does not exist") {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+}
+
+// writeKubeconfig writes a kubeconfig for server with token, whose context names user (may be "").
+func writeKubeconfig(t *testing.T, path, server, token, user string) {
+	t.Helper()
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: %s
+    insecure-skip-tls-verify: true
+users:
+- name: %q
+  user:
+    token: %s
+contexts:
+- name: ctx
+  context:
+    cluster: c
+    user: %q
+current-context: ctx
+`, server, user, token, user)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Errors say what to do and exit non-zero, from the real binary.
+func TestErrors(t *testing.T) {
+	cp, _ := controlPlane(t)
+	kc := binary(t)
+	home := t.TempDir()
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := filepath.Join(home, "unreachable")
+	writeKubeconfig(t, unreachable, fmt.Sprintf("https://127.0.0.1:%d", port), "x", "someone")
+	for _, c := range []struct {
+		name string
+		args []string
+		env  []string
+		code int
+		want string
+	}{
+		{"no kubeconfig", nil, nil, ExitError, "kubectl slipway status: no kubeconfig: pass --kubeconfig, set $KUBECONFIG or create ~/.kube/config\n"},
+		{"kubeconfig file missing", []string{"--kubeconfig", filepath.Join(home, "nope")}, nil, ExitError, "kubectl slipway status: kubeconfig: stat " + filepath.Join(home, "nope") + ": no such file or directory\n"},
+		{"unreachable", nil, []string{"KUBECONFIG=" + unreachable}, ExitError, fmt.Sprintf("kubectl slipway status: cannot reach the API server at https://127.0.0.1:%d (listing Nodes): ", port)},
+		{"unreachable pause", []string{"pause", "--kubeconfig", unreachable}, nil, ExitError, fmt.Sprintf("kubectl slipway pause: cannot reach the API server at https://127.0.0.1:%d", port)},
+		{"bad -o", []string{"-o", "yaml", "--kubeconfig", cp.Kubeconfig}, nil, ExitUsage, "kubectl slipway: unknown output format \"yaml\": want text, wide or json\nRun 'kubectl slipway --help' for usage.\n"},
+		{"unknown command", []string{"reboot"}, nil, ExitUsage, "kubectl slipway: unknown command \"reboot\": want status, pause or resume\n"},
+		{"flag of another command", []string{"status", "--reason", "x"}, nil, ExitUsage, "kubectl slipway: --reason is not a flag of status\n"},
+		{"-o on pause", []string{"pause", "-o", "json"}, nil, ExitUsage, "kubectl slipway: -o is not a flag of pause\n"},
+		{"bad group", []string{"pause", "--group", "zone b"}, nil, ExitUsage, "kubectl slipway: --group \"zone b\": "},
+		{"unknown flag", []string{"--frobnicate"}, nil, ExitUsage, "kubectl slipway: flag provided but not defined: -frobnicate\n"},
+		{"two commands", []string{"pause", "resume"}, nil, ExitUsage, "kubectl slipway: unexpected argument \"resume\" after \"pause\"\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(kc, c.args...)
+			// Nothing from this machine: no ~/.kube/config, no $KUBECONFIG, no in-cluster service account.
+			cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}, c.env...)
+			var o, e bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &o, &e
+			err := cmd.Run()
+			code := 0
+			if x, ok := err.(*exec.ExitError); ok {
+				code = x.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != c.code || !strings.HasPrefix(e.String(), c.want) || o.Len() != 0 {
+				t.Errorf("exit %d (want %d)\nstderr: %q\nwant prefix: %q\nstdout: %q", code, c.code, e.String(), c.want, o.String())
+			}
+		})
+	}
+	t.Run("help", func(t *testing.T) {
+		out, err := exec.Command(kc, "--help").Output()
+		if err != nil || !strings.HasPrefix(string(out), "Usage:\n  kubectl slipway [status] [-o text|wide|json]\n") {
+			t.Errorf("%v: %s", err, out)
+		}
+	})
+}

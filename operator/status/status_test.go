@@ -1,0 +1,186 @@
+package status
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/window"
+)
+
+// The operator publishes FLUO's window as its String (window.Schedule.Specs); the view must read every
+// form of it back into the same window.
+func TestFLUOWindowReadBack(t *testing.T) {
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	for _, c := range []struct {
+		start, length string
+		loc           *time.Location
+	}{
+		{"14:00", "1h", time.UTC},
+		{"Thu 14:00", "1h30m", berlin},
+		{"sun 00:05", "30m", time.UTC},
+		{"23:59", "23h", berlin},
+	} {
+		w, err := window.Parse(c.start, c.length, c.loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := parseFLUO(w.String())
+		if err != nil {
+			t.Fatalf("%q: %v", w.String(), err)
+		}
+		if got.String() != w.String() {
+			t.Errorf("%q read back as %q", w.String(), got.String())
+		}
+		// And the same instants open: a week in 7-minute steps.
+		t0 := time.Date(2026, 3, 23, 0, 0, 0, 0, time.UTC)
+		for at := t0; at.Before(t0.AddDate(0, 0, 8)); at = at.Add(7 * time.Minute) {
+			if got.Contains(at) != w.Contains(at) {
+				t.Fatalf("%q: read back differs at %s", w.String(), at)
+			}
+		}
+	}
+	if _, err := parseFLUO("Mon-Fri 22:00-05:00"); err == nil {
+		t.Error("a window spec read as FLUO's window")
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC) // a Monday, 10:00 in Berlin
+	status := func(windows, exclusions []string) fleet.Status {
+		return fleet.Status{MaxUnavailable: "1", Windows: windows, Exclusions: exclusions}
+	}
+	at := func(s string) *time.Time { t, _ := time.Parse(time.RFC3339, s); return &t }
+	for _, c := range []struct {
+		name      string
+		st        fleet.Status
+		published bool
+		want      Schedule
+	}{
+		{"no windows", status(nil, nil), true, Schedule{Known: true, Open: true}},
+		{"closed", status([]string{"Mon-Fri 22:00-05:00 Europe/Berlin"}, nil), true, Schedule{
+			Known: true, NextOpen: at("2026-11-23T21:00:00Z"), ClosedBy: "outside the reboot windows",
+		}},
+		{"open", status([]string{"Sat,Sun 00:00-24:00", "08:00-10:00 UTC"}, nil), true, Schedule{Known: true, Open: true}},
+		{"FLUO's window among them", status([]string{"daily 08:30 for 1h0m0s (UTC)"}, nil), true, Schedule{Known: true, Open: true}},
+		{"excluded", status(nil, []string{"2026-11-20/2026-11-24"}), true, Schedule{
+			Known: true, NextOpen: at("2026-11-25T00:00:00Z"), ClosedBy: "reboot exclusion 2026-11-20/2026-11-24 UTC",
+		}},
+		{"unparseable", status([]string{"whenever"}, nil), true, Schedule{Error: "window \"whenever\": "}},
+		{"not published", fleet.Status{}, false, Schedule{Error: "the operator has published no status"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := schedule(c.st, c.published, now)
+			if got.Known != c.want.Known || got.Open != c.want.Open || got.ClosedBy != c.want.ClosedBy ||
+				(got.NextOpen == nil) != (c.want.NextOpen == nil) || got.NextOpen != nil && !got.NextOpen.Equal(*c.want.NextOpen) ||
+				!strings.HasPrefix(got.Error, c.want.Error) || (c.want.Error == "") != (got.Error == "") {
+				t.Errorf("got %+v (next %v), want %+v (next %v)", got, got.NextOpen, c.want, c.want.NextOpen)
+			}
+		})
+	}
+}
+
+// The budget is counted as the operator counts it: in a cycle, NotReady or cordoned; per group when
+// a group label is published; the control plane apart; percentages of each pool's own size.
+func TestBudgets(t *testing.T) {
+	zone := "topology.kubernetes.io/zone"
+	mk := func(name, z string, ready, cordoned bool, ann map[string]string, cp bool) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}, Annotations: ann}}
+		if z != "" {
+			n.Labels[zone] = z
+		}
+		if cp {
+			n.Labels[protocol.ControlPlaneLabel] = ""
+		}
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
+		n.Spec.Unschedulable = cordoned
+		return n
+	}
+	nodes := []corev1.Node{
+		mk("a1", "a", true, false, nil, false),
+		mk("a2", "a", false, false, nil, false), // NotReady
+		mk("b1", "b", true, true, nil, false),   // cordoned by someone
+		mk("b2", "b", true, false, map[string]string{protocol.DrainStarted: "2026-11-23T08:00:00Z"}, false),
+		mk("c1", "", true, false, map[string]string{protocol.FleetLockGroup: "fl"}, true),
+		mk("c2", "", true, false, nil, true),
+	}
+	st := fleet.Status{GroupLabel: zone, MaxUnavailable: "50%", MaxUnavailablePerGroup: "1", MaxUnavailableControlPlane: "1"}
+	cm := &corev1.ConfigMap{Data: map[string]string{fleet.KeyStatus: mustJSON(t, st)}}
+	r := Build(nodes, cm, "ns", time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+	var got []string
+	for _, b := range r.Fleet.Budgets {
+		l := "nil"
+		if b.Limit != nil {
+			l = fmt.Sprint(*b.Limit)
+		}
+		got = append(got, fmt.Sprintf("%s/%s %d/%s of %d", b.Pool, b.Group, b.Unavailable, l, b.Nodes))
+	}
+	want := []string{"fleet/ 3/3 of 6", "control-plane/ 0/1 of 2", "group/ 0/1 of 1", "group/a 1/1 of 2", "group/b 2/1 of 2", "group/fl 0/1 of 1"}
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("budgets\n got %v\nwant %v", got, want)
+	}
+
+	// Not published: the counts, but no limits.
+	r = Build(nodes, nil, "ns", time.Now())
+	if len(r.Fleet.Budgets) != 4 || r.Fleet.Budgets[0].Limit != nil || r.Fleet.Budgets[0].Unavailable != 3 {
+		t.Errorf("unpublished budgets: %+v", r.Fleet.Budgets)
+	}
+}
+
+func TestFit(t *testing.T) {
+	long := strings.Repeat("x", 80)
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	nodes := func(name string) Report {
+		return Report{Time: now, Nodes: []Node{
+			{Name: name, State: protocol.NeedsReboot, Ready: true, Group: "zone-a", BlockedBy: "budget: " + long, DrainError: long},
+			{Name: "n2", State: protocol.Idle, Ready: true, Stalled: "drain-failing"},
+		}}
+	}
+	for _, c := range []struct {
+		width int
+		name  string
+	}{
+		{80, "node-1"},
+		{100, "ip-10-0-3-17.eu-west-1.compute"},
+		{140, "ip-10-0-3-17.eu-west-1.compute.internal"},
+	} {
+		var b bytes.Buffer
+		if err := writeNodes(&b, nodes(c.name), c.width); err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
+			if n := len([]rune(line)); n > c.width {
+				t.Errorf("width %d: line of %d: %q", c.width, n, line)
+			}
+		}
+		if !strings.Contains(b.String(), "budget: xxx") {
+			t.Errorf("width %d: cut too much:\n%s", c.width, b.String())
+		}
+	}
+	var b bytes.Buffer
+	_ = writeNodes(&b, nodes("node-1"), 0)
+	if !strings.Contains(b.String(), "budget: "+long+"; drain-error: "+long) {
+		t.Errorf("wide output cut the error:\n%s", b.String())
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,316 @@
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/protocol"
+)
+
+// DefaultWidth is the line length the text output fits when $COLUMNS does not say.
+const DefaultWidth = 100
+
+const (
+	pad      = 2
+	minCut   = 24 // the DETAIL column is never cut shorter than this
+	ellipsis = "..."
+)
+
+// WriteJSON writes the report as the documented JSON shape, indented, with a final newline.
+func WriteJSON(w io.Writer, r Report) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(r)
+}
+
+// TextOptions shape the text output.
+type TextOptions struct {
+	// Width: lines of the node table stay within it by cutting its last column (DETAIL, free text);
+	// 0 never cuts (-o wide).
+	Width int
+	// Location: the zone absolute times are shown in (nil: UTC).
+	Location *time.Location
+}
+
+// WriteText writes the report for a terminal: the fleet, the budgets, then one row per node.
+func WriteText(w io.Writer, r Report, o TextOptions) error {
+	now := r.Time
+	if o.Location != nil {
+		now = now.In(o.Location)
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, pad, ' ', 0)
+	// section writes key and its first line, then the other lines under it. Free text goes on one
+	// line: a newline or tab in a reason must not break the columns.
+	section := func(key string, lines ...string) {
+		for i, l := range lines {
+			if i > 0 {
+				key = ""
+			}
+			fmt.Fprintf(tw, "%s\t%s\n", key, oneLine(l))
+		}
+	}
+
+	f := r.Fleet
+	if p := f.Paused; p.Paused {
+		by := ""
+		if p.By != "" {
+			by = " by " + p.By
+		}
+		if p.At != nil {
+			by += " " + ago(now, *p.At) + " ago"
+		}
+		section("Fleet:", fmt.Sprintf("PAUSED%s: %s", by, orUnsaid(p.Reason)))
+	} else {
+		section("Fleet:", "running")
+	}
+	var groups []string
+	for _, g := range f.PausedGroups {
+		groups = append(groups, fmt.Sprintf("%s PAUSED: %s", g.Group, orUnsaid(g.Reason)))
+	}
+	section("Groups:", groups...)
+	section("Nodes:", nodesLine(r.Nodes))
+	windows := []string{scheduleLine(f.Schedule, now)}
+	for _, s := range f.Schedule.Windows {
+		windows = append(windows, "window "+s)
+	}
+	for _, s := range f.Schedule.Exclusions {
+		windows = append(windows, "exclusion "+s)
+	}
+	section("Windows:", windows...)
+	blockers := []string{"none"}
+	if len(f.Blockers) > 0 {
+		blockers = nil
+	}
+	for _, b := range f.Blockers {
+		blockers = append(blockers, fmt.Sprintf("%s: %s (for %s)", b.Name, b.Reason, ago(now, b.Since)))
+	}
+	section("Blockers:", blockers...)
+	section("Failed:", failedLine(f.FailedReboots))
+	if f.Published {
+		section("Operator:", "leader "+orDash(f.Leader))
+	} else {
+		section("Operator:", fmt.Sprintf("no status in %s/%s: limits and windows unknown (is -n right?)", r.Namespace, fleet.ConfigMapName))
+	}
+	fmt.Fprintln(tw)
+
+	fmt.Fprintln(tw, "BUDGET\tUNAVAILABLE\tLIMIT\tNODES")
+	for _, b := range f.Budgets {
+		name := b.Pool
+		if b.Pool == PoolGroup {
+			name = "group " + orDash(b.Group)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", name, b.Unavailable, limitCell(b, f.Published), b.Nodes)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return writeNodes(w, r, o.Width)
+}
+
+// writeNodes writes one row per node. What explains a node (why it waits, why it is stalled, its
+// last error) shares the last column, the only one that is cut to fit width (0: never cut).
+func writeNodes(w io.Writer, r Report, width int) error {
+	rows := [][]string{{"NODE", "STATE", "FOR", "GROUP", "LAST-REBOOT", "DETAIL"}}
+	for _, n := range r.Nodes {
+		rows = append(rows, []string{
+			n.Name,
+			stateCell(n),
+			agoPtr(r.Time, n.Since),
+			orDash(n.Group),
+			agoPtr(r.Time, n.LastReboot),
+			orDash(detailCell(n)),
+		})
+	}
+	if width > 0 {
+		fit(rows, width)
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, pad, ' ', 0)
+	for _, row := range rows {
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	return tw.Flush()
+}
+
+// fit cuts the last column of rows so that no line is longer than width, but never shorter than
+// minCut: the other columns are short words, names and ages, kept whole.
+func fit(rows [][]string, width int) {
+	last := len(rows[0]) - 1
+	widths := make([]int, last)
+	for _, row := range rows {
+		for i, c := range row[:last] {
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	room := width
+	for _, wd := range widths {
+		room -= wd + pad
+	}
+	room = max(room, minCut)
+	for _, row := range rows[1:] {
+		row[last] = cut(row[last], room)
+	}
+}
+
+func cut(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-len(ellipsis)]) + ellipsis
+}
+
+// stateCell is the state and, outside a cycle (where they are expected), what else makes the node
+// unavailable or holds it; reboot-paused always.
+func stateCell(n Node) string {
+	s := string(n.State)
+	inCycle := n.State.InCycle()
+	if n.Paused {
+		s += ",paused"
+	}
+	if !inCycle && !n.Ready {
+		s += ",not-ready"
+	}
+	if !inCycle && n.Unschedulable {
+		s += ",cordoned"
+	}
+	return s
+}
+
+// detailCell is what explains the node: why it waits (blocked-by, "<kind>: <detail>"), why it is
+// stalled, its last drain and reboot errors.
+func detailCell(n Node) string {
+	var parts []string
+	if n.BlockedBy != "" {
+		parts = append(parts, oneLine(n.BlockedBy))
+	}
+	if n.Stalled != "" {
+		parts = append(parts, "stalled: "+n.Stalled)
+	}
+	if n.DrainError != "" {
+		parts = append(parts, "drain-error: "+oneLine(n.DrainError))
+	}
+	if n.RebootError != "" {
+		parts = append(parts, "reboot-error: "+oneLine(n.RebootError))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// stateOrder is the cycle's order, for the summary.
+var stateOrder = []protocol.State{protocol.Idle, protocol.NeedsReboot, protocol.BeforeHooks, protocol.Draining,
+	protocol.Rebooting, protocol.Rebooted, protocol.AfterHooks}
+
+// nodesLine counts the nodes per state, then the stalled and paused ones: the table in one line, for
+// fleets too big to read row by row.
+func nodesLine(nodes []Node) string {
+	count := map[protocol.State]int{}
+	stalled, paused := 0, 0
+	for _, n := range nodes {
+		count[n.State]++
+		if n.Stalled != "" {
+			stalled++
+		}
+		if n.Paused {
+			paused++
+		}
+	}
+	parts := []string{}
+	for _, s := range stateOrder {
+		if count[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", count[s], s))
+		}
+	}
+	for _, x := range []struct {
+		n    int
+		what string
+	}{{stalled, "stalled"}, {paused, "paused"}} {
+		if x.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", x.n, x.what))
+		}
+	}
+	line := fmt.Sprintf("%d", len(nodes))
+	if len(parts) > 0 {
+		line += ": " + strings.Join(parts, ", ")
+	}
+	return line
+}
+
+func scheduleLine(s Schedule, now time.Time) string {
+	switch {
+	case !s.Known && len(s.Windows)+len(s.Exclusions) == 0:
+		return "unknown (" + s.Error + ")"
+	case !s.Known:
+		return "unknown (" + s.Error + "); as given:"
+	case s.Open && len(s.Windows)+len(s.Exclusions) == 0:
+		return "open (no reboot window: always open)"
+	case s.Open:
+		return "open"
+	case s.NextOpen == nil:
+		return "CLOSED (" + s.ClosedBy + "), not opening within 400 days"
+	}
+	return fmt.Sprintf("CLOSED (%s), opens %s (in %s)", s.ClosedBy, clock(now, *s.NextOpen), ago(*s.NextOpen, now))
+}
+
+func failedLine(f FailedReboots) string {
+	names := ""
+	if len(f.Nodes) > 0 {
+		names = ": " + strings.Join(f.Nodes, ", ")
+	}
+	if f.Max > 0 {
+		return fmt.Sprintf("%d/%d reboots failed%s", len(f.Nodes), f.Max, names)
+	}
+	if len(f.Nodes) == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d reboots failed (no --max-failed-reboots)%s", len(f.Nodes), names)
+}
+
+func limitCell(b Budget, published bool) string {
+	switch {
+	case !published:
+		return "?"
+	case b.Limit == nil:
+		return "-"
+	case strings.HasSuffix(b.Max, "%"):
+		return strconv.Itoa(*b.Limit) + " (" + b.Max + ")"
+	}
+	return strconv.Itoa(*b.Limit)
+}
+
+// clock is an absolute time in the reader's zone (the zone of now).
+func clock(now, t time.Time) string { return t.In(now.Location()).Format("Mon 2006-01-02 15:04 MST") }
+
+// ago is how long from t to now, as kubectl prints ages ("5m", "3h12m", "2d").
+func ago(now, t time.Time) string { return duration.HumanDuration(now.Sub(t)) }
+
+func agoPtr(now time.Time, t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return ago(now, *t)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func orUnsaid(s string) string {
+	if s == "" {
+		return "(no reason given)"
+	}
+	return s
+}
