@@ -76,6 +76,8 @@ type Config struct {
 	MinReady *blocker.MinReadyNodes
 	// Namespace holds the fleet switch (ConfigMap slipway-fleet); "" turns the switch off.
 	Namespace string
+	// Identity is this instance's leader-election identity, published as the fleet status's leader.
+	Identity string
 	// MaxFailedReboots pauses the fleet when that many nodes of the current roll-out stalled after
 	// their grant or came back with a fleet-wide blocker firing; 0 never.
 	MaxFailedReboots int
@@ -95,7 +97,9 @@ type Controller struct {
 	drains    *drainer
 	log       klog.Logger
 
-	malformed map[string]string // node -> the malformed values last reported (one Event per change)
+	malformed map[string]string    // node -> the malformed values last reported (one Event per change)
+	fleet     fleetState           // only touched by the worker
+	needSince map[string]time.Time // when each waiting node was first seen needing a reboot (metrics)
 
 	running      atomic.Bool  // Run is processing the queue (this instance leads)
 	synced       atomic.Bool  // the informer has synced
@@ -136,7 +140,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg.ControlPlaneOrder = OrderNone
 	}
 	cfg.Recorder = newDedupRecorder(cfg.Recorder, 10*time.Minute, cfg.Now)
-	c := &Controller{cfg: cfg, overlay: nodes.NewOverlay(), log: cfg.Log, malformed: map[string]string{}}
+	c := &Controller{cfg: cfg, overlay: nodes.NewOverlay(), log: cfg.Log, malformed: map[string]string{}, needSince: map[string]time.Time{}}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.Drain.RetryBase, cfg.Drain.RetryMax),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodes"})
@@ -203,10 +207,11 @@ func New(cfg Config) (*Controller, error) {
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + fleet.ConfigMapName }))
 		c.fleetInf = c.cmFactory.Core().V1().ConfigMaps().Informer()
 		c.fleetCMs = c.cmFactory.Core().V1().ConfigMaps().Lister()
+		changed := func() { c.queue.Add(fleetKey); c.enqueueWaiting() }
 		if _, err := c.fleetInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(interface{}) { c.enqueueWaiting() },
-			UpdateFunc: func(interface{}, interface{}) { c.enqueueWaiting() },
-			DeleteFunc: func(interface{}) { c.enqueueWaiting() },
+			AddFunc:    func(interface{}) { changed() },
+			UpdateFunc: func(interface{}, interface{}) { changed() },
+			DeleteFunc: func(interface{}) { changed() },
 		}); err != nil {
 			return nil, err
 		}
@@ -244,6 +249,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.synced.Store(true)
 	c.lastProgress.Store(c.cfg.Now().UnixNano())
+	c.queue.Add(fleetKey)
 	c.log.Info("operator controller started", "maxUnavailable", c.cfg.MaxUnavailable.String(),
 		"window", c.cfg.Window.String(), "beforeHooks", c.cfg.Hooks.Before, "afterHooks", c.cfg.Hooks.After,
 		"drainTimeout", c.cfg.Drain.Timeout.String(), "drainFailurePolicy", c.cfg.Drain.Policy)
@@ -263,7 +269,13 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	defer c.queue.Done(name)
 	c.syncStarted.Store(c.cfg.Now().UnixNano())
-	retryAfter, err := c.sync(ctx, name)
+	var retryAfter time.Duration
+	var err error
+	if name == fleetKey {
+		err = c.syncFleet(ctx)
+	} else {
+		retryAfter, err = c.sync(ctx, name)
+	}
 	c.syncStarted.Store(0)
 	c.lastProgress.Store(c.cfg.Now().UnixNano())
 	switch {
@@ -390,6 +402,11 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		// Look again when it would stall, if nothing else happens first.
 		retry = at.Sub(c.cfg.Now()) + time.Second
 	}
+	if state == protocol.NeedsReboot {
+		if _, ok := c.needSince[name]; !ok {
+			c.needSince[name] = c.cfg.Now()
+		}
+	}
 	if state == protocol.NeedsReboot && !f.Paused {
 		d := c.admission(ctx, name)
 		f.Admitted, retry = d.admitted, d.retry
@@ -445,6 +462,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	c.overlay.Wrote(out)
 	log.Info("cycle step", "from", state, "action", row.Do, "to", row.Next, "because", row.When)
 	c.event(n, row, f)
+	c.observeCycle(ctx, n, row, state)
 	if row.Do == protocol.Finish || row.Do == protocol.Abort || row.Do == protocol.GrantReboot {
 		c.drains.forget(name)
 	}
@@ -616,6 +634,12 @@ func (c *Controller) markStall(ctx context.Context, n *corev1.Node, state protoc
 	}
 	c.overlay.Wrote(out)
 	if reason != "" {
+		if postGrant(state) {
+			c.failedReboot(n, "stalled: "+reason)
+		}
+		if c.cfg.Metrics != nil {
+			c.cfg.Metrics.stallCounted(reason)
+		}
 		since := stageStart(state, n)
 		msg := fmt.Sprintf("%s for %s in stage %s (--reboot-timeout=%s): %s", reason, c.cfg.Now().Sub(since).Round(time.Second), state, c.cfg.RebootTimeout, stallHint(reason, n))
 		log.Info("node stalled", "reason", reason, "state", state, "since", since)
@@ -683,4 +707,48 @@ func (c *Controller) markBlocked(ctx context.Context, n *corev1.Node, why string
 		c.cfg.Recorder.Event(n, typ, reason, why)
 	}
 	return out, nil
+}
+
+// observeCycle feeds the cycle metrics and the failure budget after a step was written.
+func (c *Controller) observeCycle(ctx context.Context, n *corev1.Node, row protocol.Row, state protocol.State) {
+	now := c.cfg.Now()
+	since := func(key string) (time.Duration, bool) {
+		t, err := time.Parse(time.RFC3339, n.Annotations[key])
+		return now.Sub(t), err == nil
+	}
+	m := c.cfg.Metrics
+	switch row.Do {
+	case protocol.GrantReboot:
+		if m != nil {
+			if d, ok := since(protocol.DrainStarted); ok {
+				m.drainSeconds.Observe(d.Seconds())
+			}
+			if t, ok := c.needSince[n.Name]; ok {
+				m.needToGrant.Observe(now.Sub(t).Seconds())
+			}
+		}
+		delete(c.needSince, n.Name)
+	case protocol.Finish:
+		if m != nil {
+			if d, ok := since(protocol.RebootOKTime); ok {
+				m.grantToBack.Observe(d.Seconds())
+			}
+			m.cycles.WithLabelValues("finished").Inc()
+		}
+		// Back, but a fleet-wide blocker fires right after its reboot: it counts as failed.
+		for _, b := range c.cfg.Blockers {
+			if fw, ok := b.(FleetWide); ok && fw.FleetWide() {
+				if blocked, reason := b.Check(ctx, n); blocked {
+					c.failedReboot(n, "came back while "+b.Name()+" blocks: "+reason)
+					break
+				}
+			}
+		}
+	case protocol.Abort:
+		if m != nil {
+			m.cycles.WithLabelValues("aborted").Inc()
+		}
+		delete(c.needSince, n.Name)
+	}
+	_ = state
 }

@@ -56,7 +56,7 @@ func ParseControlPlaneOrder(s string) (ControlPlaneOrder, error) {
 }
 
 // ControlPlaneLabel marks control-plane nodes (kubeadm and most distributions set it).
-const ControlPlaneLabel = "node-role.kubernetes.io/control-plane"
+const ControlPlaneLabel = protocol.ControlPlaneLabel
 
 // Why a waiting node is not admitted: the value of update.slipway.dev/blocked-by is "<kind>: <detail>"
 // and kind is the reason label of slipway_operator_blocked_nodes. Blockers add their own Name().
@@ -67,19 +67,11 @@ const (
 	BlockedOrder  = "order"
 )
 
-// group is the budget group of a node: its --group-label value; else the group its FleetLock client
-// asked in (Zincati's "group"); else "" (the nodes without a group form one group). The label wins
-// because an admin set it on purpose; a Zincati group is the node's own choice.
-func (c *Controller) group(n *corev1.Node) string {
-	if c.cfg.GroupLabel != "" {
-		if g, ok := n.Labels[c.cfg.GroupLabel]; ok {
-			return g
-		}
-	}
-	return n.Annotations[protocol.FleetLockGroup]
-}
+// group is the budget group of a node (protocol.BudgetGroup: the --group-label value, else the group
+// its FleetLock client asked in, else ""). The label wins because an admin set it on purpose.
+func (c *Controller) group(n *corev1.Node) string { return protocol.BudgetGroup(n, c.cfg.GroupLabel) }
 
-func isControlPlane(n *corev1.Node) bool { _, ok := n.Labels[ControlPlaneLabel]; return ok }
+var isControlPlane = protocol.IsControlPlane
 
 // decision is the admission answer for one node.
 type decision struct {
@@ -109,13 +101,24 @@ func (c *Controller) admission(ctx context.Context, name string) decision {
 	if held, why := sw.Holds(c.group(self)); held {
 		return decision{why: BlockedPaused + ": " + why}
 	}
+	// Every fleet-wide blocker is asked (not only up to the first that blocks), so the published
+	// status lists all that are active.
+	active := map[string]string{}
+	first := ""
 	for _, b := range c.cfg.Blockers {
 		if fw, ok := b.(FleetWide); ok && fw.FleetWide() {
 			if blocked, reason := b.Check(ctx, self); blocked {
-				// Alerts clear without any Node changing: look again after the blockers' cache TTL.
-				return decision{why: b.Name() + ": " + reason, retry: blockerRetry}
+				active[b.Name()] = reason
+				if first == "" {
+					first = b.Name() + ": " + reason
+				}
 			}
 		}
+	}
+	c.noteBlockers(active)
+	if first != "" {
+		// Alerts clear without any Node changing: look again after the blockers' cache TTL.
+		return decision{why: first, retry: blockerRetry}
 	}
 
 	pools := map[string]budget.Pool{budget.Global: {Limit: c.cfg.MaxUnavailable.Limit(len(all))}}

@@ -372,8 +372,86 @@ func TestBlockersHoldAdmission(t *testing.T) {
 	waitNode(t, nodes[1].Name, 60*time.Second, "cycle finished once the pod is gone", finished)
 }
 
-// gauge reads one labelled value of a gauge vector from reg.
+// gauge reads one value of a gauge vector labelled by reason from reg.
 func gauge(t *testing.T, reg *prometheus.Registry, name, reason string) float64 {
+	t.Helper()
+	return gaugeLabel(t, reg, name, "reason", reason)
+}
+
+// Issue 11, the failure budget: with --max-failed-reboots=2, two nodes that never come back pause the
+// fleet by itself (the switch says why, the status lists them); nothing new starts until a person
+// resumes, which starts a new count.
+func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
+	cleanNodes(t)
+	ctx := context.Background()
+	const ns = "slipway-failed"
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	_ = client.CoreV1().ConfigMaps(ns).Delete(ctx, fleet.ConfigMapName, metav1.DeleteOptions{})
+	nodes := simNodes(t, "fmr", 3)
+	nodes[0].NeverComeBack()
+	nodes[1].NeverComeBack()
+	reg := prometheus.NewRegistry()
+	startOperator(t, opOptions{max: "1", rebootTimeout: 2 * time.Second, stallPolicy: operator.StallRelease, metrics: operator.NewMetrics(reg),
+		tweak: func(c *operator.Config) { c.Namespace = ns; c.MaxFailedReboots = 2; c.Identity = "op-test" }})
+	for _, sn := range nodes {
+		if err := sn.SendNeedReboot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cm *corev1.ConfigMap
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var err error
+		cm, err = client.CoreV1().ConfigMaps(ns).Get(ctx, fleet.ConfigMapName, metav1.GetOptions{})
+		if err == nil && fleet.Read(cm).Paused {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fleet did not pause itself after two failed reboots: %v", cm)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	sw := fleet.Read(cm)
+	if sw.By != "slipway-update-operator" || !strings.Contains(sw.Reason, "max-failed-reboots: 2 nodes failed") || !strings.Contains(sw.Reason, "fmr-0, fmr-1") {
+		t.Errorf("pause switch: %+v", sw)
+	}
+	st, ok := fleet.ReadStatus(cm)
+	if !ok || strings.Join(st.FailedReboots, ",") != "fmr-0,fmr-1" || st.MaxFailedReboots != 2 || st.Leader != "op-test" || st.MaxUnavailable != "1" {
+		t.Errorf("published status: %+v (ok %v)", st, ok)
+	}
+	if !waitEvent(t, "fmr-1", "RebootFailed") {
+		t.Error("no RebootFailed Warning")
+	}
+	n := waitNode(t, "fmr-2", 30*time.Second, "held by the pause", func(n *corev1.Node) bool {
+		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "paused: fleet paused: max-failed-reboots")
+	})
+	time.Sleep(3 * time.Second)
+	if n = getNode(t, "fmr-2"); inCycle(n) || nodes[2].Boots() != 0 {
+		t.Fatal("a node started after the failure budget was spent")
+	}
+	if v := gaugeLabel(t, reg, "slipway_operator_fleet_paused", "group", ""); v != 1 {
+		t.Errorf("slipway_operator_fleet_paused = %v, want 1", v)
+	}
+	// A person resumes: the next node goes, and the count starts again.
+	if _, err := client.CoreV1().ConfigMaps(ns).Patch(ctx, fleet.ConfigMapName, types.MergePatchType, fleet.ResumePatch(""), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, "fmr-2", 60*time.Second, "cycle finished after resume", finished)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		cm, _ = client.CoreV1().ConfigMaps(ns).Get(ctx, fleet.ConfigMapName, metav1.GetOptions{})
+		if st, ok := fleet.ReadStatus(cm); ok && len(st.FailedReboots) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the failure count did not restart after resume: %v", cm.Data)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// gaugeLabel reads one gauge value with label=value from reg.
+func gaugeLabel(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -385,12 +463,12 @@ func gauge(t *testing.T, reg *prometheus.Registry, name, reason string) float64 
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" && l.GetValue() == reason {
+				if l.GetName() == label && l.GetValue() == value {
 					return m.GetGauge().GetValue()
 				}
 			}
 		}
 	}
-	t.Fatalf("no %s{reason=%q}", name, reason)
+	t.Fatalf("no %s{%s=%q}", name, label, value)
 	return 0
 }

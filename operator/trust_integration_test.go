@@ -27,24 +27,7 @@ func inCycle(n *corev1.Node) bool {
 
 func stalledGauge(t *testing.T, reg *prometheus.Registry, reason string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "slipway_operator_stalled_nodes" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" && l.GetValue() == reason {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no slipway_operator_stalled_nodes{reason=%q}", reason)
-	return 0
+	return gaugeLabel(t, reg, "slipway_operator_stalled_nodes", "reason", reason)
 }
 
 // Why 4: a node granted its reboot that never comes back. With --reboot-timeout it is reported --

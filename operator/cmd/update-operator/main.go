@@ -42,6 +42,7 @@ import (
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/fence"
 	"github.com/slipway-dev/slipway/operator/fleetlock"
+	"github.com/slipway-dev/slipway/operator/status"
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
@@ -291,6 +292,10 @@ func (o *options) config() (operator.Config, error) {
 }
 
 func run() int {
+	if len(os.Args) > 1 && (os.Args[1] == "status" || os.Args[1] == "pause" || os.Args[1] == "resume") {
+		// The same code as kubectl-slipway, from inside the operator's pod.
+		return status.Main("update-operator", os.Args[1:], os.Stdout, os.Stderr)
+	}
 	o, _, err := parse(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -328,6 +333,7 @@ func run() int {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	cfg.Client = client
+	cfg.Identity = o.identity
 	if len(o.podsOnNode)+len(o.podsInCluster) > 0 {
 		// One stripped informer of unfinished pods feeds both pod blockers; started by the controller
 		// when it leads.

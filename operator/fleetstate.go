@@ -1,0 +1,169 @@
+package operator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/slipway-dev/slipway/internal/fleet"
+)
+
+// fleetKey is the workqueue key of the fleet itself (never a Node name: Node names cannot contain
+// '/'). Its sync publishes fleet.Status and keeps the failure budget; it runs on the one worker,
+// serialized with the nodes' syncs.
+const fleetKey = "/fleet"
+
+// operatorIdentity is who pauses the fleet when the failure budget is spent.
+const operatorIdentity = "slipway-update-operator"
+
+// fleetState is what the leader keeps about the fleet as a whole. It is rebuilt from the published
+// Status after a restart or a leader change.
+type fleetState struct {
+	loaded   bool
+	failed   []string                 // nodes that failed in this roll-out
+	blockers map[string]fleet.Blocker // fleet-wide blockers active at the last admission
+}
+
+// noteBlockers records which fleet-wide blockers held the last admission; a change republishes.
+func (c *Controller) noteBlockers(active map[string]string) {
+	now := c.cfg.Now()
+	changed := len(active) != len(c.fleet.blockers)
+	next := map[string]fleet.Blocker{}
+	for name, reason := range active {
+		b, ok := c.fleet.blockers[name]
+		if !ok {
+			b = fleet.Blocker{Name: name, Since: now.UTC().Truncate(time.Second)}
+		}
+		if b.Reason != reason {
+			changed = true
+		}
+		b.Reason = reason
+		next[name] = b
+	}
+	c.fleet.blockers = next
+	if changed {
+		c.queue.Add(fleetKey)
+	}
+}
+
+// failedReboot counts a node against --max-failed-reboots: it stalled after its grant, or came back
+// while a fleet-wide blocker fired. When the budget is spent the fleet pauses itself; a person resumes it.
+func (c *Controller) failedReboot(n *corev1.Node, why string) {
+	if c.cfg.MaxFailedReboots == 0 {
+		return
+	}
+	for _, f := range c.fleet.failed {
+		if f == n.Name {
+			return
+		}
+	}
+	c.fleet.failed = append(c.fleet.failed, n.Name)
+	c.log.Info("failed reboot counted", "node", n.Name, "why", why, "failed", len(c.fleet.failed), "max", c.cfg.MaxFailedReboots)
+	c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "RebootFailed", "counts against --max-failed-reboots (%d of %d): %s", len(c.fleet.failed), c.cfg.MaxFailedReboots, why)
+	if c.cfg.Metrics != nil {
+		c.cfg.Metrics.failedReboot()
+	}
+	c.queue.Add(fleetKey)
+}
+
+// syncFleet publishes the fleet Status when it changed, pauses the fleet when the failure budget is
+// spent, and starts a new roll-out (an empty failure list) once a person resumed a self-paused fleet.
+func (c *Controller) syncFleet(ctx context.Context) error {
+	if c.cfg.Namespace == "" {
+		return nil
+	}
+	cm := c.fleetConfigMap()
+	if !c.fleet.loaded {
+		c.fleet.loaded = true
+		if st, ok := fleet.ReadStatus(cm); ok {
+			c.fleet.failed = append(c.fleet.failed, st.FailedReboots...)
+		}
+	}
+	sw := fleet.Read(cm)
+	max := c.cfg.MaxFailedReboots
+	var pause []byte
+	switch {
+	case max > 0 && len(c.fleet.failed) >= max && !sw.Paused && sw.By == "" && sw.Reason == "" && c.selfPaused(cm):
+		// The fleet was paused by us and a person resumed it: a new roll-out, a fresh budget.
+		c.log.Info("fleet resumed after the failure budget was spent; starting a new count", "failed", c.fleet.failed)
+		c.fleet.failed = nil
+	case max > 0 && len(c.fleet.failed) >= max && !sw.Paused:
+		reason := fmt.Sprintf("max-failed-reboots: %d nodes failed in this roll-out (%s); fix them, then resume (kubectl slipway resume)", len(c.fleet.failed), strings.Join(c.fleet.failed, ", "))
+		pause = fleet.PausePatch("", reason, operatorIdentity, c.cfg.Now())
+		c.log.Info("pausing the fleet: failure budget spent", "failed", c.fleet.failed)
+	}
+	st := c.status()
+	raw, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if pause == nil && cm != nil && cm.Data[fleet.KeyStatus] == string(raw) {
+		return nil
+	}
+	var patch map[string]interface{}
+	if pause != nil {
+		if err := json.Unmarshal(pause, &patch); err != nil {
+			return err
+		}
+	} else {
+		patch = map[string]interface{}{"data": map[string]interface{}{}}
+	}
+	patch["data"].(map[string]interface{})[fleet.KeyStatus] = string(raw)
+	body, _ := json.Marshal(patch)
+	cms := c.cfg.Client.CoreV1().ConfigMaps(c.cfg.Namespace)
+	_, err = cms.Patch(ctx, fleet.ConfigMapName, types.MergePatchType, body, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleet.ConfigMapName, Namespace: c.cfg.Namespace}}, metav1.CreateOptions{})
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			_, err = cms.Patch(ctx, fleet.ConfigMapName, types.MergePatchType, body, metav1.PatchOptions{})
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("publishing the fleet status in ConfigMap %s/%s: %w", c.cfg.Namespace, fleet.ConfigMapName, err)
+	}
+	if pause != nil && c.cfg.Metrics != nil {
+		c.cfg.Metrics.selfPaused()
+	}
+	return nil
+}
+
+// selfPaused: the last pause recorded in the published status was ours (the failure list is full),
+// and now no pause is set: someone resumed.
+func (c *Controller) selfPaused(cm *corev1.ConfigMap) bool {
+	st, ok := fleet.ReadStatus(cm)
+	return ok && len(st.FailedReboots) >= c.cfg.MaxFailedReboots
+}
+
+// status is the fleet Status to publish.
+func (c *Controller) status() fleet.Status {
+	st := fleet.Status{
+		Leader:                     c.cfg.Identity,
+		GroupLabel:                 c.cfg.GroupLabel,
+		MaxUnavailable:             c.cfg.MaxUnavailable.String(),
+		MaxUnavailableControlPlane: c.cfg.MaxUnavailableControlPlane.String(),
+		ControlPlaneOrder:          string(c.cfg.ControlPlaneOrder),
+		FailedReboots:              append([]string(nil), c.fleet.failed...),
+		MaxFailedReboots:           c.cfg.MaxFailedReboots,
+	}
+	if c.cfg.MaxUnavailablePerGroup != nil {
+		st.MaxUnavailablePerGroup = c.cfg.MaxUnavailablePerGroup.String()
+	}
+	if s, ok := c.cfg.Schedule.(interface{ Specs() ([]string, []string) }); ok {
+		st.Windows, st.Exclusions = s.Specs()
+	} else if c.cfg.Window != nil {
+		st.Windows = []string{c.cfg.Window.String()}
+	}
+	for _, b := range c.fleet.blockers {
+		st.Blockers = append(st.Blockers, b)
+	}
+	sort.Slice(st.Blockers, func(i, j int) bool { return st.Blockers[i].Name < st.Blockers[j].Name })
+	return st
+}
