@@ -13,12 +13,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/slipway-dev/slipway/internal/fleet"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testenv"
 	"github.com/slipway-dev/slipway/operator/fleetlock"
 )
 
 var enrolled = map[string]string{protocol.FleetLockEnrolled: protocol.True}
+
+// fleetlockNamespace holds the fleet switch the FleetLock server reads in these tests.
+const fleetlockNamespace = "slipway-fleetlock"
 
 func setMachineID(t *testing.T, name, machineID string) {
 	t.Helper()
@@ -38,7 +42,7 @@ func startFleetLock(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	addr, err := fleetlock.Serve(ctx, "127.0.0.1:0", client, klog.Background().WithName("fleetlock"))
+	addr, err := fleetlock.Serve(ctx, "127.0.0.1:0", client, fleetlockNamespace, klog.Background().WithName("fleetlock"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,5 +260,47 @@ func TestFleetLockGrantTiedToBoot(t *testing.T) {
 	}
 	if n := getNode(t, "fcos-boot"); n.Annotations[protocol.RebootInProgress] != protocol.True {
 		t.Errorf("granted pre-reboot did not mark reboot-in-progress: %v", n.Annotations)
+	}
+}
+
+// Issue 11: the FleetLock server honours the fleet switch: an ask while the fleet (or the group
+// Zincati asks in) is paused is recorded and answered 409 fleet_paused with the reason, so Zincati's
+// log and metrics say why it waits.
+func TestFleetLockSaysPaused(t *testing.T) {
+	cleanNodes(t)
+	ctx := context.Background()
+	const machineID = "5d1219c7c4c5404aaa1f6d2a48adfda4"
+	id, err := fleetlock.NodeID(machineID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetlockNamespace}}, metav1.CreateOptions{})
+	_ = client.CoreV1().ConfigMaps(fleetlockNamespace).Delete(ctx, fleet.ConfigMapName, metav1.DeleteOptions{})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleet.ConfigMapName}, Data: map[string]string{fleet.GroupPausePrefix + "default": "AZ maintenance"}}
+	if _, err := client.CoreV1().ConfigMaps(fleetlockNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.CoreV1().ConfigMaps(fleetlockNamespace).Delete(ctx, fleet.ConfigMapName, metav1.DeleteOptions{}) })
+	if _, err := testenv.CreateNode(ctx, client, "fcos-paused", "boot-a", enrolled); err != nil {
+		t.Fatal(err)
+	}
+	setMachineID(t, "fcos-paused", machineID)
+	base := startFleetLock(t)
+	var code int
+	var kind string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, kind = zincati(t, base, "pre-reboot", id)
+		if kind != fleetlock.KindUnknownNode || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code != http.StatusConflict || kind != fleetlock.KindPaused {
+		t.Errorf("pre-reboot while group default is paused: %d %s, want 409 %s", code, kind, fleetlock.KindPaused)
+	}
+	n := getNode(t, "fcos-paused")
+	if n.Annotations[protocol.RebootNeeded] != protocol.True || n.Annotations[protocol.FleetLockGroup] != "default" {
+		t.Errorf("the ask must still be recorded, with its group: %v", n.Annotations)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/slipway-dev/slipway/internal/fleet"
 	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
 )
@@ -22,6 +23,9 @@ type Nodes struct {
 	// so a request costs a map lookup, not a hash of every node).
 	ByID func(id string) ([]*corev1.Node, error)
 	Now  func() time.Time
+	// Switch returns the fleet switch's ConfigMap (nil: none); a paused fleet or group is said in the
+	// reply to an ask, so Zincati logs why it waits.
+	Switch func() *corev1.ConfigMap
 	// RebootGrace is how long after a grant a steady-state report without a new boot ID is taken for
 	// "the kubelet has not caught up yet" (an error, so Zincati retries) rather than "it did not reboot".
 	RebootGrace time.Duration
@@ -84,6 +88,14 @@ func (n *Nodes) PreReboot(ctx context.Context, id, group string) (bool, error) {
 	}
 	if _, err := p.Apply(ctx, n.Client, node.Name); err != nil {
 		return false, err
+	}
+	if row.Do == protocol.NodeAsk && n.Switch != nil {
+		// Asked, and recorded; the operator will not admit it while the switch holds it.
+		// The group Zincati asked in; an admin's --group-label may place the node elsewhere, which
+		// the operator's blocked-by on the Node then says.
+		if held, why := fleet.Read(n.Switch()).Holds(group); held {
+			return false, &Error{Status: http.StatusConflict, Kind: KindPaused, Value: why}
+		}
 	}
 	return row.Do == protocol.NodeReboot, nil
 }

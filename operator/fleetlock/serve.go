@@ -8,11 +8,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/slipway-dev/slipway/internal/fleet"
 	"github.com/slipway-dev/slipway/internal/httpserve"
 	"github.com/slipway-dev/slipway/internal/nodes"
 )
@@ -34,12 +36,33 @@ func indexByZincatiID(obj interface{}) ([]string, error) {
 
 // Serve starts the FleetLock server on addr: a Node informer of its own (every operator replica
 // answers Zincati, leader or not: it only writes the agent's keys, the leader does the rest), synced
-// before the port opens. It returns once the server listens; it stops with ctx.
-func Serve(ctx context.Context, addr string, client kubernetes.Interface, log klog.Logger) (net.Addr, error) {
+// before the port opens. namespace holds the fleet switch ("" to ignore it). It returns once the
+// server listens; it stops with ctx.
+func Serve(ctx context.Context, addr string, client kubernetes.Interface, namespace string, log klog.Logger) (net.Addr, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(nodes.Strip))
 	informer := factory.Core().V1().Nodes().Informer()
 	if err := informer.AddIndexers(cache.Indexers{zincatiIndex: indexByZincatiID}); err != nil {
 		return nil, err
+	}
+	var switchCM func() *corev1.ConfigMap
+	if namespace != "" {
+		cmFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + fleet.ConfigMapName }))
+		lister := cmFactory.Core().V1().ConfigMaps().Lister()
+		cmFactory.Core().V1().ConfigMaps().Informer()
+		cmFactory.Start(ctx.Done())
+		for typ, ok := range cmFactory.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return nil, fmt.Errorf("FleetLock: %v cache did not sync", typ)
+			}
+		}
+		switchCM = func() *corev1.ConfigMap {
+			cm, err := lister.ConfigMaps(namespace).Get(fleet.ConfigMapName)
+			if err != nil {
+				return nil
+			}
+			return cm
+		}
 	}
 	factory.Start(ctx.Done())
 	synced := factory.WaitForCacheSync(ctx.Done())
@@ -64,6 +87,7 @@ func Serve(ctx context.Context, addr string, client kubernetes.Interface, log kl
 			return out, err
 		},
 		RebootGrace: 10 * time.Minute,
+		Switch:      switchCM,
 	}
 	httpserve.Serve(ctx, ln, Handler(backend, log), log)
 	log.Info("serving FleetLock (POST /v1/pre-reboot, /v1/steady-state)", "address", ln.Addr().String())

@@ -39,6 +39,7 @@ const (
 	KindWaiting     = "reboot_pending" // asked; the operator has not granted it yet (budget, window, hooks, drain)
 	KindInternal    = "internal_error" // the API server failed us; retry
 	KindOK          = "ok"             // the body of a 200
+	KindPaused      = "fleet_paused"   // asked; the fleet (or the node's group) is paused (ConfigMap slipway-fleet)
 )
 
 var (

@@ -375,7 +375,7 @@ func run() int {
 		}
 	}
 	if o.fleetlockAddr != "" {
-		if _, err := fleetlock.Serve(ctx, o.fleetlockAddr, client, log.WithName("fleetlock")); err != nil {
+		if _, err := fleetlock.Serve(ctx, o.fleetlockAddr, client, o.namespace, log.WithName("fleetlock")); err != nil {
 			log.Error(err, "serving FleetLock", "address", o.fleetlockAddr)
 			return 1
 		}
