@@ -301,6 +301,9 @@ func TestBlockersHoldAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(prom.Stop)
+	if err := prom.WaitFiring("SlipwayTestFiring", 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	nodes := simNodes(t, "blk", 2)
 	alerts := func(exclude string) operator.Blocker {
 		cfg := blocker.AlertsConfig{URL: prom.URL, TTL: 500 * time.Millisecond}

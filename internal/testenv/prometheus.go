@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -88,4 +89,34 @@ func StartPrometheus(dir, rules string) (*Prometheus, error) {
 			return nil, fmt.Errorf("prometheus not ready after 60s; see %s", filepath.Join(dir, "prometheus.log"))
 		}
 	}
+}
+
+// WaitFiring waits until alert is firing (rules are evaluated every second, so it is soon).
+func (p *Prometheus) WaitFiring(alert string, timeout time.Duration) error {
+	client := &http.Client{Timeout: time.Second}
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		resp, err := client.Get(p.URL + "/api/v1/alerts")
+		if err != nil {
+			continue
+		}
+		var body struct {
+			Data struct {
+				Alerts []struct {
+					Labels map[string]string `json:"labels"`
+					State  string            `json:"state"`
+				} `json:"alerts"`
+			} `json:"data"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err != nil {
+			continue
+		}
+		for _, a := range body.Data.Alerts {
+			if a.Labels["alertname"] == alert && a.State == "firing" {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("alert %s not firing after %s", alert, timeout)
 }
