@@ -1,0 +1,222 @@
+package deploy
+
+// The example alerts (deploy/monitoring/, a kustomize component) are checked with Prometheus's own
+// promtool, from Debian's prometheus package (hack/install-deps.sh): the PrometheusRule's groups are
+// extracted into a plain rules file, `promtool check rules` validates it, and `promtool test rules`
+// runs testdata/prometheusrule-tests.yaml, which feeds series of two operator replicas and asserts when
+// each alert fires and when it does not. Deliberately broken copies of the rules must fail those
+// tests, so the tests are known to look at what matters.
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// promtool finds promtool, or skips the test saying how to get it.
+func promtool(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool not found: it ships in Debian's prometheus package, which hack/install-deps.sh installs (apt-get install prometheus)")
+	}
+	return p
+}
+
+type promRule struct {
+	Alert       string            `json:"alert"`
+	Expr        string            `json:"expr"`
+	For         string            `json:"for"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+type ruleGroup struct {
+	Name  string     `json:"name"`
+	Rules []promRule `json:"rules"`
+}
+
+// renderedRule renders deploy/ with the monitoring component and returns the one PrometheusRule.
+func renderedRule(t *testing.T) (namespace string, groups []ruleGroup) {
+	t.Helper()
+	dir := t.TempDir()
+	base, _ := filepath.Abs(".")
+	comp, _ := filepath.Abs("monitoring")
+	relBase, _ := filepath.Rel(dir, base)
+	relComp, _ := filepath.Rel(dir, comp)
+	k := fmt.Sprintf("resources: [%s]\ncomponents: [%s]\n", relBase, relComp)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, doc := range strings.Split(kustomize(t, dir), "\n---\n") {
+		var obj struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+			Spec struct {
+				Groups []ruleGroup `json:"groups"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("rendered document: %v\n%s", err, doc)
+		}
+		if obj.Kind == "PrometheusRule" {
+			found++
+			if obj.APIVersion != "monitoring.coreos.com/v1" {
+				t.Errorf("PrometheusRule apiVersion %q", obj.APIVersion)
+			}
+			namespace, groups = obj.Metadata.Namespace, obj.Spec.Groups
+		}
+	}
+	if found != 1 {
+		t.Fatalf("deploy/ with components [monitoring] renders %d PrometheusRules, want 1", found)
+	}
+	return namespace, groups
+}
+
+// writeRules writes groups as a plain Prometheus rules file beside a copy of the unit tests.
+func writeRules(t *testing.T, dir string, groups []ruleGroup) {
+	t.Helper()
+	out, err := yaml.Marshal(map[string]any{"groups": groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile(filepath.Join("testdata", "prometheusrule-tests.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tests.yaml"), tests, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func runPromtool(bin, dir string, args ...string) (string, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+var wantAlerts = []string{"SlipwayNodeStalled", "SlipwayFleetPaused", "SlipwayBlockedTooLong", "SlipwayOperatorNoLeader"}
+
+func TestAlertRules(t *testing.T) {
+	bin := promtool(t)
+	// The default install must not need the Prometheus Operator's CRDs.
+	for _, base := range []string{".", "fleetlock"} {
+		if strings.Contains(kustomize(t, base), "kind: PrometheusRule") {
+			t.Errorf("%s renders a PrometheusRule by default; it belongs in the monitoring component only", base)
+		}
+	}
+	ns, groups := renderedRule(t)
+	if ns != "slipway-system" {
+		t.Errorf("PrometheusRule namespace %q, want slipway-system", ns)
+	}
+	var alerts []string
+	for _, g := range groups {
+		for _, r := range g.Rules {
+			alerts = append(alerts, r.Alert)
+			if r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
+				t.Errorf("%s: want a severity label and summary and description annotations", r.Alert)
+			}
+		}
+	}
+	if !slices.Equal(alerts, wantAlerts) {
+		t.Errorf("alerts %v, want %v", alerts, wantAlerts)
+	}
+
+	// Every metric an expression names is one the operator exports.
+	src, err := os.ReadFile(filepath.Join("..", "operator", "metrics.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricName := regexp.MustCompile(`slipway_[a-z_]+`)
+	exported := map[string]bool{}
+	for _, m := range metricName.FindAllString(string(src), -1) {
+		exported[m] = true
+	}
+	for _, g := range groups {
+		for _, r := range g.Rules {
+			for _, m := range metricName.FindAllString(r.Expr, -1) {
+				if !exported[m] {
+					t.Errorf("%s uses %s, which operator/metrics.go does not export", r.Alert, m)
+				}
+			}
+		}
+	}
+
+	dir := t.TempDir()
+	writeRules(t, dir, groups)
+	out, err := runPromtool(bin, dir, "check", "rules", "rules.yaml")
+	if err != nil || !strings.Contains(out, fmt.Sprintf("SUCCESS: %d rules found", len(wantAlerts))) {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	tests, _ := os.ReadFile(filepath.Join(dir, "tests.yaml"))
+	for _, a := range wantAlerts {
+		if !strings.Contains(string(tests), "alertname: "+a) {
+			t.Errorf("testdata/prometheusrule-tests.yaml never evaluates %s", a)
+		}
+	}
+	if out, err := runPromtool(bin, dir, "test", "rules", "tests.yaml"); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+
+	// Each of these mistakes must make the unit tests fail.
+	for _, m := range []struct {
+		name, alert, old, new string
+	}{
+		{"stalled fires at once", "SlipwayNodeStalled", "5m", "0s"},
+		{"a replica restart restarts the stall's 5 minutes", "SlipwayNodeStalled", "max without (instance, pod) (slipway_operator_stalled_nodes)", "slipway_operator_stalled_nodes"},
+		{"paused group ignored", "SlipwayFleetPaused", "max without (instance, pod) (slipway_operator_fleet_paused)", `max without (instance, pod) (slipway_operator_fleet_paused{group=""})`},
+		{"paused fires early", "SlipwayFleetPaused", "2h", "1h"},
+		{"waiting on a window counts as blocked", "SlipwayBlockedTooLong", `budget|window|order|paused`, `budget|order|paused`},
+		{"a pause counts as blocked too", "SlipwayBlockedTooLong", `budget|window|order|paused`, `budget|window|order`},
+		{"no leader while nothing is scraped goes unnoticed", "SlipwayOperatorNoLeader", " or absent(slipway_operator_is_leader)", ""},
+		{"one replica's 0 fires", "SlipwayOperatorNoLeader", "sum without (instance, pod) (slipway_operator_is_leader) == 0", "min without (instance, pod) (slipway_operator_is_leader) == 0"},
+	} {
+		t.Run("mutant/"+m.name, func(t *testing.T) {
+			broken := slices.Clone(groups)
+			changed := false
+			for i := range broken {
+				broken[i].Rules = slices.Clone(broken[i].Rules)
+				for j, r := range broken[i].Rules {
+					if r.Alert != m.alert {
+						continue
+					}
+					if strings.Contains(r.Expr, m.old) {
+						r.Expr, changed = strings.Replace(r.Expr, m.old, m.new, 1), true
+					} else if r.For == m.old {
+						r.For, changed = m.new, true
+					}
+					broken[i].Rules[j] = r
+				}
+			}
+			if !changed {
+				t.Fatalf("%s has no %q to change", m.alert, m.old)
+			}
+			dir := t.TempDir()
+			writeRules(t, dir, broken)
+			if out, err := runPromtool(bin, dir, "check", "rules", "rules.yaml"); err != nil {
+				t.Fatalf("the mutant is not even valid: %v\n%s", err, out)
+			}
+			if out, err := runPromtool(bin, dir, "test", "rules", "tests.yaml"); err == nil {
+				t.Errorf("promtool test rules passes with this mistake:\n%s", out)
+			}
+		})
+	}
+}
