@@ -26,6 +26,7 @@ func main() {
 	duration := flag.Duration("duration", 0, "cap on the whole run (default 25m; 4m with -short)")
 	opMax := flag.Int("operator-max-unavailable", 0, "give the operators this --max-unavailable while the checker keeps -max-unavailable: a deliberately wrong operator, to see the checker catch it")
 	opArgs := flag.String("operator-args", "", "extra update-operator flags, space-separated (a flag given again wins), e.g. \"--drain-failure-policy=force --drain-timeout=5s\" to see the checker catch an unsafe drain")
+	free := flag.Bool("free-running", false, "every node asks for its next update as soon as it is back (default: updates roll over the fleet as releases, a node at most 2 ahead of the slowest)")
 	seed := flag.Uint64("seed", 0, "random seed (default: from the clock; printed)")
 	keep := flag.Bool("keep", false, "keep the scratch directory with every log even after a clean run")
 	flag.Parse()
@@ -47,6 +48,7 @@ func main() {
 		cfg.Duration = *duration
 	}
 	cfg.OperatorMaxUnavailable = *opMax
+	cfg.FreeRunning = *free
 	cfg.OperatorArgs = strings.Fields(*opArgs)
 	cfg.Seed = *seed
 	if cfg.Seed == 0 {

@@ -651,6 +651,16 @@ func (c *Checker) sortedNodes() []string {
 	return names
 }
 
+// Annotation is key's value on node as the checker last saw it ("" if absent or unseen).
+func (c *Checker) Annotation(node, key string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.nodes[node]; s != nil && s.last != nil {
+		return s.last.Annotations[key]
+	}
+	return ""
+}
+
 // Violations found so far.
 func (c *Checker) Violations() []Violation {
 	c.mu.Lock()
