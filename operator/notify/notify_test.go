@@ -1,0 +1,375 @@
+package notify
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+)
+
+// request is what the webhook received.
+type request struct {
+	Method, Path, ContentType, Body string
+}
+
+// webhook is a local HTTP server recording every request; hang makes it hold requests until release.
+type webhook struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	got     []request
+	arrived chan request
+	hang    bool
+	release chan struct{}
+}
+
+func newWebhook(t *testing.T, hang bool) *webhook {
+	t.Helper()
+	w := &webhook{arrived: make(chan request, 100), hang: hang, release: make(chan struct{})}
+	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req := request{r.Method, r.URL.Path, r.Header.Get("Content-Type"), string(body)}
+		w.mu.Lock()
+		w.got = append(w.got, req)
+		w.mu.Unlock()
+		w.arrived <- req
+		if w.hang {
+			select {
+			case <-w.release:
+			case <-r.Context().Done():
+			}
+		}
+		rw.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(func() {
+		w.unhang()
+		w.srv.Close()
+	})
+	return w
+}
+
+func (w *webhook) unhang() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	select {
+	case <-w.release:
+	default:
+		close(w.release)
+	}
+}
+
+// url is the shoutrrr generic-webhook URL of path on this server.
+func (w *webhook) url(path, query string) string {
+	return "generic://" + w.srv.Listener.Addr().String() + path + "?disabletls=yes" + query
+}
+
+// next waits for the next request.
+func (w *webhook) next(t *testing.T) request {
+	t.Helper()
+	select {
+	case r := <-w.arrived:
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatal("no request reached the webhook within 5s")
+		return request{}
+	}
+}
+
+// quiet asserts that no request arrives for d.
+func (w *webhook) quiet(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case r := <-w.arrived:
+		t.Fatalf("unexpected request %+v", r)
+	case <-time.After(d):
+	}
+}
+
+func run(t *testing.T, s *Sender) (cancel func()) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		s.Run(ctx)
+		close(done)
+	}()
+	cancel = func() {
+		stop()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+			t.Error("Run did not return within 2s of its context ending")
+		}
+	}
+	t.Cleanup(cancel)
+	return cancel
+}
+
+// metric is the value of the counter name in reg.
+func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("%s is not registered", name)
+	return 0
+}
+
+const (
+	sent    = "slipway_operator_notifications_sent_total"
+	dropped = "slipway_operator_notifications_dropped_total"
+	failed  = "slipway_operator_notifications_failed_total"
+)
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("not within 5s: %s", what)
+}
+
+// Every kind of Event reaches shoutrrr's generic webhook as the exact payload: JSON with the template,
+// plain text without; in order; counted as sent.
+func TestDeliversToGenericWebhook(t *testing.T) {
+	hook := newWebhook(t, false)
+	reg := prometheus.NewRegistry()
+	s, err := New([]string{hook.url("/json", "&template=json"), hook.url("/plain", "")}, reg, klog.Background(), BlockedAfter(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Targets(), []string{"generic://" + hook.srv.Listener.Addr().String() + "/…?…", "generic://" + hook.srv.Listener.Addr().String() + "/…?…"}; !slices.Equal(got, want) {
+		t.Errorf("Targets() = %q, want %q", got, want)
+	}
+	run(t, s)
+	events := []Event{
+		{Kind: KindCycleStarted, Node: "worker-3"},
+		{Kind: KindCycleFinished, Node: "worker-3", Took: 4*time.Minute + 12*time.Second},
+		{Kind: KindStalled, Node: "worker-4", Reason: "not-ready", Took: 30 * time.Minute, Detail: "rebooted but not Ready; check the kubelet"},
+		{Kind: KindCycleAborted, Node: "worker-5", Reason: "the update-agent withdrew its request"},
+		{Kind: KindFleetPaused, Reason: "2 of --max-failed-reboots=2 reboots failed (worker-4, worker-6)", Detail: "resume with kubectl slipway resume"},
+	}
+	want := []string{
+		"node worker-3: reboot cycle started",
+		"node worker-3: reboot finished (boot ID changed, Ready) in 4m12s",
+		"node worker-4: stalled (not-ready) for 30m00s: rebooted but not Ready; check the kubelet",
+		"node worker-5: reboot cycle aborted without a verified reboot: the update-agent withdrew its request",
+		"fleet paused: 2 of --max-failed-reboots=2 reboots failed (worker-4, worker-6); resume with kubectl slipway resume",
+		"node worker-7: waiting for 0s, blocked by alerts: KubeNodeNotReady firing",
+	}
+	for _, ev := range events {
+		s.Notify(ev)
+	}
+	s.Blocked("worker-7", "alerts: KubeNodeNotReady firing") // sent 50ms later, once
+	got := map[string][]request{}
+	for range 2 * len(want) {
+		r := hook.next(t)
+		got[r.Path] = append(got[r.Path], r)
+	}
+	for i, msg := range want {
+		if g, w := got["/json"][i], (request{"POST", "/json", "application/json", fmt.Sprintf(`{"message":%q}`, msg)}); g != w {
+			t.Errorf("JSON request %d:\n got %+v\nwant %+v", i, g, w)
+		}
+		if g, w := got["/plain"][i], (request{"POST", "/plain", "text/plain", msg}); g != w {
+			t.Errorf("plain request %d:\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+	s.Blocked("worker-7", "alerts: KubeNodeNotReady firing")
+	hook.quiet(t, 150*time.Millisecond) // once per episode
+	if g := metric(t, reg, sent); g != 12 {
+		t.Errorf("%s = %v, want 12", sent, g)
+	}
+	if g := metric(t, reg, dropped) + metric(t, reg, failed); g != 0 {
+		t.Errorf("dropped+failed = %v, want 0", g)
+	}
+}
+
+// An endpoint that accepts and never answers: Notify still returns at once, the queue fills and
+// drops (counted), the hung send counts as failed after the timeout, and the queued messages go out
+// in order once the endpoint answers again.
+func TestHungEndpointNeverBlocksTheCaller(t *testing.T) {
+	hook := newWebhook(t, true)
+	reg := prometheus.NewRegistry()
+	s, err := New([]string{hook.url("/hung", "")}, reg, klog.Background(), QueueSize(4), SendTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, s)
+	s.Notify(Event{Kind: KindCycleStarted, Node: "n0"})
+	if r := hook.next(t); r.Body != "node n0: reboot cycle started" {
+		t.Fatalf("first request %+v", r)
+	}
+	start := time.Now()
+	var slowest time.Duration
+	for i := 1; i <= 10; i++ {
+		t0 := time.Now()
+		s.Notify(Event{Kind: KindCycleStarted, Node: fmt.Sprintf("n%d", i)})
+		slowest = max(slowest, time.Since(t0))
+	}
+	total := time.Since(start)
+	t.Logf("10 Notify calls with the endpoint hung: %s in all, slowest %s", total, slowest)
+	if total > 100*time.Millisecond {
+		t.Errorf("10 Notify calls took %s with the endpoint hung; want immediate returns", total)
+	}
+	if g := metric(t, reg, dropped); g != 6 {
+		t.Errorf("dropped_total = %v, want 6 (10 sent while one hangs and 4 wait in the queue)", g)
+	}
+	eventually(t, "the hung send counted as failed", func() bool { return metric(t, reg, failed) == 1 })
+	hook.quiet(t, 100*time.Millisecond) // one hung send at a time, not one per message
+	hook.unhang()
+	for i := 1; i <= 4; i++ {
+		if r, want := hook.next(t), fmt.Sprintf("node n%d: reboot cycle started", i); r.Body != want {
+			t.Errorf("queued message %d: %q, want %q", i, r.Body, want)
+		}
+	}
+	eventually(t, "the 4 queued messages counted as sent", func() bool { return metric(t, reg, sent) == 4 })
+	hook.quiet(t, 100*time.Millisecond)
+}
+
+// A hung endpoint delays only its own messages: another URL keeps receiving, nothing is dropped, and
+// Run returns when its context ends although a send still hangs.
+func TestHungEndpointDoesNotDelayOthers(t *testing.T) {
+	hung, ok := newWebhook(t, true), newWebhook(t, false)
+	reg := prometheus.NewRegistry()
+	s, err := New([]string{hung.url("/hung", ""), ok.url("/ok", "")}, reg, klog.Background(), QueueSize(8), SendTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := run(t, s)
+	s.Notify(Event{Kind: KindCycleStarted, Node: "n0"})
+	hung.next(t)
+	ok.next(t)
+	for i := 1; i <= 5; i++ {
+		s.Notify(Event{Kind: KindCycleFinished, Node: fmt.Sprintf("n%d", i)})
+		if r, want := ok.next(t), fmt.Sprintf("node n%d: reboot finished (boot ID changed, Ready)", i); r.Body != want {
+			t.Errorf("healthy endpoint got %q, want %q", r.Body, want)
+		}
+	}
+	if g := metric(t, reg, dropped); g != 0 {
+		t.Errorf("dropped_total = %v, want 0", g)
+	}
+	start := time.Now()
+	stop()
+	t.Logf("Run returned %s after cancel with a send hung", time.Since(start))
+}
+
+func TestRefusesBadURLs(t *testing.T) {
+	good := "generic://127.0.0.1:9/hook?template=json&disabletls=yes"
+	for _, c := range []struct {
+		url, want, secret string
+	}{
+		{"", "notify URL 2 of 2 is empty", ""},
+		{"://nothing", "notify URL 2 of 2 is not a URL: missing protocol scheme", ""},
+		{"hooks.example.com/T0123/verysecretpath", "notify URL 2 of 2 has no service: want e.g. slack://, teams://, generic://...", "verysecretpath"},
+		{"nosuch://host/x", `notify URL 2 of 2 "nosuch://host/…": unknown service "nosuch" (known: bark, discord, generic, `, ""},
+		{"slack://xoxb:supersecrettoken@C0123", `notify URL 2 of 2 "slack://***@C0123": invalid slack token format`, "supersecrettoken"},
+		{"telegram://secrettoken42@telegram", `notify URL 2 of 2 "telegram://***@telegram": invalid telegram token: ***:`, "secrettoken42"},
+		{"discord://", `notify URL 2 of 2 "discord://": setting config URL: webhook ID missing from config URL`, ""},
+		{"generic:///hook", `notify URL 2 of 2 "generic:///…": no host`, ""},
+		{"generic://h/x?template=xml", `notify URL 2 of 2 "generic://h/…?…": template "xml": only json (or none, for the message as plain text)`, ""},
+		{"generic://h/x?disabletls=maybe", `notify URL 2 of 2 "generic://h/…?…": setting config properties from service URL query: accepted values are 1, true, yes or 0, false, no`, ""},
+		{"logger+http://h/x", `notify URL 2 of 2 "logger+http://h/…": service "logger" has no logger+<scheme>:// form`, ""},
+	} {
+		_, err := New([]string{good, c.url}, prometheus.NewRegistry(), klog.Background())
+		if err == nil {
+			t.Errorf("%q accepted", c.url)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%q:\n got %v\nwant %s", c.url, err, c.want)
+		}
+		if c.secret != "" && strings.Contains(err.Error(), c.secret) {
+			t.Errorf("%q: error shows the secret: %v", c.url, err)
+		}
+	}
+	for _, u := range []string{good, "generic+http://127.0.0.1:9/hook", "logger://", "generic://h/x?template=JSON"} {
+		if _, err := New([]string{u}, nil, klog.Background()); err != nil {
+			t.Errorf("%q refused: %v", u, err)
+		}
+	}
+	if _, err := New(nil, nil, klog.Background(), QueueSize(0)); err == nil {
+		t.Error("queue size 0 accepted")
+	}
+}
+
+// A send error names the URL's secrets nowhere.
+func TestScrubsSecretsFromErrors(t *testing.T) {
+	tgt, err := newTarget("generic://127.0.0.1:1/verysecretwebhookid?disabletls=yes&@Authorization=Bearer%20sekrit-token-123", 1, klog.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendErr := tgt.svc.Send("x", nil)
+	if sendErr == nil {
+		t.Fatal("send to a closed port succeeded")
+	}
+	got := scrub(sendErr.Error(), tgt.secrets)
+	if strings.Contains(got, "verysecretwebhookid") || strings.Contains(got, "sekrit") {
+		t.Errorf("scrubbed error still has a secret: %s", got)
+	}
+	if !strings.Contains(got, "/***") {
+		t.Errorf("scrubbed error %q: want the webhook path masked", got)
+	}
+}
+
+func TestMessages(t *testing.T) {
+	for _, c := range []struct {
+		ev   Event
+		want string
+	}{
+		{Event{Kind: KindCycleStarted, Node: "a", Detail: "budget 1 of 2"}, "node a: reboot cycle started (budget 1 of 2)"},
+		{Event{Kind: KindCycleFinished, Node: "a"}, "node a: reboot finished (boot ID changed, Ready)"},
+		{Event{Kind: KindCycleFinished, Node: "a", Took: 90 * time.Minute, Detail: "uncordoned"}, "node a: reboot finished (boot ID changed, Ready) in 1h30m; uncordoned"},
+		{Event{Kind: KindStalled, Node: "a", Reason: "reboot-timeout"}, "node a: stalled (reboot-timeout)"},
+		{Event{Kind: KindBlocked, Node: "a", Reason: "paused: fleet paused by alice", Took: time.Hour + 20*time.Second, Detail: "and 3 other nodes held by paused"}, "node a: waiting for 1h00m, blocked by paused: fleet paused by alice (and 3 other nodes held by paused)"},
+		{Event{Kind: KindFleetPaused}, "fleet paused"},
+		{Event{Kind: "something-new", Node: "a", Reason: "why", Detail: "more"}, "node a: something-new: why; more"},
+		{Event{Kind: KindCycleAborted, Node: "a", Reason: strings.Repeat("é", 600)}, "node a: reboot cycle aborted without a verified reboot: " + strings.Repeat("é", 470) + "…"},
+	} {
+		if got := Message(c.ev); got != c.want {
+			t.Errorf("Message(%+v):\n got %q\nwant %q", c.ev, got, c.want)
+		}
+	}
+	for d, want := range map[time.Duration]string{0: "0s", 1499 * time.Millisecond: "1s", 59 * time.Second: "59s", 61 * time.Second: "1m01s", 4*time.Minute + 12*time.Second: "4m12s", 26*time.Hour + 3*time.Minute + 40*time.Second: "26h04m"} {
+		if got := Duration(d); got != want {
+			t.Errorf("Duration(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// Off (nil, or no URLs): every call is accepted and does nothing.
+func TestOff(t *testing.T) {
+	var nilSender *Sender
+	empty, err := New(nil, prometheus.NewRegistry(), klog.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*Sender{nilSender, empty} {
+		s.Notify(Event{Kind: KindStalled, Node: "a"})
+		s.Blocked("a", "alerts: x")
+		s.Unblocked("a")
+		if s.Enabled() {
+			t.Error("enabled without URLs")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		s.Run(ctx)
+	}
+	var n Notifier = nilSender
+	n.Notify(Event{})
+}
