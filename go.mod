@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/coreos/ignition/v2 v2.26.0
+	github.com/cyphar/filepath-securejoin v0.6.0
 	github.com/godbus/dbus/v5 v5.1.0
 	github.com/google/go-containerregistry v0.20.6
 	github.com/hashicorp/terraform-exec v0.24.0
@@ -14,6 +15,7 @@ require (
 	github.com/prometheus/common v0.72.0
 	github.com/vincent-petithory/dataurl v1.0.0
 	golang.org/x/net v0.59.0
+	golang.org/x/sys v0.48.0
 	k8s.io/api v0.35.4
 	k8s.io/apimachinery v0.35.4
 	k8s.io/client-go v0.35.4
@@ -97,7 +99,6 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/term v0.46.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.15.0 // indirect

@@ -15,7 +15,7 @@ import (
 // Every committed .ign is what its snippet translates to now.
 func TestGeneratedFilesAreFresh(t *testing.T) {
 	srcs, err := Snippets("snippets")
-	if err != nil || len(srcs) != 3 {
+	if err != nil || len(srcs) != 4 {
 		t.Fatalf("snippets: %v %v", srcs, err)
 	}
 	for _, src := range srcs {
@@ -58,8 +58,9 @@ func parse3(t *testing.T, path string) ign3types.Config {
 	return cfg
 }
 
-// The Flatcar snippet, read back with Ignition's own 3.4 parser: locksmithd masked, update-engine
-// enabled, update.conf with REBOOT_STRATEGY=off.
+// The Flatcar snippet for every node, read back with Ignition's own 3.4 parser: locksmithd masked,
+// update-engine enabled, and nothing else — applied to a running node it must not touch what the
+// node's update_engine reads (GROUP, SERVER in /etc/flatcar/update.conf), or anything else.
 func TestFlatcarSnippet(t *testing.T) {
 	cfg := parse3(t, "snippets/flatcar-slipway.ign")
 	units := map[string]ign3types.Unit{}
@@ -72,23 +73,24 @@ func TestFlatcarSnippet(t *testing.T) {
 	if u := units["update-engine.service"]; u.Enabled == nil || !*u.Enabled {
 		t.Error("update-engine is not enabled")
 	}
-	found := false
-	for _, f := range cfg.Storage.Files {
-		if f.Path == "/etc/flatcar/update.conf" {
-			found = true
-			conf := decode(t, f.Contents.Source)
-			for _, line := range []string{"REBOOT_STRATEGY=off", "GROUP=stable"} {
-				if !strings.Contains(conf, line+"\n") {
-					t.Errorf("update.conf lacks %q:\n%s", line, conf)
-				}
-			}
-			if f.Overwrite == nil || !*f.Overwrite {
-				t.Error("update.conf must overwrite the image's")
-			}
-		}
+	if len(units) != 2 || len(cfg.Storage.Files) != 0 || len(cfg.Storage.Directories) != 0 || len(cfg.Storage.Links) != 0 {
+		t.Errorf("the every-node snippet does more than mask locksmithd and enable update-engine: units %v, storage %+v", units, cfg.Storage)
 	}
-	if !found {
-		t.Error("no /etc/flatcar/update.conf")
+}
+
+// The new-node snippet writes update.conf with REBOOT_STRATEGY=off and leaves GROUP and SERVER to
+// the image, so that a beta image stays on beta.
+func TestFlatcarNewNodeSnippet(t *testing.T) {
+	cfg := parse3(t, "snippets/flatcar-new-node.ign")
+	if len(cfg.Storage.Files) != 1 || cfg.Storage.Files[0].Path != "/etc/flatcar/update.conf" || len(cfg.Systemd.Units) != 0 {
+		t.Fatalf("files %+v, units %+v", cfg.Storage.Files, cfg.Systemd.Units)
+	}
+	f := cfg.Storage.Files[0]
+	if conf := decode(t, f.Contents.Source); conf != "REBOOT_STRATEGY=off\n" {
+		t.Errorf("update.conf = %q", conf)
+	}
+	if f.Overwrite == nil || !*f.Overwrite {
+		t.Error("update.conf must overwrite one the image or an installer left")
 	}
 }
 
@@ -122,7 +124,7 @@ func TestCLCSnippet(t *testing.T) {
 			found = true
 			src := f.Contents.Source
 			conf := decode(t, &src)
-			if !strings.Contains(conf, `REBOOT_STRATEGY="off"`) || !strings.Contains(conf, "GROUP=stable") {
+			if !strings.Contains(conf, `REBOOT_STRATEGY="off"`) || strings.Contains(conf, "GROUP") || strings.Contains(conf, "SERVER") {
 				t.Errorf("update.conf:\n%s", conf)
 			}
 		}

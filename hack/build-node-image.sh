@@ -83,7 +83,7 @@ PRETTY_NAME="Flatcar Container Linux by Kinvolk 4459.2.1 (Slipway e2e stand-in o
 OSR
 mkdir -p "$root/usr/share/flatcar" "$root/etc/flatcar"
 printf 'GROUP=stable\nSERVER=https://public.update.flatcar-linux.net/v1/update/\n' > "$root/usr/share/flatcar/update.conf"
-printf 'GROUP=stable\n' > "$root/etc/flatcar/update.conf"   # unconverted: node-config apply adds REBOOT_STRATEGY=off
+printf 'GROUP=stable\n' > "$root/etc/flatcar/update.conf"   # the node's own; node-config apply leaves it
 install -m 0755 "$inputs/slipway-standin" "$root/usr/local/bin/slipway-standin"
 install -m 0755 "$inputs/update-agent" "$root/usr/local/bin/update-agent"
 install -m 0755 "$CP/kubelet" "$root/usr/local/bin/kubelet"

@@ -272,8 +272,8 @@ func SlipwaySnippet(root string) string {
 }
 
 // convertNodes does to every VM what a user does to an existing fleet: `update-agent node-config
-// apply` with Slipway's snippet (locksmithd masked and stopped, update-engine enabled, update.conf
-// with REBOOT_STRATEGY=off), over the guest agent as one would over SSH.
+// apply` with Slipway's snippet (locksmithd masked and stopped, update-engine enabled; the node's
+// update.conf left as it is), over the guest agent as one would over SSH.
 func (c *Cluster) convertNodes(ctx context.Context, snippet []byte) error {
 	for _, vm := range c.VMs {
 		out, err := vm.ExecInput(ctx, snippet, c.AgentPath, "node-config", "apply", "--config", "-")

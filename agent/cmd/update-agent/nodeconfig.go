@@ -15,9 +15,10 @@ import (
 )
 
 const nodeConfigUsage = `update-agent node-config apply: bring this running node in line with an Ignition config
-(spec 3.x, e.g. butane/snippets/flatcar-slipway.ign): write its files (the replaced ones are kept
-beside them as <name>.slipway-backup-<time>), mask/stop, enable/start or disable/stop its units.
-Idempotent: a second run changes nothing. Run it as root on the node, or over SSH:
+(stable spec 3.0.0 to 3.6.0, e.g. butane/snippets/flatcar-slipway.ign): make its files, directories
+and links with Ignition's semantics inside --root (what they replace is kept beside them as
+<name>.slipway-backup-<time>), write its unit files, mask/stop, enable/start or disable/stop its
+units. Idempotent: a second run changes nothing. Run it as root on the node, or over SSH:
   ssh core@node sudo /opt/bin/update-agent node-config apply --config - < flatcar-slipway.ign
 
 Flags:
@@ -84,7 +85,10 @@ func nodeConfig(args []string, stdin io.Reader, stdout, stderr io.Writer, connec
 		fmt.Fprintln(stderr, "update-agent node-config apply: reading the config:", err)
 		return 2
 	}
-	cfg, err := nodeconfig.Parse(raw)
+	cfg, warnings, err := nodeconfig.Parse(raw)
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, "update-agent node-config apply: Ignition's parser:", w)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "update-agent node-config apply:", err)
 		return 2

@@ -41,11 +41,18 @@ func TestNodeConfigApplyDryRunThenApplyThenNothing(t *testing.T) {
 		code := nodeConfig(append([]string{"apply", "--root", root, "--config", snippet}, args...), strings.NewReader(""), &out, &errOut, connectTo(units))
 		return code, out.String(), errOut.String()
 	}
+	conf := filepath.Join(root, "etc/flatcar/update.conf")
+	if err := os.MkdirAll(filepath.Dir(conf), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte("GROUP=beta\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	code, out, _ := run("--dry-run")
-	if code != 0 || !strings.Contains(out, "mask locksmithd.service") || !strings.Contains(out, "+REBOOT_STRATEGY=off") || !strings.Contains(out, "dry run: nothing changed") {
+	if code != 0 || !strings.Contains(out, "mask locksmithd.service") || strings.Contains(out, "update.conf") || !strings.Contains(out, "dry run: nothing changed") {
 		t.Fatalf("dry run: exit %d\n%s", code, out)
 	}
-	if _, err := os.Stat(filepath.Join(root, "etc/flatcar/update.conf")); err == nil || units["locksmithd.service"][0] != "enabled" {
+	if units["locksmithd.service"][0] != "enabled" {
 		t.Fatal("dry run changed the node")
 	}
 	if code, out, errOut := run(); code != 0 || !strings.Contains(out, "applied") {
@@ -53,6 +60,9 @@ func TestNodeConfigApplyDryRunThenApplyThenNothing(t *testing.T) {
 	}
 	if units["locksmithd.service"] != [2]string{"masked", "inactive"} {
 		t.Fatalf("locksmithd %v", units["locksmithd.service"])
+	}
+	if b, err := os.ReadFile(conf); err != nil || string(b) != "GROUP=beta\n" {
+		t.Fatalf("the node's update.conf changed: %q %v", b, err)
 	}
 	if code, out, _ := run(); code != 0 || !strings.Contains(out, "nothing to do") {
 		t.Fatalf("second apply: exit %d\n%s", code, out)
@@ -94,5 +104,15 @@ func TestREADMEListsEveryNodeConfigFlag(t *testing.T) {
 	_, fs, _ := parseNodeConfig(nil, new(strings.Builder))
 	if missing := flagenv.Undocumented(fs, string(readme)); len(missing) > 0 {
 		t.Errorf("README does not document node-config apply's %v", missing)
+	}
+}
+
+// Ignition's own warnings reach the user: a spec older than 3.6.0 ignores setuid/setgid/sticky.
+func TestNodeConfigShowsIgnitionWarnings(t *testing.T) {
+	var out, errOut strings.Builder
+	cfg := `{"ignition":{"version":"3.4.0"},"storage":{"directories":[{"path":"/shared","mode":1023}]}}`
+	code := nodeConfig([]string{"apply", "--config", "-", "--dry-run", "--root", t.TempDir()}, strings.NewReader(cfg), &out, &errOut, connectTo(unitTable{}))
+	if code != 0 || !strings.Contains(errOut.String(), "older than 3.6.0") || !strings.Contains(out.String(), "create directory /shared (mode 0777") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
 }

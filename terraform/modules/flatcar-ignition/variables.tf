@@ -88,7 +88,7 @@ variable "ssh_authorized_keys" {
 }
 
 variable "slipway_ignition" {
-  description = "Ignition (spec 3.x JSON) merged into every node to leave reboots to Slipway; empty means butane/snippets/flatcar-slipway.ign of this repository (locksmithd masked, update-engine enabled, REBOOT_STRATEGY=off, group stable)."
+  description = "Ignition (spec 3.x JSON) merged into every node to leave reboots to Slipway; empty means butane/snippets/flatcar-slipway.ign of this repository (locksmithd masked, update-engine enabled; update.conf, and so the channel, left to the image)."
   type        = string
   default     = ""
 }
