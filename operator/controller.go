@@ -31,6 +31,7 @@ import (
 	"github.com/slipway-dev/slipway/operator/blocker"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/fence"
+	"github.com/slipway-dev/slipway/operator/notify"
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
@@ -76,6 +77,8 @@ type Config struct {
 	MinReady *blocker.MinReadyNodes
 	// Namespace holds the fleet switch (ConfigMap slipway-fleet); "" turns the switch off.
 	Namespace string
+	// Notify sends --notify-url notifications; nil: none (its methods are nil-safe).
+	Notify *notify.Sender
 	// Identity is this instance's leader-election identity, published as the fleet status's leader.
 	Identity string
 	// MaxFailedReboots pauses the fleet when that many nodes of the current roll-out stalled after
@@ -378,6 +381,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	n, err := c.node(name)
 	if apierrors.IsNotFound(err) {
 		c.drains.forget(name)
+		c.cfg.Notify.Unblocked(name)
 		return 0, nil
 	}
 	if err != nil {
@@ -414,10 +418,16 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 			if n, err = c.markBlocked(ctx, n, d.why, log); err != nil {
 				return 0, err
 			}
+			c.cfg.Notify.Blocked(name, d.why)
+		} else {
+			c.cfg.Notify.Unblocked(name)
 		}
-	} else if _, ok := n.Annotations[protocol.BlockedBy]; ok && state != protocol.NeedsReboot {
-		if n, err = c.markBlocked(ctx, n, "", log); err != nil {
-			return 0, err
+	} else {
+		c.cfg.Notify.Unblocked(name)
+		if _, ok := n.Annotations[protocol.BlockedBy]; ok && state != protocol.NeedsReboot {
+			if n, err = c.markBlocked(ctx, n, "", log); err != nil {
+				return 0, err
+			}
 		}
 	}
 	cycle := n.Annotations[protocol.DrainStarted]
@@ -463,6 +473,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	log.Info("cycle step", "from", state, "action", row.Do, "to", row.Next, "because", row.When)
 	c.event(n, row, f)
 	c.observeCycle(ctx, n, row, state)
+	c.notifyCycle(n, row, state, f)
 	if row.Do == protocol.Finish || row.Do == protocol.Abort || row.Do == protocol.GrantReboot {
 		c.drains.forget(name)
 	}
@@ -641,6 +652,9 @@ func (c *Controller) markStall(ctx context.Context, n *corev1.Node, state protoc
 			c.cfg.Metrics.stallCounted(reason)
 		}
 		since := stageStart(state, n)
+		c.cfg.Notify.Notify(notify.Event{Kind: notify.KindStalled, Node: n.Name, Reason: reason,
+			Took: c.cfg.Now().Sub(since), Time: c.cfg.Now(),
+			Detail: fmt.Sprintf("in stage %s (--reboot-timeout=%s): %s", state, c.cfg.RebootTimeout, stallHint(reason, n))})
 		msg := fmt.Sprintf("%s for %s in stage %s (--reboot-timeout=%s): %s", reason, c.cfg.Now().Sub(since).Round(time.Second), state, c.cfg.RebootTimeout, stallHint(reason, n))
 		log.Info("node stalled", "reason", reason, "state", state, "since", since)
 		c.cfg.Recorder.Event(n, corev1.EventTypeWarning, "Stalled", msg)
@@ -751,4 +765,26 @@ func (c *Controller) observeCycle(ctx context.Context, n *corev1.Node, row proto
 		delete(c.needSince, n.Name)
 	}
 	_ = state
+}
+
+// notifyCycle tells --notify-url about a cycle step whose PATCH landed (n: the node before it).
+func (c *Controller) notifyCycle(n *corev1.Node, row protocol.Row, state protocol.State, f protocol.Facts) {
+	ev := notify.Event{Node: n.Name, Time: c.cfg.Now()}
+	switch {
+	case state == protocol.NeedsReboot && row.Next.InCycle():
+		ev.Kind = notify.KindCycleStarted
+	case row.Do == protocol.Finish:
+		ev.Kind = notify.KindCycleFinished
+		if t, err := time.Parse(time.RFC3339, n.Annotations[protocol.CycleStarted]); err == nil {
+			ev.Took = c.cfg.Now().Sub(t)
+		}
+		if f.SlipwayCordoned || f.FLUOCordoned {
+			ev.Detail = "uncordoned"
+		}
+	case row.Do == protocol.Abort:
+		ev.Kind, ev.Reason = notify.KindCycleAborted, row.When
+	default:
+		return
+	}
+	c.cfg.Notify.Notify(ev)
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/operator/notify"
 )
 
 // fleetKey is the workqueue key of the fleet itself (never a Node name: Node names cannot contain
@@ -90,13 +91,14 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 	sw := fleet.Read(cm)
 	max := c.cfg.MaxFailedReboots
 	var pause []byte
+	reason := ""
 	switch {
 	case max > 0 && len(c.fleet.failed) >= max && !sw.Paused && sw.By == "" && sw.Reason == "" && c.selfPaused(cm):
 		// The fleet was paused by us and a person resumed it: a new roll-out, a fresh budget.
 		c.log.Info("fleet resumed after the failure budget was spent; starting a new count", "failed", c.fleet.failed)
 		c.fleet.failed = nil
 	case max > 0 && len(c.fleet.failed) >= max && !sw.Paused:
-		reason := fmt.Sprintf("max-failed-reboots: %d nodes failed in this roll-out (%s); fix them, then resume (kubectl slipway resume)", len(c.fleet.failed), strings.Join(c.fleet.failed, ", "))
+		reason = fmt.Sprintf("max-failed-reboots: %d nodes failed in this roll-out (%s); fix them, then resume (kubectl slipway resume)", len(c.fleet.failed), strings.Join(c.fleet.failed, ", "))
 		pause = fleet.PausePatch("", reason, operatorIdentity, c.cfg.Now())
 		c.log.Info("pausing the fleet: failure budget spent", "failed", c.fleet.failed)
 	}
@@ -129,8 +131,11 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("publishing the fleet status in ConfigMap %s/%s: %w", c.cfg.Namespace, fleet.ConfigMapName, err)
 	}
-	if pause != nil && c.cfg.Metrics != nil {
-		c.cfg.Metrics.selfPaused()
+	if pause != nil {
+		if c.cfg.Metrics != nil {
+			c.cfg.Metrics.selfPaused()
+		}
+		c.cfg.Notify.Notify(notify.Event{Kind: notify.KindFleetPaused, Reason: reason, Time: c.cfg.Now()})
 	}
 	return nil
 }

@@ -3,6 +3,9 @@ package operator_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
@@ -14,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -24,6 +28,7 @@ import (
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/blocker"
 	"github.com/slipway-dev/slipway/operator/budget"
+	"github.com/slipway-dev/slipway/operator/notify"
 )
 
 const zoneLabel = "topology.kubernetes.io/zone"
@@ -474,4 +479,45 @@ func gaugeLabel(t *testing.T, reg *prometheus.Registry, name, label, value strin
 	}
 	t.Fatalf("no %s{%s=%q}", name, label, value)
 	return 0
+}
+
+// Issue 11, notifications through the controller: a node's cycle sends "started" and "finished" to a
+// shoutrrr generic webhook (a local HTTP server), as --notify-url would.
+func TestNotificationsOfACycle(t *testing.T) {
+	cleanNodes(t)
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(b))
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	sender, err := notify.New([]string{"generic://" + srv.Listener.Addr().String() + "/hook?disabletls=yes"}, prometheus.NewRegistry(), klog.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go sender.Run(ctx)
+	sn := simNodes(t, "notify", 1)[0]
+	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Notify = sender }})
+	if err := sn.SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, sn.Name, 30*time.Second, "cycle finished", finished)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		all := strings.Join(got, "\n")
+		mu.Unlock()
+		if strings.Contains(all, "node notify-0: reboot cycle started") && strings.Contains(all, "node notify-0: reboot finished") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("notifications received: %q", all)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -33,6 +33,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/slipway-dev/slipway/internal/flagenv"
+	"github.com/slipway-dev/slipway/internal/fluoflags"
 	"github.com/slipway-dev/slipway/internal/httpserve"
 	"github.com/slipway-dev/slipway/internal/kubeclient"
 	"github.com/slipway-dev/slipway/internal/protocol"
@@ -42,6 +43,7 @@ import (
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/fence"
 	"github.com/slipway-dev/slipway/operator/fleetlock"
+	"github.com/slipway-dev/slipway/operator/notify"
 	"github.com/slipway-dev/slipway/operator/status"
 	"github.com/slipway-dev/slipway/operator/window"
 )
@@ -84,6 +86,8 @@ type options struct {
 	alertFiringOnly                           bool
 	minReady                                  string
 	windows, exclusions                       multiFlag
+	notifyURLs                                urlsFlag
+	notifyBlockedAfter                        time.Duration
 	rebootTimeout                             time.Duration
 	drainRetryBase, drainRetryMax             time.Duration
 	namespace, leaseName, identity            string
@@ -93,7 +97,11 @@ type options struct {
 	printVersion                              bool
 }
 
-func main() { os.Exit(run()) }
+func main() {
+	code := run()
+	klog.Flush() // with -logtostderr=false (FLUO's klog flags) the last lines sit in a buffer
+	os.Exit(code)
+}
 
 func parse(args []string) (*options, *flag.FlagSet, error) {
 	o := &options{}
@@ -113,6 +121,8 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.StringVar(&o.alertExclude, "alert-exclude", "", "regexp (unanchored) on alert names: matching alerts never block, e.g. ^(Watchdog|InfoInhibitor)$")
 	fs.BoolVar(&o.alertFiringOnly, "alert-firing-only", true, "only firing alerts block; false also counts pending ones (kured's default)")
 	fs.StringVar(&o.minReady, "min-ready-nodes", "", "admit a node only if at least this many other nodes stay Ready, schedulable and out of a cycle: a count or % of all nodes (rounded up); empty disables")
+	fs.Var(&o.notifyURLs, "notify-url", "send notifications (cycle started, finished or aborted; stalled; fleet paused; blocked longer than --notify-blocked-after) to this shoutrrr URL, as kured's --notify-url: slack://, teams://, telegram://, ntfy://, smtp://, generic://host/path?template=json, logger:// ...; repeatable (several in UPDATE_OPERATOR_NOTIFY_URL separated by spaces); none: off")
+	fs.DurationVar(&o.notifyBlockedAfter, "notify-blocked-after", time.Hour, "notify once when nodes have been held this long by a pause or a blocker (not the budget, a window or the control-plane order); once per episode, once per blocker fleet-wide; 0 never")
 	fs.Var(&o.windows, "reboot-window", "a reboot window \"[DAYS ]HH:MM-HH:MM[ ZONE]\", e.g. \"Mon-Fri 22:00-05:00 Europe/Berlin\"; DAYS like Mon-Fri, Sat,Sun, Mon,Wed-Fri, Fri-Mon or * (default every day), naming the day the window starts; an end at or before the start is on the next day; ZONE an IANA name (default UTC). Repeat for more windows: new cycles start only while one is open (FLUO's --reboot-window-start/length is one more); none means always")
 	fs.Var(&o.exclusions, "reboot-exclusion", "a change freeze during which no new cycle starts, \"FROM/TO[ ZONE]\" with FROM and TO as YYYY-MM-DD (whole days, inclusive) or YYYY-MM-DDTHH:MM, or a single YYYY-MM-DD; e.g. \"2026-11-27/2026-12-01 America/New_York\". Wins over every window; cycles in flight finish. Repeatable")
 	fs.StringVar(&o.windowStart, "reboot-window-start", "", "start of the reboot window, FLUO format: \"14:00\" (daily) or \"Thu 14:00\" (weekly)")
@@ -139,6 +149,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.StringVar(&o.fleetlockAddr, "fleetlock-address", "", "address serving the FleetLock protocol for Fedora CoreOS/Zincati nodes (e.g. \":8081\"); empty disables")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	kubeclient.AddLogFlags(fs)
+	fluoflags.AddKlog(fs) // FLUO's klog flags, with klog's meaning
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
@@ -196,6 +207,9 @@ func (o *options) config() (operator.Config, error) {
 	}
 	if o.rebootTimeout < 0 {
 		return cfg, fmt.Errorf("reboot-timeout %s must not be negative", o.rebootTimeout)
+	}
+	if o.notifyBlockedAfter < 0 {
+		return cfg, fmt.Errorf("notify-blocked-after %s must not be negative", o.notifyBlockedAfter)
 	}
 	var perGroup *budget.Max
 	if o.maxPerGroup != "" {
@@ -296,7 +310,7 @@ func run() int {
 		// The same code as kubectl-slipway, from inside the operator's pod.
 		return status.Main("update-operator", os.Args[1:], os.Stdout, os.Stderr)
 	}
-	o, _, err := parse(os.Args[1:])
+	o, fs, err := parse(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -312,6 +326,9 @@ func run() int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "update-operator:", err)
 		return 2
+	}
+	for _, w := range fluoflags.Warnings(fs, fluoIgnored) {
+		klog.Warning(w)
 	}
 	log := klog.Background().WithName("update-operator")
 	rc, err := kubeclient.RestConfig(o.kubeconfig, "slipway-update-operator/"+version.String())
@@ -360,6 +377,15 @@ func run() int {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.Metrics = operator.NewMetrics(reg)
+	notifier, err := notify.New(o.notifyURLs, reg, log, notify.BlockedAfter(o.notifyBlockedAfter))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "update-operator: notify-url:", err)
+		return 2
+	}
+	cfg.Notify = notifier
+	if notifier.Enabled() {
+		log.Info("notifications on", "targets", notifier.Targets(), "blockedAfter", o.notifyBlockedAfter)
+	}
 	ctrl, err := operator.New(cfg)
 	if err != nil {
 		log.Error(err, "building the controller")
@@ -368,6 +394,7 @@ func run() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	go notifier.Run(ctx)
 	if o.httpAddr != "" {
 		if err := serveHTTP(ctx, o.httpAddr, reg, ctrl.Ready, log); err != nil {
 			log.Error(err, "serving /healthz and /metrics", "address", o.httpAddr)
@@ -468,3 +495,10 @@ func (m *multiFlag) Set(v string) error {
 	}
 	return nil
 }
+
+// urlsFlag is a repeatable flag; one value may also hold several URLs separated by spaces (the env
+// variable). Its String never prints the URLs: they hold tokens.
+type urlsFlag []string
+
+func (u *urlsFlag) String() string     { return fmt.Sprintf("%d URL(s)", len(*u)) }
+func (u *urlsFlag) Set(v string) error { *u = append(*u, strings.Fields(v)...); return nil }
