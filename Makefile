@@ -82,9 +82,10 @@ cluster-down:
 butane:
 	cd butane && go run ./cmd/gen
 
-## image: the container image (needs a Docker engine)
+## image: the image for linux/amd64 and linux/arm64 as one OCI image index in bin/image/slipway-$(VERSION).oci.tar
+##        (docker buildx where a Docker engine answers, else hack/ociimage; see hack/build-image.sh)
 image:
-	docker build --build-arg VERSION=$(VERSION) -t slipway:$(VERSION) .
+	@hack/build-image.sh $(VERSION)
 
 clean:
 	rm -rf bin/

@@ -19,6 +19,7 @@ import (
 
 	"github.com/slipway-dev/slipway/agent"
 	"github.com/slipway-dev/slipway/internal/flagenv"
+	"github.com/slipway-dev/slipway/internal/fluoflags"
 	"github.com/slipway-dev/slipway/internal/kubeclient"
 	"github.com/slipway-dev/slipway/internal/login1"
 	"github.com/slipway-dev/slipway/internal/updateengine"
@@ -51,7 +52,9 @@ func main() {
 			os.Exit(nodeConfig(os.Args[2:], os.Stdin, os.Stdout, os.Stderr, realSystemd))
 		}
 	}
-	os.Exit(run())
+	code := run()
+	klog.Flush() // with -logtostderr=false (FLUO's klog flags) the last lines sit in a buffer
+	os.Exit(code)
 }
 
 func sendNeedReboot() int {
@@ -86,6 +89,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.DurationVar(&o.filePoll, "reboot-required-poll", 10*time.Second, "how often to check --reboot-required-file")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	kubeclient.AddLogFlags(fs)
+	addFLUOFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
@@ -108,7 +112,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 }
 
 func run() int {
-	o, _, err := parse(os.Args[1:])
+	o, fs, err := parse(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -119,6 +123,9 @@ func run() int {
 	if o.printVersion {
 		fmt.Println(version.String())
 		return 0
+	}
+	for _, w := range fluoflags.Warnings(fs, fluoIgnored) {
+		klog.Warning(w)
 	}
 	log := klog.Background().WithName("update-agent")
 	bootID, err := os.ReadFile(o.bootIDFile)
