@@ -8,6 +8,7 @@ package fluoflags
 import (
 	"flag"
 	"fmt"
+	"strings"
 
 	"k8s.io/klog/v2"
 )
@@ -45,7 +46,9 @@ func AddKlog(fs *flag.FlagSet) {
 	for _, f := range Klog {
 		// A name klog no longer had would stay undefined, and each binary's test of FLUO's flags fail.
 		if kf := k.Lookup(f.Name); kf != nil && fs.Lookup(f.Name) == nil {
-			fs.Var(kf.Value, f.Name, "klog, as in FLUO: "+kf.Usage)
+			// Newer klog's -legacy_stderr_threshold_behavior is not exposed: it stays true, FLUO's behaviour.
+			usage := strings.Replace(kf.Usage, " unless -legacy_stderr_threshold_behavior=false", "", 1)
+			fs.Var(kf.Value, f.Name, "klog, as in FLUO: "+usage)
 		}
 	}
 }
