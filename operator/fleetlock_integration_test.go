@@ -280,7 +280,9 @@ func TestFleetLockSaysPaused(t *testing.T) {
 	if _, err := client.CoreV1().ConfigMaps(fleetlockNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = client.CoreV1().ConfigMaps(fleetlockNamespace).Delete(ctx, fleet.ConfigMapName, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = client.CoreV1().ConfigMaps(fleetlockNamespace).Delete(ctx, fleet.ConfigMapName, metav1.DeleteOptions{})
+	})
 	if _, err := testenv.CreateNode(ctx, client, "fcos-paused", "boot-a", enrolled); err != nil {
 		t.Fatal(err)
 	}
