@@ -410,6 +410,8 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		if _, ok := c.needSince[name]; !ok {
 			c.needSince[name] = c.cfg.Now()
 		}
+	} else if !state.InCycle() {
+		delete(c.needSince, name) // no longer asking: a later ask waits from then
 	}
 	if state == protocol.NeedsReboot && !f.Paused {
 		d := c.admission(ctx, name)

@@ -28,8 +28,11 @@ const operatorIdentity = "slipway-update-operator"
 // fleetState is what the leader keeps about the fleet as a whole. It is rebuilt from the published
 // Status after a restart or a leader change.
 type fleetState struct {
-	loaded   bool
-	failed   []string                 // nodes that failed in this roll-out
+	loaded bool
+	failed []string // nodes that failed in this roll-out
+	// pausing is the reason of a self-pause decided but not yet seen in the informer's copy of the
+	// switch: admissions treat the fleet as paused from the moment the budget is spent.
+	pausing  string
 	blockers map[string]fleet.Blocker // fleet-wide blockers active at the last admission
 }
 
@@ -67,6 +70,9 @@ func (c *Controller) failedReboot(n *corev1.Node, why string) {
 		}
 	}
 	c.fleet.failed = append(c.fleet.failed, n.Name)
+	if len(c.fleet.failed) >= c.cfg.MaxFailedReboots && c.fleet.pausing == "" {
+		c.fleet.pausing = c.pauseReason()
+	}
 	c.log.Info("failed reboot counted", "node", n.Name, "why", why, "failed", len(c.fleet.failed), "max", c.cfg.MaxFailedReboots)
 	c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "RebootFailed", "counts against --max-failed-reboots (%d of %d): %s", len(c.fleet.failed), c.cfg.MaxFailedReboots, why)
 	if c.cfg.Metrics != nil {
@@ -89,6 +95,9 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 		}
 	}
 	sw := fleet.Read(cm)
+	if sw.Paused {
+		c.fleet.pausing = "" // ours (or anyone's) pause is visible now
+	}
 	max := c.cfg.MaxFailedReboots
 	var pause []byte
 	reason := ""
@@ -97,8 +106,9 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 		// The fleet was paused by us and a person resumed it: a new roll-out, a fresh budget.
 		c.log.Info("fleet resumed after the failure budget was spent; starting a new count", "failed", c.fleet.failed)
 		c.fleet.failed = nil
+		c.fleet.pausing = ""
 	case max > 0 && len(c.fleet.failed) >= max && !sw.Paused:
-		reason = fmt.Sprintf("max-failed-reboots: %d nodes failed in this roll-out (%s); fix them, then resume (kubectl slipway resume)", len(c.fleet.failed), strings.Join(c.fleet.failed, ", "))
+		reason = c.pauseReason()
 		pause = fleet.PausePatch("", reason, operatorIdentity, c.cfg.Now())
 		c.log.Info("pausing the fleet: failure budget spent", "failed", c.fleet.failed)
 	}
@@ -171,4 +181,18 @@ func (c *Controller) status() fleet.Status {
 	}
 	sort.Slice(st.Blockers, func(i, j int) bool { return st.Blockers[i].Name < st.Blockers[j].Name })
 	return st
+}
+
+func (c *Controller) pauseReason() string {
+	return fmt.Sprintf("max-failed-reboots: %d nodes failed in this roll-out (%s); fix them, then resume (kubectl slipway resume)", len(c.fleet.failed), strings.Join(c.fleet.failed, ", "))
+}
+
+// fleetSwitch is the pause switch as admissions must see it: the ConfigMap, plus a self-pause decided
+// but not yet visible in the informer.
+func (c *Controller) fleetSwitch() fleet.Switch {
+	sw := fleet.Read(c.fleetConfigMap())
+	if !sw.Paused && c.fleet.pausing != "" {
+		sw.Paused, sw.Reason, sw.By = true, c.fleet.pausing, operatorIdentity
+	}
+	return sw
 }

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/slipway-dev/slipway/internal/fleet"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/window"
@@ -93,7 +92,7 @@ func (c *Controller) admission(ctx context.Context, name string) decision {
 		return decision{why: BlockedWindow + ": closed until " + next.UTC().Format(time.RFC3339), retry: next.Sub(now) + time.Second}
 	}
 	all := c.allNodes()
-	sw := fleet.Read(c.fleetConfigMap())
+	sw := c.fleetSwitch()
 	self := c.findNode(all, name)
 	if self == nil {
 		return decision{why: "node gone"}
@@ -169,7 +168,11 @@ func (c *Controller) admission(ctx context.Context, name string) decision {
 		if held, _ := sw.Holds(c.group(n)); held {
 			continue
 		}
-		cands = append(cands, budget.Candidate{Name: n.Name, Unavailable: c.counts(f), Pools: in})
+		since, ok := c.needSince[n.Name]
+		if !ok {
+			since = now // not synced since this operator started: as if it asked just now
+		}
+		cands = append(cands, budget.Candidate{Name: n.Name, Unavailable: c.counts(f), Pools: in, Since: since})
 	}
 	if c.metricsOn() {
 		c.cfg.Metrics.budget(pools[budget.Global].Limit, pools[budget.Global].Used)

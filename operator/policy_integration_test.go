@@ -401,10 +401,18 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	startOperator(t, opOptions{max: "1", rebootTimeout: 2 * time.Second, stallPolicy: operator.StallRelease, metrics: operator.NewMetrics(reg),
 		tweak: func(c *operator.Config) { c.Namespace = ns; c.MaxFailedReboots = 2; c.Identity = "op-test" }})
-	for _, sn := range nodes {
+	// The two lost nodes ask first; the third asks once the first is granted (the longest waiting
+	// goes first, so it comes after both).
+	for _, sn := range nodes[:2] {
 		if err := sn.SendNeedReboot(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	waitNode(t, "fmr-0", 30*time.Second, "granted", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })
+	waitNode(t, "fmr-1", 30*time.Second, "asking", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+	time.Sleep(200 * time.Millisecond)
+	if err := nodes[2].SendNeedReboot(); err != nil {
+		t.Fatal(err)
 	}
 	var cm *corev1.ConfigMap
 	deadline := time.Now().Add(60 * time.Second)

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Max is a maximum number of unavailable nodes: a count, or a percentage of all nodes.
@@ -62,10 +63,15 @@ type Candidate struct {
 	// Rank orders candidates before everything else: lower goes first (e.g. workers before the
 	// control plane).
 	Rank int
+	// Since is when the node was first seen waiting (zero: unknown). Among equals the longest
+	// waiting goes first, so a fleet whose nodes keep asking cannot starve the ones late in the
+	// alphabet.
+	Since time.Time
 }
 
 // Order sorts candidates in the documented admission order: by Rank, then nodes that are already
-// unavailable first (rebooting them does not reduce capacity further), then by name.
+// unavailable first (rebooting them does not reduce capacity further), then the longest waiting,
+// then by name.
 func Order(c []Candidate) {
 	sort.SliceStable(c, func(i, j int) bool {
 		if c[i].Rank != c[j].Rank {
@@ -73,6 +79,9 @@ func Order(c []Candidate) {
 		}
 		if c[i].Unavailable != c[j].Unavailable {
 			return c[i].Unavailable
+		}
+		if !c[i].Since.Equal(c[j].Since) {
+			return c[i].Since.Before(c[j].Since)
 		}
 		return c[i].Name < c[j].Name
 	})

@@ -3,6 +3,7 @@ package budget
 import (
 	"reflect"
 	"testing"
+	"time"
 )
 
 func TestParseMaxAndLimit(t *testing.T) {
@@ -154,5 +155,27 @@ func TestAdmitPoolsNeverExceeds(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// The longest-waiting node goes first among equals; unknown waits (zero) count as longest.
+func TestOrderLongestWaitingFirst(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	c := []Candidate{
+		{Name: "a", Since: t0.Add(2 * time.Minute)},
+		{Name: "z", Since: t0},
+		{Name: "m", Since: t0.Add(time.Minute)},
+		{Name: "b", Since: t0.Add(2 * time.Minute)},
+	}
+	if got := Admit(2, 0, c); !reflect.DeepEqual(got, []string{"z", "m"}) {
+		t.Errorf("admitted %v, want the two longest waiting [z m]", got)
+	}
+	Order(c)
+	var names []string
+	for _, x := range c {
+		names = append(names, x.Name)
+	}
+	if !reflect.DeepEqual(names, []string{"z", "m", "a", "b"}) {
+		t.Errorf("order %v", names)
 	}
 }
