@@ -97,6 +97,8 @@ type opOptions struct {
 	metrics       *operator.Metrics
 	// tweak changes the Config last (policies).
 	tweak func(*operator.Config)
+	// started receives the controller before it runs (readiness).
+	started func(*operator.Controller)
 }
 
 // startOperator runs the controller in-process (no leader election) until the test ends.
@@ -142,6 +144,9 @@ func startOperator(t *testing.T, o opOptions) context.CancelFunc {
 	c, err := operator.New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.started != nil {
+		o.started(c)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

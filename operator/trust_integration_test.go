@@ -286,3 +286,54 @@ func TestStallReasons(t *testing.T) {
 		t.Errorf("stalled annotation left after the cycle finished: %v", n.Annotations)
 	}
 }
+
+// Why 4: /readyz fails when the controller has not made progress it should have. A real kube-apiserver
+// is frozen (SIGSTOP) while a granted node's stall is due: the sync that reports it hangs in its PATCH,
+// readiness fails and names why; thawed, the write lands and readiness comes back.
+func TestReadyzWhenTheAPIServerHangs(t *testing.T) {
+	cleanNodes(t)
+	sn := simNodes(t, "wedge", 1)[0]
+	sn.NeverComeBack()
+	var c *operator.Controller
+	startOperator(t, opOptions{max: "1", rebootTimeout: 3 * time.Second,
+		tweak:   func(cfg *operator.Config) { cfg.StuckAfter = time.Second },
+		started: func(ctrl *operator.Controller) { c = ctrl }})
+	if err := sn.SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, sn.Name, 30*time.Second, "reboot granted", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })
+	if err := c.Ready(); err != nil {
+		t.Fatalf("a leader waiting for a reboot is making progress: %v", err)
+	}
+	if err := cp.FreezeAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			if err := cp.ThawAPIServer(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	defer thaw()
+	var notReady error
+	for deadline := time.Now().Add(20 * time.Second); notReady == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			thaw()
+			t.Fatal("the stall report's PATCH hangs on a frozen API server, yet the controller stays ready")
+		}
+		notReady = c.Ready()
+	}
+	thaw()
+	if !strings.Contains(notReady.Error(), "sync has been running") {
+		t.Errorf("readiness error %q does not say a sync is stuck", notReady)
+	}
+	waitNode(t, sn.Name, 60*time.Second, "stall reported after the thaw", func(n *corev1.Node) bool { return n.Annotations[protocol.Stalled] == operator.StallRebootTimeout })
+	for deadline := time.Now().Add(30 * time.Second); c.Ready() != nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not ready after the API server came back: %v", c.Ready())
+		}
+	}
+}

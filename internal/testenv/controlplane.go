@@ -339,6 +339,22 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
 	return cp.waitReady(ctx, 60*time.Second)
 }
 
+// FreezeAPIServer stops kube-apiserver (SIGSTOP) without closing its connections: requests in flight
+// and new ones hang, as with a wedged or overloaded server. ThawAPIServer resumes it.
+func (cp *ControlPlane) FreezeAPIServer() error { return cp.signalAPIServer(syscall.SIGSTOP) }
+
+// ThawAPIServer resumes a frozen kube-apiserver (SIGCONT).
+func (cp *ControlPlane) ThawAPIServer() error { return cp.signalAPIServer(syscall.SIGCONT) }
+
+func (cp *ControlPlane) signalAPIServer(sig syscall.Signal) error {
+	for _, c := range cp.procs {
+		if filepath.Base(c.Path) == "kube-apiserver" {
+			return c.Process.Signal(sig)
+		}
+	}
+	return fmt.Errorf("no kube-apiserver running")
+}
+
 // RestConfig is an admin client config.
 func (cp *ControlPlane) RestConfig() *rest.Config {
 	return &rest.Config{
