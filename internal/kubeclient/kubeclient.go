@@ -12,8 +12,12 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// RestConfig uses kubeconfig, else $KUBECONFIG, else the in-cluster service account.
-func RestConfig(kubeconfig, userAgent string) (*rest.Config, error) {
+// RestConfig uses kubeconfig, else $KUBECONFIG, else the in-cluster service account, with the
+// client-side rate limit lim.
+func RestConfig(kubeconfig, userAgent string, lim Limits) (*rest.Config, error) {
+	if err := lim.Validate(); err != nil {
+		return nil, err
+	}
 	if kubeconfig == "" {
 		kubeconfig = os.Getenv("KUBECONFIG")
 	}
@@ -31,6 +35,7 @@ func RestConfig(kubeconfig, userAgent string) (*rest.Config, error) {
 		return nil, err
 	}
 	cfg.UserAgent = userAgent
+	cfg.QPS, cfg.Burst = float32(lim.QPS), lim.Burst
 	return cfg, nil
 }
 

@@ -75,6 +75,7 @@ type options struct {
 	node, kubeconfig, hostRoot, bootIDFile, rebootRequired string
 	filePoll                                               time.Duration
 	printVersion                                           bool
+	limits                                                 kubeclient.Limits
 }
 
 func parse(args []string) (*options, *flag.FlagSet, error) {
@@ -83,6 +84,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	fs.StringVar(&o.node, "node", os.Getenv("NODE_NAME"), "name of this node's Node object (default $NODE_NAME)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty means in-cluster config (or $KUBECONFIG)")
+	o.limits.AddFlags(fs, kubeclient.AgentLimits)
 	fs.StringVar(&o.hostRoot, "host-root", "/", "where the host's /etc and /usr are mounted (the DaemonSet mounts them under /host)")
 	fs.StringVar(&o.bootIDFile, "boot-id-file", "/proc/sys/kernel/random/boot_id", "file holding this boot's ID")
 	fs.StringVar(&o.rebootRequired, "reboot-required-file", "/run/reboot-required", "file whose existence means a reboot is needed (Flatcar >= 3067 writes it); empty disables")
@@ -98,6 +100,9 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fs, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
+	}
+	if err := o.limits.Validate(); err != nil {
+		return nil, fs, err
 	}
 	if o.printVersion {
 		return o, fs, nil
@@ -133,7 +138,7 @@ func run() int {
 		log.Error(err, "cannot read this boot's ID", "file", o.bootIDFile)
 		return 1
 	}
-	cfg, err := kubeclient.RestConfig(o.kubeconfig, "slipway-update-agent/"+version.String())
+	cfg, err := kubeclient.RestConfig(o.kubeconfig, "slipway-update-agent/"+version.String(), o.limits)
 	if err != nil {
 		log.Error(err, "no Kubernetes client configuration")
 		return 1

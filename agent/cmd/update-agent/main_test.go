@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/slipway-dev/slipway/internal/flagenv"
+	"github.com/slipway-dev/slipway/internal/kubeclient"
 )
 
 func TestFlags(t *testing.T) {
@@ -15,7 +16,7 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.node != "n1" || o.hostRoot != "/host" || o.rebootRequired != "/run/reboot-required" {
+	if o.node != "n1" || o.hostRoot != "/host" || o.rebootRequired != "/run/reboot-required" || o.limits != kubeclient.AgentLimits {
 		t.Errorf("parsed %+v", o)
 	}
 	for name, args := range map[string][]string{
@@ -24,6 +25,8 @@ func TestFlags(t *testing.T) {
 		"bad poll":       {"--node=n1", "--reboot-required-poll=0s"},
 		"unknown flag":   {"--node=n1", "--reboot=now"},
 		"stray argument": {"--node=n1", "reboot"},
+		"zero qps":       {"--node=n1", "--kube-api-qps=0"},
+		"burst below 1":  {"--node=n1", "--kube-api-burst=-3"},
 	} {
 		_, fs, err := parse(args)
 		if fs != nil {

@@ -71,6 +71,7 @@ func (l *listFlag) Set(s string) error {
 
 type options struct {
 	kubeconfig                                string
+	limits                                    kubeclient.Limits
 	maxUnavailable                            string
 	windowStart, windowLength, windowTZ       string
 	before, after                             listFlag
@@ -108,6 +109,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet("update-operator", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty means in-cluster config (or $KUBECONFIG)")
+	o.limits.AddFlags(fs, kubeclient.OperatorLimits)
 	fs.StringVar(&o.maxUnavailable, "max-unavailable", "1", "nodes that may be unavailable at once: a count or a percentage of all nodes (rounded down, at least 1). Nodes in a reboot cycle, NotReady nodes and nodes cordoned by others all count")
 	fs.StringVar(&o.groupLabel, "group-label", "", "node label whose values are budget groups, e.g. topology.kubernetes.io/zone; nodes without it form one group (a FleetLock node without it: the group its Zincati asks in)")
 	fs.StringVar(&o.maxPerGroup, "max-unavailable-per-group", "", "nodes of one group that may be unavailable at once (count or % of the group); empty: groups share --max-unavailable only. Both limits hold at every instant")
@@ -158,6 +160,9 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fs, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
+	}
+	if err := o.limits.Validate(); err != nil {
+		return nil, fs, err
 	}
 	return o, fs, nil
 }
@@ -331,7 +336,7 @@ func run() int {
 		klog.Warning(w)
 	}
 	log := klog.Background().WithName("update-operator")
-	rc, err := kubeclient.RestConfig(o.kubeconfig, "slipway-update-operator/"+version.String())
+	rc, err := kubeclient.RestConfig(o.kubeconfig, "slipway-update-operator/"+version.String(), o.limits)
 	if err != nil {
 		log.Error(err, "no Kubernetes client configuration")
 		return 1
@@ -376,6 +381,7 @@ func run() int {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	kubeclient.RegisterMetrics(reg, "slipway_operator")
 	cfg.Metrics = operator.NewMetrics(reg)
 	notifier, err := notify.New(o.notifyURLs, reg, log, notify.BlockedAfter(o.notifyBlockedAfter))
 	if err != nil {

@@ -37,19 +37,24 @@ func TestFlagsValid(t *testing.T) {
 
 func TestFlagsRejected(t *testing.T) {
 	cases := map[string][]string{
-		"zero budget":           {"--max-unavailable=0"},
-		"budget not a number":   {"--max-unavailable=lots"},
-		"window hour":           {"--reboot-window-start=25:00", "--reboot-window-length=1h"},
-		"window without length": {"--reboot-window-start=14:00"},
-		"unknown time zone":     {"--reboot-window-timezone=Mars/Olympus"},
-		"drain policy":          {"--drain-failure-policy=maybe"},
-		"negative drain":        {"--drain-timeout=-1s"},
-		"hook is protocol key":  {"--after-reboot-annotations=flatcar-linux-update.v1.flatcar-linux.net/reboot-ok"},
-		"lease timing":          {"--lease-duration=5s", "--renew-deadline=10s"},
-		"retry bounds":          {"--drain-retry-base=1m", "--drain-retry-max=1s"},
-		"unknown flag":          {"--max-unavailible=2"},
-		"stray argument":        {"now"},
-		"no namespace":          {"--namespace="},
+		"zero budget":            {"--max-unavailable=0"},
+		"budget not a number":    {"--max-unavailable=lots"},
+		"window hour":            {"--reboot-window-start=25:00", "--reboot-window-length=1h"},
+		"window without length":  {"--reboot-window-start=14:00"},
+		"unknown time zone":      {"--reboot-window-timezone=Mars/Olympus"},
+		"drain policy":           {"--drain-failure-policy=maybe"},
+		"negative drain":         {"--drain-timeout=-1s"},
+		"hook is protocol key":   {"--after-reboot-annotations=flatcar-linux-update.v1.flatcar-linux.net/reboot-ok"},
+		"lease timing":           {"--lease-duration=5s", "--renew-deadline=10s"},
+		"retry bounds":           {"--drain-retry-base=1m", "--drain-retry-max=1s"},
+		"unknown flag":           {"--max-unavailible=2"},
+		"stray argument":         {"now"},
+		"no namespace":           {"--namespace="},
+		"zero qps":               {"--kube-api-qps=0"},
+		"negative qps":           {"--kube-api-qps=-1"},
+		"qps not a number":       {"--kube-api-qps=NaN"},
+		"zero burst":             {"--kube-api-burst=0"},
+		"qps negative, burst ok": {"--kube-api-burst=5", "--kube-api-qps=-5"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
