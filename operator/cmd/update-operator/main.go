@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"regexp"
@@ -72,6 +73,7 @@ func (l *listFlag) Set(s string) error {
 type options struct {
 	kubeconfig                                string
 	limits                                    kubeclient.Limits
+	profiling                                 bool
 	maxUnavailable                            string
 	windowStart, windowLength, windowTZ       string
 	before, after                             listFlag
@@ -148,6 +150,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops acting")
 	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
 	fs.StringVar(&o.httpAddr, "http-address", ":8080", "address serving /healthz, /readyz and /metrics; empty disables")
+	fs.BoolVar(&o.profiling, "profiling", false, "also serve Go's pprof profiles at /debug/pprof/ on --http-address (CPU profiles up to 25 s: the server's write timeout is 30 s)")
 	fs.StringVar(&o.fleetlockAddr, "fleetlock-address", "", "address serving the FleetLock protocol for Fedora CoreOS/Zincati nodes (e.g. \":8081\"); empty disables")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	kubeclient.AddLogFlags(fs)
@@ -402,7 +405,7 @@ func run() int {
 	defer stop()
 	go notifier.Run(ctx)
 	if o.httpAddr != "" {
-		if err := serveHTTP(ctx, o.httpAddr, reg, ctrl.Ready, log); err != nil {
+		if err := serveHTTP(ctx, o.httpAddr, reg, ctrl.Ready, o.profiling, log); err != nil {
 			log.Error(err, "serving /healthz and /metrics", "address", o.httpAddr)
 			return 1
 		}
@@ -469,8 +472,8 @@ func run() int {
 }
 
 // serveHTTP serves /healthz (the process answers: liveness stays simple), /readyz (ready: the
-// controller, when it leads, is making progress) and /metrics.
-func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, ready func() error, log klog.Logger) error {
+// controller, when it leads, is making progress) and /metrics, and with profiling /debug/pprof/.
+func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, ready func() error, profiling bool, log klog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -486,6 +489,13 @@ func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, ready
 		ok(w, r)
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	httpserve.Serve(ctx, ln, mux, log)
 	log.Info("serving /healthz, /readyz, /metrics", "address", ln.Addr().String())
 	return nil

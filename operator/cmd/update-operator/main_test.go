@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
 
 	"github.com/slipway-dev/slipway/internal/flagenv"
-	"time"
 )
 
 func TestFlagsValid(t *testing.T) {
@@ -90,5 +96,33 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 	_, fs, _ := parse(nil)
 	if missing := flagenv.Undocumented(fs, string(readme)); len(missing) > 0 {
 		t.Errorf("README does not document %v", missing)
+	}
+}
+
+// /debug/pprof/ is served only with --profiling; probes and metrics always.
+func TestServeHTTPProfiling(t *testing.T) {
+	for _, profiling := range []bool{false, true} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := serveHTTP(ctx, addr, prometheus.NewRegistry(), func() error { return nil }, profiling, klog.Background()); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200, "/debug/pprof/heap": map[bool]int{false: 404, true: 200}[profiling]} {
+			resp, err := http.Get("http://" + addr + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("profiling=%v: GET %s = %d, want %d", profiling, path, resp.StatusCode, want)
+			}
+		}
+		cancel()
 	}
 }
