@@ -96,6 +96,9 @@ type Controller struct {
 	fleetInf  cache.SharedIndexInformer
 	cmFactory informers.SharedInformerFactory
 	overlay   *nodes.Overlay
+	index     *fleetIndex    // what admission reads of every node, kept per change
+	plan      *admissionPlan // the last admission plan (worker only)
+	needGen   uint64         // changes whenever needSince does (worker only)
 	queue     workqueue.TypedRateLimitingInterface[string]
 	drains    *drainer
 	log       klog.Logger
@@ -143,7 +146,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg.ControlPlaneOrder = OrderNone
 	}
 	cfg.Recorder = newDedupRecorder(cfg.Recorder, 10*time.Minute, cfg.Now)
-	c := &Controller{cfg: cfg, overlay: nodes.NewOverlay(), log: cfg.Log, malformed: map[string]string{}, needSince: map[string]time.Time{}}
+	c := &Controller{cfg: cfg, overlay: nodes.NewOverlay(), index: newFleetIndex(), log: cfg.Log, malformed: map[string]string{}, needSince: map[string]time.Time{}}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.Drain.RetryBase, cfg.Drain.RetryMax),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodes"})
@@ -157,21 +160,20 @@ func New(cfg Config) (*Controller, error) {
 		AddFunc: func(obj interface{}) {
 			if n, ok := obj.(*corev1.Node); ok {
 				c.overlay.Observed(n)
+				c.reindex(n.Name)
 				c.queue.Add(n.Name)
 			}
 		},
-		UpdateFunc: func(old, obj interface{}) {
-			o, ok1 := old.(*corev1.Node)
-			n, ok2 := obj.(*corev1.Node)
-			if !ok1 || !ok2 {
+		UpdateFunc: func(_, obj interface{}) {
+			n, ok := obj.(*corev1.Node)
+			if !ok {
 				return
 			}
 			c.overlay.Observed(n)
+			// When what admission reads of it changed (the budget, who waits), reindex gives the
+			// waiting nodes another look.
+			c.reindex(n.Name)
 			c.queue.Add(n.Name)
-			if c.unavailable(o) != c.unavailable(n) {
-				// The budget changed: nodes waiting for it get another look.
-				c.enqueueWaiting()
-			}
 		},
 		DeleteFunc: func(obj interface{}) {
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -180,7 +182,7 @@ func New(cfg Config) (*Controller, error) {
 			if n, ok := obj.(*corev1.Node); ok {
 				c.overlay.Deleted(n.Name)
 				c.drains.forget(n.Name)
-				c.enqueueWaiting()
+				c.reindex(n.Name)
 			}
 		},
 	})
@@ -274,9 +276,14 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	c.syncStarted.Store(c.cfg.Now().UnixNano())
 	var retryAfter time.Duration
 	var err error
-	if name == fleetKey {
+	switch name {
+	case fleetKey:
 		err = c.syncFleet(ctx)
-	} else {
+	case waitingKey:
+		for _, n := range c.index.waitingNames() {
+			c.queue.Add(n)
+		}
+	default:
 		retryAfter, err = c.sync(ctx, name)
 	}
 	c.syncStarted.Store(0)
@@ -341,11 +348,6 @@ func (c *Controller) allNodes() []*corev1.Node {
 	return list
 }
 
-// unavailable: the node counts against the budget, whether Slipway put it there or not.
-func (c *Controller) unavailable(n *corev1.Node) bool {
-	return c.counts(protocol.Observe(n, c.cfg.Hooks))
-}
-
 // counts is the one place that decides whether a node counts against the budget: it is in a cycle,
 // NotReady or cordoned by anyone -- unless it stalled after its grant and --stall-policy=release.
 func (c *Controller) counts(f protocol.Facts) bool {
@@ -355,12 +357,15 @@ func (c *Controller) counts(f protocol.Facts) bool {
 	return f.Unavailable()
 }
 
+// waitingKey is the workqueue key that puts every waiting node in the queue once: many changes in a
+// burst collapse into one pass (the queue holds a key once).
+const waitingKey = "/waiting"
+
+// enqueueWaiting gives every waiting node another look after something admission reads outside the
+// Nodes changed (the fleet switch, a blocker's objects, a freed slot).
 func (c *Controller) enqueueWaiting() {
-	for _, n := range c.allNodes() {
-		if protocol.Classify(protocol.Observe(n, c.cfg.Hooks)) == protocol.NeedsReboot {
-			c.queue.Add(n.Name)
-		}
-	}
+	c.index.bump()
+	c.queue.Add(waitingKey)
 }
 
 // fleetConfigMap is the fleet switch's ConfigMap, nil when there is none (or the switch is off).
@@ -409,10 +414,14 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if state == protocol.NeedsReboot {
 		if _, ok := c.needSince[name]; !ok {
 			c.needSince[name] = c.cfg.Now()
+			c.needGen++
 		}
-	} else if !state.InCycle() {
+	} else if _, ok := c.needSince[name]; ok && !state.InCycle() {
 		delete(c.needSince, name) // no longer asking: a later ask waits from then
+		c.needGen++
 	}
+	// The index holds this node as this sync sees it (an informer handler may still be on its way).
+	c.reindex(name)
 	if state == protocol.NeedsReboot && !f.Paused {
 		d := c.admission(ctx, name)
 		f.Admitted, retry = d.admitted, d.retry
@@ -471,7 +480,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if err != nil {
 		return 0, err
 	}
-	c.overlay.Wrote(out)
+	c.wrote(out)
 	log.Info("cycle step", "from", state, "action", row.Do, "to", row.Next, "because", row.When)
 	c.event(n, row, f)
 	c.observeCycle(ctx, n, row, state)
@@ -500,7 +509,7 @@ func (c *Controller) drain(ctx context.Context, n *corev1.Node, cycle string, lo
 			if err != nil {
 				return 0, err
 			}
-			c.overlay.Wrote(out)
+			c.wrote(out)
 			c.drains.markReported(n.Name)
 			c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "DrainFailed", "drain attempt %d failed, no reboot-ok; will retry: %v", r.failures, r.err)
 			log.Info("drain failed; not granting reboot-ok, will retry", "attempt", r.failures, "error", r.err.Error())
@@ -645,7 +654,7 @@ func (c *Controller) markStall(ctx context.Context, n *corev1.Node, state protoc
 	if err != nil {
 		return nil, err
 	}
-	c.overlay.Wrote(out)
+	c.wrote(out)
 	if reason != "" {
 		if postGrant(state) {
 			c.failedReboot(n, "stalled: "+reason)
@@ -711,7 +720,7 @@ func (c *Controller) markBlocked(ctx context.Context, n *corev1.Node, why string
 	if err != nil {
 		return nil, err
 	}
-	c.overlay.Wrote(out)
+	c.wrote(out)
 	if why != "" {
 		log.V(1).Info("not admitted", "why", why)
 		typ, reason := corev1.EventTypeNormal, "Waiting"

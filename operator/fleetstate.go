@@ -72,6 +72,7 @@ func (c *Controller) failedReboot(n *corev1.Node, why string) {
 	c.fleet.failed = append(c.fleet.failed, n.Name)
 	if len(c.fleet.failed) >= c.cfg.MaxFailedReboots && c.fleet.pausing == "" {
 		c.fleet.pausing = c.pauseReason()
+		c.index.bump()
 	}
 	c.log.Info("failed reboot counted", "node", n.Name, "why", why, "failed", len(c.fleet.failed), "max", c.cfg.MaxFailedReboots)
 	c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "RebootFailed", "counts against --max-failed-reboots (%d of %d): %s", len(c.fleet.failed), c.cfg.MaxFailedReboots, why)

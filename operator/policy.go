@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/slipway-dev/slipway/internal/fleet"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/window"
@@ -91,10 +92,9 @@ func (c *Controller) admission(ctx context.Context, name string) decision {
 		}
 		return decision{why: BlockedWindow + ": closed until " + next.UTC().Format(time.RFC3339), retry: next.Sub(now) + time.Second}
 	}
-	all := c.allNodes()
 	sw := c.fleetSwitch()
-	self := c.findNode(all, name)
-	if self == nil {
+	self, err := c.node(name)
+	if err != nil {
 		return decision{why: "node gone"}
 	}
 	if held, why := sw.Holds(c.group(self)); held {
@@ -119,124 +119,127 @@ func (c *Controller) admission(ctx context.Context, name string) decision {
 		// Alerts clear without any Node changing: look again after the blockers' cache TTL.
 		return decision{why: first, retry: blockerRetry}
 	}
+	return c.currentPlan(ctx, sw, now).decide(name, c.cfg.ControlPlaneOrder)
+}
 
-	pools := map[string]budget.Pool{budget.Global: {Limit: c.cfg.MaxUnavailable.Limit(len(all))}}
-	groupSize := map[string]int{}
-	cpCount := 0
-	for _, n := range all {
-		groupSize[c.group(n)]++
-		if isControlPlane(n) {
-			cpCount++
-		}
+// planTTL bounds how long one admission plan is reused while nothing it reads changed: per-node
+// blockers (pods, min-ready) may change without the index noticing.
+const planTTL = time.Second
+
+// admissionPlan is the budget's answer for every waiting node at once, computed once per change of
+// the fleet (fleetIndex.gen) rather than once per waiting node.
+type admissionPlan struct {
+	gen                 uint64
+	needGen             uint64
+	at                  time.Time
+	admitted            map[string]bool
+	blockedBy           map[string]string // per-node blockers that held a node the budget would admit
+	full                map[string]bool   // pools full after the admissions above
+	waiting             map[string]entry
+	busyWorkers, busyCP bool
+}
+
+// currentPlan returns the plan for the fleet as it is now, reusing the last one if nothing it read
+// has changed.
+func (c *Controller) currentPlan(ctx context.Context, sw fleet.Switch, now time.Time) *admissionPlan {
+	if p := c.plan; p != nil && p.gen == c.index.generation() && p.needGen == c.needGen && !now.Before(p.at) && now.Sub(p.at) < planTTL {
+		return p
 	}
+	s := c.index.snapshot()
+	pools := map[string]budget.Pool{budget.Global: {Limit: c.cfg.MaxUnavailable.Limit(s.total), Used: s.used[budget.Global]}}
 	if c.cfg.MaxUnavailablePerGroup != nil {
-		for g, size := range groupSize {
-			pools["group/"+g] = budget.Pool{Limit: c.cfg.MaxUnavailablePerGroup.Limit(size)}
+		for g, size := range s.size {
+			k := "group/" + g
+			pools[k] = budget.Pool{Limit: c.cfg.MaxUnavailablePerGroup.Limit(size), Used: s.used[k]}
 		}
 	}
-	if cpCount > 0 {
-		pools["control-plane"] = budget.Pool{Limit: c.cfg.MaxUnavailableControlPlane.Limit(cpCount)}
-	}
-	var cands []budget.Candidate
-	busyWorkers, busyCP := false, false // waiting or in a cycle, for the control-plane order
-	for _, n := range all {
-		f := protocol.Observe(n, c.cfg.Hooks)
-		state := protocol.Classify(f)
-		cp := isControlPlane(n)
-		in := []string{"group/" + c.group(n)}
-		if cp {
-			in = append(in, "control-plane")
-		}
-		if c.counts(f) {
-			for _, k := range append([]string{budget.Global}, in...) {
-				if p, ok := pools[k]; ok {
-					p.Used++
-					pools[k] = p
-				}
-			}
-		}
-		if (state == protocol.NeedsReboot && !f.Paused) || state.InCycle() {
-			if cp {
-				busyCP = true
-			} else {
-				busyWorkers = true
-			}
-		}
-		if state != protocol.NeedsReboot || f.Paused {
-			continue
-		}
-		if held, _ := sw.Holds(c.group(n)); held {
-			continue
-		}
-		since, ok := c.needSince[n.Name]
-		if !ok {
-			since = now // not synced since this operator started: as if it asked just now
-		}
-		cands = append(cands, budget.Candidate{Name: n.Name, Unavailable: c.counts(f), Pools: in, Since: since})
+	if s.cpSize > 0 {
+		pools[controlPlanePool] = budget.Pool{Limit: c.cfg.MaxUnavailableControlPlane.Limit(s.cpSize), Used: s.used[controlPlanePool]}
 	}
 	if c.metricsOn() {
 		c.cfg.Metrics.budget(pools[budget.Global].Limit, pools[budget.Global].Used)
 	}
-	cp := isControlPlane(self)
-	switch {
-	case c.cfg.ControlPlaneOrder == OrderWorkersFirst && cp && busyWorkers:
-		return decision{why: BlockedOrder + ": workers first (--control-plane-order=workers-first)"}
-	case c.cfg.ControlPlaneOrder == OrderControlPlaneFirst && !cp && busyCP:
-		return decision{why: BlockedOrder + ": control plane first (--control-plane-order=control-plane-first)"}
-	}
-	// Candidates the order keeps out must not take budget from the others either.
-	filtered := cands[:0]
-	for _, x := range cands {
-		xcp := x.Pools[len(x.Pools)-1] == "control-plane"
-		if c.cfg.ControlPlaneOrder == OrderWorkersFirst && xcp && busyWorkers ||
-			c.cfg.ControlPlaneOrder == OrderControlPlaneFirst && !xcp && busyCP {
+	var cands []budget.Candidate
+	for name, e := range s.waiting {
+		if e.paused {
 			continue
 		}
-		filtered = append(filtered, x)
+		if held, _ := sw.Holds(e.group); held {
+			continue
+		}
+		// Candidates the order keeps out must not take budget from the others either.
+		if c.cfg.ControlPlaneOrder == OrderWorkersFirst && e.cp && s.busyWorkers ||
+			c.cfg.ControlPlaneOrder == OrderControlPlaneFirst && !e.cp && s.busyCP {
+			continue
+		}
+		since, ok := c.needSince[name]
+		if !ok {
+			since = now // not synced since this operator started: as if it asked just now
+		}
+		cands = append(cands, budget.Candidate{Name: name, Unavailable: e.counts, Pools: e.pools(), Since: since})
 	}
-	blockedBy := map[string]string{}
+	p := &admissionPlan{gen: s.gen, needGen: c.needGen, at: now, admitted: map[string]bool{}, blockedBy: map[string]string{},
+		full: map[string]bool{}, waiting: s.waiting, busyWorkers: s.busyWorkers, busyCP: s.busyCP}
 	skip := func(cand string) bool {
-		n := c.findNode(all, cand)
+		n, err := c.node(cand)
+		if err != nil {
+			p.blockedBy[cand] = "node gone"
+			return true
+		}
 		for _, b := range c.cfg.Blockers {
 			if fw, ok := b.(FleetWide); ok && fw.FleetWide() {
 				continue
 			}
 			if blocked, reason := b.Check(ctx, n); blocked {
-				blockedBy[cand] = b.Name() + ": " + reason
+				p.blockedBy[cand] = b.Name() + ": " + reason
 				return true
 			}
 		}
 		return false
 	}
-	admitted := budget.AdmitPools(pools, filtered, skip)
-	for _, a := range admitted {
-		if a == name {
-			return decision{admitted: true}
-		}
+	used := map[string]int{}
+	for k, pool := range pools {
+		used[k] = pool.Used
 	}
-	if why, ok := blockedBy[name]; ok {
-		return decision{why: why, retry: blockerRetry}
-	}
-	// Which pool is full, for a person reading the node: after the admissions above.
-	after := map[string]int{}
-	for k, p := range pools {
-		after[k] = p.Used
-	}
-	for _, a := range admitted {
-		for _, x := range filtered {
-			if x.Name == a && !x.Unavailable {
-				for _, k := range append([]string{budget.Global}, x.Pools...) {
-					after[k]++
-				}
+	for _, a := range budget.AdmitPools(pools, cands, skip) {
+		p.admitted[a] = true
+		if e := s.waiting[a]; !e.counts {
+			for _, k := range append([]string{budget.Global}, e.pools()...) {
+				used[k]++
 			}
 		}
 	}
-	var full []string
-	for _, k := range append([]string{budget.Global}, "group/"+c.group(self), "control-plane") {
-		if k == "control-plane" && !cp {
-			continue
+	for k, pool := range pools {
+		if used[k] >= pool.Limit {
+			p.full[k] = true
 		}
-		if p, ok := pools[k]; ok && after[k] >= p.Limit {
+	}
+	c.plan = p
+	return p
+}
+
+// decide is the plan's answer for one node.
+func (p *admissionPlan) decide(name string, order ControlPlaneOrder) decision {
+	e, ok := p.waiting[name]
+	if !ok {
+		return decision{why: "not waiting"}
+	}
+	switch {
+	case order == OrderWorkersFirst && e.cp && p.busyWorkers:
+		return decision{why: BlockedOrder + ": workers first (--control-plane-order=workers-first)"}
+	case order == OrderControlPlaneFirst && !e.cp && p.busyCP:
+		return decision{why: BlockedOrder + ": control plane first (--control-plane-order=control-plane-first)"}
+	}
+	if p.admitted[name] {
+		return decision{admitted: true}
+	}
+	if why, ok := p.blockedBy[name]; ok {
+		return decision{why: why, retry: blockerRetry}
+	}
+	// Which pool is full, for a person reading the node: after the admissions above.
+	var full []string
+	for _, k := range append([]string{budget.Global}, e.pools()...) {
+		if p.full[k] {
 			label := k
 			if k == budget.Global {
 				label = "max-unavailable"
@@ -249,15 +252,6 @@ func (c *Controller) admission(ctx context.Context, name string) decision {
 	}
 	// Waiting for budget needs no timer: the node that frees it triggers enqueueWaiting.
 	return decision{why: BlockedBudget + ": full (" + strings.Join(full, ", ") + ")"}
-}
-
-func (c *Controller) findNode(all []*corev1.Node, name string) *corev1.Node {
-	for _, n := range all {
-		if n.Name == name {
-			return n
-		}
-	}
-	return nil
 }
 
 func (c *Controller) metricsOn() bool { return c.cfg.Metrics != nil }
