@@ -6,7 +6,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
 )
 
 func node(rv string, ann map[string]string, unsched bool) *corev1.Node {
@@ -87,11 +90,24 @@ func TestStrip(t *testing.T) {
 	n := node("1", nil, false)
 	n.Status.Images = []corev1.ContainerImage{{Names: []string{"x"}, SizeBytes: 1}}
 	n.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "m"}}
-	n.Status.NodeInfo.BootID = "b"
+	n.Status.NodeInfo = corev1.NodeSystemInfo{BootID: "b", MachineID: "m", OSImage: "Flatcar", KernelVersion: "6.6"}
+	n.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+	n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	n.Status.Conditions = append([]corev1.NodeCondition{{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Message: "kubelet has sufficient memory available"}}, n.Status.Conditions...)
+	readyBefore := protocol.NodeReady(n)
 	out, _ := Strip(n)
 	s := out.(*corev1.Node)
-	if s.Status.Images != nil || s.ManagedFields != nil || s.Status.NodeInfo.BootID != "b" {
-		t.Errorf("strip: %+v", s.Status)
+	if s.Status.Images != nil || s.ManagedFields != nil || s.Status.Capacity != nil || s.Status.Allocatable != nil || s.Status.Addresses != nil {
+		t.Errorf("strip left what nobody reads: %+v", s.Status)
+	}
+	// What the binaries read stays: the boot ID, the machine ID, Ready, labels, annotations, spec.
+	if s.Status.NodeInfo != (corev1.NodeSystemInfo{BootID: "b", MachineID: "m"}) {
+		t.Errorf("nodeInfo after strip: %+v", s.Status.NodeInfo)
+	}
+	if len(s.Status.Conditions) != 1 || s.Status.Conditions[0].Type != corev1.NodeReady || protocol.NodeReady(s) != readyBefore {
+		t.Errorf("conditions after strip: %+v", s.Status.Conditions)
 	}
 	if x, _ := Strip("not a node"); x != "not a node" {
 		t.Error("non-nodes must pass through")

@@ -4,9 +4,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Strip is an informer transform: it drops the parts of a Node neither binary reads (container
-// images can be tens of kilobytes per node, managedFields as much again), which keeps the operator's
-// cache small on large fleets. Objects that are not Nodes pass through unchanged.
+// Strip is an informer transform: it drops the parts of a Node neither binary reads, which keeps the
+// operator's cache small on large fleets. What stays: metadata but managedFields (labels and
+// annotations are the protocol), spec, the Ready condition, and of nodeInfo the boot ID (proof of a
+// reboot) and machine ID (FleetLock's node ID). Container images can be tens of kilobytes per node
+// and managedFields as much again; capacity and allocatable are maps of quantities; the other
+// conditions carry long messages. Objects that are not Nodes pass through unchanged.
 func Strip(obj interface{}) (interface{}, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
@@ -18,5 +21,18 @@ func Strip(obj interface{}) (interface{}, error) {
 	n.Status.VolumesAttached = nil
 	n.Status.DaemonEndpoints = corev1.NodeDaemonEndpoints{}
 	n.Status.Config = nil
+	n.Status.Capacity = nil
+	n.Status.Allocatable = nil
+	n.Status.Addresses = nil
+	n.Status.RuntimeHandlers = nil
+	n.Status.Features = nil
+	n.Status.NodeInfo = corev1.NodeSystemInfo{BootID: n.Status.NodeInfo.BootID, MachineID: n.Status.NodeInfo.MachineID}
+	var ready []corev1.NodeCondition
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = append(ready, c)
+		}
+	}
+	n.Status.Conditions = ready
 	return n, nil
 }
