@@ -23,6 +23,7 @@ lint:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
 	go vet ./...
 	cd butane && go vet ./...
+	cd deploy/helmtest && go vet ./...
 
 ## terraform-deps: libvirt, dnsmasq and QEMU (apt), terraform (built from the Go proxy if not on PATH)
 terraform-deps:
@@ -33,6 +34,7 @@ terraform-deps:
 test: controlplane terraform-deps lint build
 	CGO_ENABLED=1 go test -race -count=1 ./...
 	cd butane && go test -count=1 ./...
+	cd deploy/helmtest && go test -count=1 ./...
 	$(MAKE) e2e
 
 ## demo: a local control plane, simulated nodes with real agents on real D-Bus, a rolling reboot
@@ -52,6 +54,13 @@ chaos: controlplane
 ## render: the kustomize manifests
 render: controlplane
 	@"$$(hack/build-controlplane.sh kubectl 2>/dev/null)/kubectl" kustomize deploy/
+
+## helm: lint the Helm chart (deploy/helm/slipway, --strict) and render it with its defaults, with the Helm
+##       deploy/helmtest pins (`go tool helm`; pass more with HELM_ARGS='--set fleetlock.enabled=true')
+.PHONY: helm
+helm:
+	@cd deploy/helmtest && go tool helm lint --strict --namespace slipway-system ../helm/slipway >&2
+	@cd deploy/helmtest && go tool helm template slipway ../helm/slipway --namespace slipway-system $(HELM_ARGS)
 
 ## e2e-deps: QEMU, mmdebstrap and a guest kernel (apt)
 e2e-deps:

@@ -1,0 +1,616 @@
+package helmtest
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	chartDir  = "../helm/slipway"
+	deployDir = ".."
+	namespace = "slipway-system"
+
+	operatorKey  = "apps/v1 Deployment slipway-system/slipway-update-operator"
+	agentKey     = "apps/v1 DaemonSet slipway-system/slipway-update-agent"
+	pdbKey       = "policy/v1 PodDisruptionBudget slipway-system/slipway-update-operator"
+	nsKey        = "v1 Namespace slipway-system"
+	vapKey       = "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy slipway-update-agent"
+	vapbKey      = "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding slipway-update-agent"
+	serviceKey   = "v1 Service slipway-system/slipway-fleetlock"
+	netpolKey    = "networking.k8s.io/v1 NetworkPolicy slipway-system/slipway-update-operator"
+	defaultImage = "ghcr.io/slipway-dev/slipway:v0.3.0"
+)
+
+// kubeVersion is the Kubernetes version the chart is rendered and linted for: the control plane the
+// project's tests run (`helm template` assumes its client-go's, Helm's test builds 1.20).
+var kubeVersion = func() *common.KubeVersion {
+	v, err := common.ParseKubeVersion("v1.35.4")
+	if err != nil {
+		panic(err)
+	}
+	return v
+}()
+
+// object is one rendered Kubernetes object as parsed YAML.
+type object = map[string]any
+
+// objects are rendered objects by key (see keyOf).
+type objects = map[string]object
+
+// keyOf names an object: apiVersion, kind and namespace/name (name alone when cluster-scoped).
+func keyOf(o object) string {
+	md, _ := o["metadata"].(map[string]any)
+	name, _ := md["name"].(string)
+	if ns, _ := md["namespace"].(string); ns != "" {
+		name = ns + "/" + name
+	}
+	return fmt.Sprintf("%v %v %s", o["apiVersion"], o["kind"], name)
+}
+
+// parse reads a multi-document manifest; both renderers' output goes through it, so both sides are
+// compared as the same Go types.
+func parse(t *testing.T, manifest string) objects {
+	t.Helper()
+	nodes, err := (&kio.ByteReader{Reader: strings.NewReader(manifest), OmitReaderAnnotations: true}).Read()
+	if err != nil {
+		t.Fatalf("parse: %v\n%s", err, manifest)
+	}
+	out := objects{}
+	for _, n := range nodes {
+		m, err := n.Map()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		k := keyOf(m)
+		if _, dup := out[k]; dup {
+			t.Fatalf("two objects %s", k)
+		}
+		out[k] = m
+	}
+	return out
+}
+
+// rekey re-indexes objects after edits that may have changed a name or namespace.
+func rekey(in objects) objects {
+	out := objects{}
+	for _, o := range in {
+		out[keyOf(o)] = o
+	}
+	return out
+}
+
+// kustomize renders dir with kustomize's API, as `kubectl kustomize dir` does.
+func kustomize(t *testing.T, dir string) objects {
+	t.Helper()
+	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize %s: %v", dir, err)
+	}
+	y, err := rm.AsYaml()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parse(t, string(y))
+}
+
+// helmTemplate renders the chart as `helm template slipway deploy/helm/slipway --namespace ns` does,
+// with vals as given by --values (merged over values.yaml, checked against values.schema.json).
+func helmTemplate(vals map[string]any, ns string) (string, error) {
+	return render(vals, ns, kubeVersion, false)
+}
+
+// render is helmTemplate for Kubernetes kv, optionally with --skip-schema-validation.
+func render(vals map[string]any, ns string, kv *common.KubeVersion, skipSchema bool) (string, error) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return "", err
+	}
+	install := action.NewInstall(action.NewConfiguration())
+	install.DryRunStrategy = action.DryRunClient
+	install.ReleaseName = "slipway"
+	install.Namespace = ns
+	install.Replace = true
+	install.KubeVersion = kv
+	install.SkipSchemaValidation = skipSchema
+	r, err := install.Run(ch, vals)
+	if err != nil {
+		return "", err
+	}
+	rel, ok := r.(*release.Release)
+	if !ok {
+		return "", fmt.Errorf("unexpected release type %T", r)
+	}
+	if len(rel.Hooks) != 0 {
+		return "", fmt.Errorf("the chart has %d hooks; kustomize has none", len(rel.Hooks))
+	}
+	return rel.Manifest, nil
+}
+
+func helm(t *testing.T, vals map[string]any) objects {
+	t.Helper()
+	return helmIn(t, vals, namespace)
+}
+
+func helmIn(t *testing.T, vals map[string]any, ns string) objects {
+	t.Helper()
+	manifest, err := helmTemplate(vals, ns)
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	return parse(t, manifest)
+}
+
+// differences lists every way got differs from want: objects only in one, and per object the diff.
+func differences(want, got objects) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		g, ok := got[k]
+		if !ok {
+			out = append(out, "missing "+k)
+			continue
+		}
+		if d := cmp.Diff(want[k], g); d != "" {
+			out = append(out, fmt.Sprintf("differs %s (-want +got):\n%s", k, d))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[k]; !ok {
+			out = append(out, "extra "+k)
+		}
+	}
+	return out
+}
+
+func assertSame(t *testing.T, want, got objects) {
+	t.Helper()
+	for _, d := range differences(want, got) {
+		t.Error(d)
+	}
+}
+
+// The default values render the objects of `kubectl kustomize deploy/`, exactly.
+func TestDefaultsEqualKustomize(t *testing.T) {
+	want := kustomize(t, deployDir)
+	if len(want) < 12 {
+		t.Fatalf("kustomize rendered only %d objects: %v", len(want), slices.Sorted(maps.Keys(want)))
+	}
+	got := helm(t, nil)
+	assertSame(t, want, got)
+	t.Logf("%d objects, equal: %v", len(got), slices.Sorted(maps.Keys(got)))
+}
+
+// fleetlock.enabled renders the objects of `kubectl kustomize deploy/fleetlock/`, exactly.
+func TestFleetLockEqualsOverlay(t *testing.T) {
+	want := kustomize(t, filepath.Join(deployDir, "fleetlock"))
+	for _, k := range []string{serviceKey, netpolKey} {
+		if _, ok := want[k]; !ok {
+			t.Fatalf("the overlay no longer renders %s", k)
+		}
+	}
+	assertSame(t, want, helm(t, map[string]any{"fleetlock": map[string]any{"enabled": true}}))
+}
+
+// agent.rebootRequiredFile renders deploy/ with the deploy/reboot-required-file component, exactly.
+func TestRebootRequiredFileEqualsComponent(t *testing.T) {
+	deploy, err := filepath.Abs(deployDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, deploy) // kustomize refuses absolute paths
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%q]\ncomponents: [%q]\n",
+		rel, filepath.Join(rel, "reboot-required-file"))
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := kustomize(t, dir)
+	if d := differences(kustomize(t, deployDir), want); len(d) != 1 {
+		t.Fatalf("the component should change the agent DaemonSet only: %v", d)
+	}
+	assertSame(t, want, helm(t, map[string]any{"agent": map[string]any{"rebootRequiredFile": true}}))
+}
+
+// kubectlBin is the project's kubectl (hack/build-controlplane.sh builds and caches it; `make test`
+// does that first), or $SLIPWAY_CONTROLPLANE_DIR/kubectl.
+func kubectlBin(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("SLIPWAY_CONTROLPLANE_DIR")
+	if dir == "" {
+		cmd := exec.Command(filepath.Join(deployDir, "..", "hack", "build-controlplane.sh"), "kubectl")
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("hack/build-controlplane.sh kubectl: %v", err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		dir = lines[len(lines)-1]
+	}
+	return filepath.Join(dir, "kubectl")
+}
+
+// clusterScoped are the kinds of cluster-scoped objects deploy/ and the chart hold.
+var clusterScoped = map[string]bool{"Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true}
+
+// The chart also renders what the `kubectl kustomize` of the project's kubectl (1.35.4, kustomize
+// v5.7.1, api v0.20.1) renders, but for one thing: that kustomize does not know the admission policy
+// kinds to be cluster-scoped and gives them the namespace of deploy/base (the API server drops a
+// cluster-scoped object's namespace; `kubectl diff` shows nothing). Only that is forgiven, and only on
+// cluster-scoped kinds; every object it is forgiven on is logged.
+func TestKubectlKustomize(t *testing.T) {
+	kubectl := kubectlBin(t)
+	for dir, vals := range map[string]map[string]any{
+		".":         nil,
+		"fleetlock": {"fleetlock": map[string]any{"enabled": true}},
+	} {
+		out, err := exec.Command(kubectl, "kustomize", filepath.Join(deployDir, dir)).Output()
+		if err != nil {
+			t.Fatalf("kubectl kustomize %s: %v", dir, err)
+		}
+		want := parse(t, string(out))
+		for k, o := range want {
+			md := o["metadata"].(map[string]any)
+			if _, ok := md["namespace"]; ok && clusterScoped[o["kind"].(string)] {
+				t.Logf("kubectl kustomize %s: namespace %v on cluster-scoped %s, dropped", dir, md["namespace"], k)
+				delete(md, "namespace")
+			}
+		}
+		assertSame(t, rekey(want), helm(t, vals))
+	}
+}
+
+// The comparison itself sees differences: the default chart is not the fleetlock overlay, and a
+// changed flag is one differing object.
+func TestComparisonDetectsDifferences(t *testing.T) {
+	d := differences(kustomize(t, filepath.Join(deployDir, "fleetlock")), helm(t, nil))
+	if len(d) != 3 || !strings.HasPrefix(d[0], "differs "+operatorKey) || !strings.Contains(d[0], "--fleetlock-address=:8081") ||
+		d[1] != "missing "+netpolKey || d[2] != "missing "+serviceKey {
+		t.Errorf("default chart vs fleetlock overlay: want the Deployment differing and Service, NetworkPolicy missing, got %d:\n%s", len(d), strings.Join(d, "\n"))
+	}
+	d = differences(kustomize(t, deployDir), helm(t, map[string]any{"operator": map[string]any{"maxUnavailable": 2}}))
+	if len(d) != 1 || !strings.Contains(d[0], "--max-unavailable=2") {
+		t.Errorf("maxUnavailable=2 vs deploy/: want one differing Deployment, got:\n%s", strings.Join(d, "\n"))
+	}
+}
+
+func podSpec(o object) map[string]any {
+	return o["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+}
+
+func container(o object) map[string]any {
+	return podSpec(o)["containers"].([]any)[0].(map[string]any)
+}
+
+// appendArgs appends flags to the first container's args.
+func appendArgs(o object, args ...string) {
+	c := container(o)
+	for _, a := range args {
+		c["args"] = append(c["args"].([]any), a)
+	}
+}
+
+// Each value changes exactly what it should: the default render edited by hand equals the render
+// with the value set.
+func TestValues(t *testing.T) {
+	toleration := map[string]any{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}
+	for _, tc := range []struct {
+		name string
+		vals string
+		ns   string
+		edit func(*testing.T, objects)
+	}{{
+		name: "image",
+		vals: `image: {repository: registry.example.com/ops/slipway, tag: v9.8.7, pullPolicy: Always}`,
+		edit: func(t *testing.T, o objects) {
+			for _, k := range []string{operatorKey, agentKey} {
+				container(o[k])["image"] = "registry.example.com/ops/slipway:v9.8.7"
+				container(o[k])["imagePullPolicy"] = "Always"
+			}
+		},
+	}, {
+		name: "image digest",
+		vals: `image: {digest: "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}`,
+		edit: func(t *testing.T, o objects) {
+			for _, k := range []string{operatorKey, agentKey} {
+				container(o[k])["image"] = defaultImage + "@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+			}
+		},
+	}, {
+		name: "imagePullSecrets",
+		vals: `imagePullSecrets: [{name: regcred}]`,
+		edit: func(t *testing.T, o objects) {
+			for _, k := range []string{operatorKey, agentKey} {
+				podSpec(o[k])["imagePullSecrets"] = []any{map[string]any{"name": "regcred"}}
+			}
+		},
+	}, {
+		name: "tolerations",
+		vals: `{operator: {tolerations: [{key: dedicated, operator: Equal, value: infra, effect: NoSchedule}]},
+		        agent: {tolerations: [{key: dedicated, operator: Equal, value: infra, effect: NoSchedule}]}}`,
+		edit: func(t *testing.T, o objects) {
+			podSpec(o[operatorKey])["tolerations"] = []any{toleration}
+			podSpec(o[agentKey])["tolerations"] = []any{toleration}
+		},
+	}, {
+		name: "nodeSelector, priorityClassName, resources",
+		vals: `{operator: {nodeSelector: {node-role.kubernetes.io/control-plane: ""}, priorityClassName: system-cluster-critical,
+		                   resources: {requests: {cpu: 50m}}},
+		        agent: {nodeSelector: {kubernetes.io/os: linux}, priorityClassName: system-node-critical,
+		                resources: {limits: {memory: 64Mi}}}}`,
+		edit: func(t *testing.T, o objects) {
+			op, ag := podSpec(o[operatorKey]), podSpec(o[agentKey])
+			op["nodeSelector"] = map[string]any{"node-role.kubernetes.io/control-plane": ""}
+			op["priorityClassName"] = "system-cluster-critical"
+			// Helm merges maps from --values into the defaults: limits stay.
+			container(o[operatorKey])["resources"] = map[string]any{"requests": map[string]any{"cpu": "50m", "memory": "64Mi"}, "limits": map[string]any{"memory": "256Mi"}}
+			ag["nodeSelector"] = map[string]any{"kubernetes.io/os": "linux"}
+			ag["priorityClassName"] = "system-node-critical"
+			container(o[agentKey])["resources"] = map[string]any{"requests": map[string]any{"cpu": "5m", "memory": "32Mi"}, "limits": map[string]any{"memory": "64Mi"}}
+		},
+	}, {
+		name: "operator flags",
+		vals: `operator:
+  maxUnavailable: 10%
+  groupLabel: topology.kubernetes.io/zone
+  maxUnavailablePerGroup: 1
+  rebootWindows: ["Mon-Fri 22:00-05:00 Europe/Berlin", "Sat,Sun 00:00-23:59"]
+  extraArgs: [--max-failed-reboots=2, "--reboot-exclusion=2026-12-20/2027-01-04 Europe/Berlin"]`,
+		edit: func(t *testing.T, o objects) {
+			c := container(o[operatorKey])
+			c["args"] = []any{"--max-unavailable=10%", "--drain-timeout=10m", "--drain-failure-policy=retry",
+				"--group-label=topology.kubernetes.io/zone", "--max-unavailable-per-group=1",
+				"--reboot-window=Mon-Fri 22:00-05:00 Europe/Berlin", "--reboot-window=Sat,Sun 00:00-23:59",
+				"--max-failed-reboots=2", "--reboot-exclusion=2026-12-20/2027-01-04 Europe/Berlin"}
+		},
+	}, {
+		name: "operator flags left out",
+		vals: `operator: {maxUnavailable: "", drainTimeout: "", drainFailurePolicy: ""}`,
+		edit: func(t *testing.T, o objects) { delete(container(o[operatorKey]), "args") },
+	}, {
+		name: "agent extraArgs",
+		vals: `agent: {extraArgs: [-v=1, --reboot-required-poll=30s]}`,
+		edit: func(t *testing.T, o objects) { appendArgs(o[agentKey], "-v=1", "--reboot-required-poll=30s") },
+	}, {
+		name: "one operator replica, no PDB",
+		vals: `operator: {replicas: 1}`,
+		edit: func(t *testing.T, o objects) {
+			o[operatorKey]["spec"].(map[string]any)["replicas"] = 1
+			delete(o, pdbKey)
+		},
+	}, {
+		name: "three operator replicas",
+		vals: `operator: {replicas: 3}`,
+		edit: func(t *testing.T, o objects) { o[operatorKey]["spec"].(map[string]any)["replicas"] = 3 },
+	}, {
+		name: "operator affinity off",
+		vals: `operator: {affinity: null}`,
+		edit: func(t *testing.T, o objects) { delete(podSpec(o[operatorKey]), "affinity") },
+	}, {
+		name: "agent policy off",
+		vals: `agentPolicy: {enabled: false}`,
+		edit: func(t *testing.T, o objects) { delete(o, vapKey); delete(o, vapbKey) },
+	}, {
+		name: "own namespace",
+		vals: `namespace: {create: false}`,
+		edit: func(t *testing.T, o objects) { delete(o, nsKey) },
+	}, {
+		name: "another namespace",
+		ns:   "ops",
+		edit: func(t *testing.T, o objects) {
+			for _, obj := range o {
+				md := obj["metadata"].(map[string]any)
+				if md["namespace"] != nil {
+					md["namespace"] = "ops"
+				}
+				if obj["kind"] == "Namespace" {
+					md["name"] = "ops"
+				}
+				if subjects, ok := obj["subjects"].([]any); ok {
+					for _, s := range subjects {
+						s.(map[string]any)["namespace"] = "ops"
+					}
+				}
+			}
+		},
+	}, {
+		name: "fleetlock with a dynamic ClusterIP, another port, two CIDRs",
+		vals: `fleetlock: {enabled: true, port: 9081, service: {clusterIP: ""}, networkPolicy: {nodeCIDRs: [192.168.0.0/16, "fd00::/8"]}}`,
+		edit: func(t *testing.T, o objects) {
+			appendArgs(o[operatorKey], "--fleetlock-address=:9081")
+			c := container(o[operatorKey])
+			c["ports"] = append(c["ports"].([]any), map[string]any{"name": "fleetlock", "containerPort": 9081})
+			o[serviceKey] = mustParse(`apiVersion: v1
+kind: Service
+metadata:
+  name: slipway-fleetlock
+  namespace: slipway-system
+  labels: {app.kubernetes.io/name: slipway-update-operator, app.kubernetes.io/part-of: slipway}
+spec:
+  selector: {app.kubernetes.io/name: slipway-update-operator}
+  ports: [{name: fleetlock, port: 9081, targetPort: fleetlock}]`)
+			o[netpolKey] = mustParse(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: slipway-update-operator, namespace: slipway-system}
+spec:
+  podSelector: {matchLabels: {app.kubernetes.io/name: slipway-update-operator}}
+  policyTypes: [Ingress]
+  ingress:
+    - ports: [{port: fleetlock, protocol: TCP}]
+      from: [{ipBlock: {cidr: 192.168.0.0/16}}, {ipBlock: {cidr: "fd00::/8"}}]
+    - ports: [{port: http, protocol: TCP}]`)
+		},
+	}, {
+		name: "fleetlock without the NetworkPolicy",
+		vals: `fleetlock: {enabled: true, networkPolicy: {enabled: false}}`,
+		edit: func(t *testing.T, o objects) {
+			fl := kustomizeFleetLock(t)
+			for k := range o {
+				delete(o, k)
+			}
+			maps.Copy(o, fl)
+			delete(o, netpolKey)
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := tc.ns
+			if ns == "" {
+				ns = namespace
+			}
+			var vals map[string]any
+			if err := yaml.Unmarshal([]byte(tc.vals), &vals); err != nil {
+				t.Fatal(err)
+			}
+			def := helm(t, nil)
+			want := helm(t, nil)
+			tc.edit(t, want)
+			want = rekey(want)
+			if len(differences(def, want)) == 0 {
+				t.Fatal("the edit changes nothing: the case proves nothing")
+			}
+			assertSame(t, want, helmIn(t, vals, ns))
+		})
+	}
+}
+
+var fleetLockCache objects
+
+func kustomizeFleetLock(t *testing.T) objects {
+	t.Helper()
+	if fleetLockCache == nil {
+		fleetLockCache = kustomize(t, filepath.Join(deployDir, "fleetlock"))
+	}
+	return maps.Clone(fleetLockCache)
+}
+
+func mustParse(s string) object {
+	// Through the same parser as the renders, so numbers are the same Go type.
+	nodes, err := (&kio.ByteReader{Reader: strings.NewReader(s), OmitReaderAnnotations: true}).Read()
+	if err != nil || len(nodes) != 1 {
+		panic(fmt.Sprint(err, len(nodes)))
+	}
+	m, err := nodes[0].Map()
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// Values the chart refuses, with the reason.
+func TestValuesRefused(t *testing.T) {
+	for _, tc := range []struct{ vals, want string }{
+		{`image: {tag: latest}`, "at '/image/tag': 'not' failed"},
+		{`image: {tag: ""}`, "at '/image/tag'"},
+		{`image: {digest: v1}`, "at '/image/digest'"},
+		{`image: {pullPolicy: Sometimes}`, "at '/image/pullPolicy'"},
+		{`operator: {maxUnavailable: 0}`, "at '/operator/maxUnavailable'"},
+		{`operator: {maxUnavailable: "0%"}`, "at '/operator/maxUnavailable'"},
+		{`operator: {maxUnavailble: 2}`, "'maxUnavailble' not allowed"},
+		{`operator: {rebootWindows: "Mon 22:00-05:00"}`, "at '/operator/rebootWindows'"},
+		{`operator: {drainFailurePolicy: sometimes}`, "at '/operator/drainFailurePolicy'"},
+		{`operator: {replicas: 0}`, "at '/operator/replicas'"},
+		{`fleetlock: {enabled: "yes"}`, "at '/fleetlock/enabled'"},
+		{`fleetlock: {port: 70000}`, "at '/fleetlock/port'"},
+		{`fleetlock: {networkPolicy: {nodeCIDRs: []}}`, "at '/fleetlock/networkPolicy/nodeCIDRs'"},
+		{`tolerations: []`, "'tolerations' not allowed"},
+	} {
+		var vals map[string]any
+		if err := yaml.Unmarshal([]byte(tc.vals), &vals); err != nil {
+			t.Fatal(err)
+		}
+		_, err := helmTemplate(vals, namespace)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: want an error naming %q, got %v", tc.vals, tc.want, err)
+		}
+	}
+	// The templates refuse latest themselves, should the schema be skipped (--skip-schema-validation).
+	_, err := render(map[string]any{"image": map[string]any{"tag": "latest"}}, namespace, kubeVersion, true)
+	if err == nil || !strings.Contains(err.Error(), "image.tag: latest is refused") {
+		t.Errorf("tag latest without the schema: got %v", err)
+	}
+}
+
+// `helm lint --strict` (Helm's pkg/lint, as the CLI runs it) finds no warning and no error, with the
+// defaults and with every optional part on.
+func TestLint(t *testing.T) {
+	everything := map[string]any{}
+	if err := yaml.Unmarshal([]byte(`{fleetlock: {enabled: true}, agent: {rebootRequiredFile: true},
+	  operator: {rebootWindows: ["Mon-Fri 22:00-05:00"], groupLabel: topology.kubernetes.io/zone, maxUnavailablePerGroup: 1,
+	             tolerations: [{operator: Exists}], nodeSelector: {a: b}, priorityClassName: p}}`), &everything); err != nil {
+		t.Fatal(err)
+	}
+	for name, vals := range map[string]map[string]any{"defaults": nil, "everything on": everything} {
+		lint := action.NewLint()
+		lint.Strict = true
+		lint.Namespace = namespace
+		lint.KubeVersion = kubeVersion
+		res := lint.Run([]string{chartDir}, vals)
+		for _, m := range res.Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("%s: %v", name, m)
+			} else {
+				t.Logf("%s: %v", name, m)
+			}
+		}
+		if action.HasWarningsOrErrors(res) || res.TotalChartsLinted != 1 {
+			t.Errorf("%s: lint: %d charts linted, errors %v", name, res.TotalChartsLinted, res.Errors)
+		}
+	}
+}
+
+// The chart needs Kubernetes 1.30 (the agent's ValidatingAdmissionPolicy): older clusters are refused.
+func TestKubeVersionRequired(t *testing.T) {
+	for v, ok := range map[string]bool{"v1.29.9": false, "v1.30.0": true, "v1.37.0": true} {
+		kv, err := common.ParseKubeVersion(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = render(nil, namespace, kv, false)
+		if ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "kubeVersion") {
+			t.Errorf("Kubernetes %s: want accepted %v, got %v", v, ok, err)
+		}
+	}
+}
+
+// The chart runs the release kustomize pins: Chart.yaml's appVersion is values.yaml's image.tag is
+// the tag of deploy/ and deploy/fleetlock/ (and none is latest).
+func TestChartPinsKustomizeImage(t *testing.T) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := ch.Values["image"].(map[string]any)["tag"]
+	if tag != ch.Metadata.AppVersion || tag == "latest" || tag == "" {
+		t.Errorf("values image.tag %v, Chart.yaml appVersion %q", tag, ch.Metadata.AppVersion)
+	}
+	for _, dir := range []string{deployDir, filepath.Join(deployDir, "fleetlock")} {
+		o := kustomize(t, dir)
+		for _, k := range []string{operatorKey, agentKey} {
+			if img := container(o[k])["image"]; img != "ghcr.io/slipway-dev/slipway:"+tag.(string) {
+				t.Errorf("%s: %s runs %v, the chart %v", dir, k, img, tag)
+			}
+		}
+	}
+}
