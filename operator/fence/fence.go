@@ -2,13 +2,19 @@
 // a leader that stalled (a long GC pause, a frozen VM) wake after its lease expired and land one more
 // write, decided on what it believed before the stall, after a new leader already admitted other
 // nodes: the budget would be exceeded by one. Before every admission the controller asks the Fence,
-// which re-reads the Lease from the API server and refuses unless this instance holds it with time to
+// which reads the Lease from the API server and refuses unless this instance holds it with time to
 // spare; the admission PATCH must then finish before the lease could run out.
+//
+// One read serves every admission until the lease it showed could run out within Margin: no other
+// candidate may take a lease before renewTime + leaseDuration (client-go's leader election waits that
+// long on its own clock), so a read at t0 proves as much about t0+x as a new read would, up to that
+// deadline. A rolling reboot of a hundred nodes then costs a Lease GET every few seconds, not one per node.
 package fence
 
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -35,24 +41,42 @@ type Lease struct {
 	// PATCH) must fit in it.
 	Margin time.Duration
 	Now    func() time.Time
+
+	mu      sync.Mutex
+	last    Term      // the term the last read proved
+	expires time.Time // when the lease that read showed could be taken over
 }
 
-// Check re-reads the Lease and returns the current term if this instance holds it with at least
-// Margin to go. The time left is measured from renewTime by this process's clock, as the leader-election
-// library itself does when it decides it still leads.
+// Check returns the current term if this instance holds the Lease with at least Margin to go, reading
+// the Lease unless the last read still proves it. The time left is measured from renewTime by this
+// process's clock, as the leader-election library itself does when it decides it still leads.
 func (l *Lease) Check(ctx context.Context) (Term, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.expires.IsZero() && l.expires.Sub(l.now()) >= l.Margin {
+		return l.last, nil
+	}
+	l.expires = time.Time{}
 	lease, err := l.Client.Leases(l.Namespace).Get(ctx, l.Name, metav1.GetOptions{})
 	if err != nil {
 		return Term{}, fmt.Errorf("reading leader Lease %s/%s before admitting: %w", l.Namespace, l.Name, err)
 	}
-	return l.check(lease)
+	term, err := l.check(lease)
+	if err == nil {
+		l.last, l.expires = term, term.Deadline.Add(l.Margin/2)
+	}
+	return term, err
+}
+
+func (l *Lease) now() time.Time {
+	if l.Now != nil {
+		return l.Now()
+	}
+	return time.Now()
 }
 
 func (l *Lease) check(lease *coordinationv1.Lease) (Term, error) {
-	now := time.Now
-	if l.Now != nil {
-		now = l.Now
-	}
+	now := l.now
 	s := lease.Spec
 	holder := ""
 	if s.HolderIdentity != nil {

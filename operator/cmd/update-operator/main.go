@@ -425,7 +425,7 @@ func run() int {
 		}
 		return 0
 	}
-	// Every admission re-reads the Lease first (package fence) and must land before it could expire.
+	// Every admission is checked against the Lease first (package fence) and must land before it could expire.
 	ctrl.SetFence((&fence.Lease{Client: client.CoordinationV1(), Namespace: o.namespace, Name: o.leaseName,
 		Identity: o.identity, Margin: o.leaseDuration - o.renewDeadline}).Check)
 	lock := &resourcelock.LeaseLock{
