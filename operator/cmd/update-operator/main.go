@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -354,8 +355,15 @@ func run() int {
 		o.identity = host + "_" + string(uuid.NewUUID())
 	}
 
+	// Events get a client of their own, with its own --kube-api-qps/--kube-api-burst bucket: a cycle step
+	// never waits behind the Events about earlier steps (a roll-out writes as many Events as patches).
+	eventClient, err := kubernetes.NewForConfig(rest.CopyConfig(rc))
+	if err != nil {
+		log.Error(err, "building Kubernetes client")
+		return 1
+	}
 	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: eventClient.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	cfg.Client = client
 	cfg.Identity = o.identity
