@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0
 LDFLAGS := -s -w -X github.com/slipway-dev/slipway/internal/version.Version=$(VERSION)
 export CGO_ENABLED ?= 0
 
-.PHONY: build test lint deps controlplane demo bench chaos render image clean e2e e2e-deps cluster cluster-down butane flatcar-image terraform-deps
+.PHONY: build test lint deps controlplane demo bench bench-fleet chaos render image clean e2e e2e-deps cluster cluster-down butane flatcar-image terraform-deps
 
 ## build: the binaries into bin/ (update-agent, update-operator, kubectl-slipway), version-stamped
 build:
@@ -41,9 +41,17 @@ test: controlplane terraform-deps lint build
 demo: controlplane
 	go run ./hack/demo
 
-## bench: signal→reboot-ok latency and idle API writes on the real apiserver
+## bench: signal→reboot-ok latency and idle API writes on the real apiserver, then bench-fleet
 bench: controlplane
 	go test -run '^$$' -bench . -benchtime 1x -count 1 ./operator/
+	$(MAKE) bench-fleet
+
+## bench-fleet: rolling reboots over 1,000 and 5,000 simulated nodes with a real update-operator process
+##              (one `rolling nodes=N ...` line per size; results and pprof profiles in bench-results/).
+##              Smaller: make bench-fleet FLEET_FLAGS='-nodes 50 -need 10 -k 3' (go run ./hack/fleetbench -h)
+FLEET_FLAGS ?=
+bench-fleet: controlplane
+	go run ./hack/fleetbench $(FLEET_FLAGS)
 
 ## chaos: 24 simulated nodes, two real operators, >=200 reboot cycles while faults hit (leader SIGKILLed,
 ##        agents killed, API server restarted, a PDB blocking, a node that never returns); an independent

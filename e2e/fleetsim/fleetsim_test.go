@@ -1,0 +1,91 @@
+package fleetsim
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/slipway-dev/slipway/e2e/chaos"
+)
+
+// TestFleetBenchSmall proves the simulator and the measurement on a small fleet against the real
+// control plane and a real update-operator process: every node that asked rebooted exactly once (and
+// no other), the budget held at every instant the benchmark's own watch saw, the latency run
+// measured every node, and the printed lines parse.
+func TestFleetBenchSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts a control plane and builds the operator (~30 s)")
+	}
+	d, ok := chaos.ControlPlaneBinaries()
+	if !ok {
+		t.Skip("control-plane binaries not built (make controlplane)")
+	}
+	if d != "" {
+		t.Setenv("SLIPWAY_CONTROLPLANE_DIR", d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bin, commit, err := BuildOperator(ctx, "", dir+"/bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("update-operator at %s", commit)
+	cfg := Config{Nodes: 30, Need: 6, K: 2, Reboot: time.Second, LatencyNeed: 6, LatencyK: 6, Idle: 2 * time.Second,
+		HeapProfile: true, OperatorBin: bin, Dir: dir, ProgressEvery: 5 * time.Second,
+		Say: func(format string, args ...interface{}) { t.Logf(format, args...) }}
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("the benchmark could not run: %v", err)
+	}
+	for _, p := range res.Problems {
+		t.Error(p)
+	}
+	if !res.RebootsExactOnce {
+		t.Error("not every needing node rebooted exactly once")
+	}
+
+	kind, f, err := ParseLine(res.Line())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(res.Line())
+	if kind != "rolling" {
+		t.Errorf("line starts with %q, want rolling", kind)
+	}
+	for _, k := range []string{"nodes", "need", "k", "total_s", "ideal_s", "ratio", "max_unavailable", "rss_mib"} {
+		if _, ok := f[k]; !ok {
+			t.Errorf("line %q has no %s", res.Line(), k)
+		}
+	}
+	if f["nodes"] != 30 || f["need"] != 6 || f["k"] != 2 || f["ideal_s"] != 3 {
+		t.Errorf("line %q: want nodes=30 need=6 k=2 ideal_s=3", res.Line())
+	}
+	if u := f["max_unavailable"]; u < 1 || u > 2 {
+		t.Errorf("peak unavailable %v, want 1..2 (the budget, and something rolled)", u)
+	}
+	if f["total_s"] < 3 || f["ratio"] < 1 || f["rss_mib"] <= 0 {
+		t.Errorf("line %q: a roll of 3 rounds of 1 s reboots cannot be faster than 3 s, and the operator has memory", res.Line())
+	}
+	for _, l := range res.Lines() {
+		if _, _, err := ParseLine(l); err != nil {
+			t.Error(err)
+		}
+		t.Log(l)
+	}
+
+	if l := res.Latency; l == nil || l.P50ms <= 0 || l.P99ms < l.P50ms || l.MaxUnavailable > 6 {
+		t.Errorf("latency run: %+v", res.Latency)
+	}
+	// Each cycle is a handful of operator requests (admission, cordon, drain's pod list, grant,
+	// finish, Events); far more would mean the operator polls or rewrites.
+	if pc := res.Requests.OperatorPerCycle; pc < 3 || pc > 40 {
+		t.Errorf("operator requests per cycle %.1f (by method %v)", pc, res.Requests.Operator)
+	}
+	if res.Idle == nil || res.Idle.WritesPerMin != 0 {
+		t.Errorf("idle writes: %+v", res.Idle)
+	}
+	if len(res.Profiles) != 1 {
+		t.Errorf("profiles %v, want the heap profile", res.Profiles)
+	}
+}
