@@ -22,6 +22,8 @@ controlplane: deps
 lint:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
 	go vet ./...
+	cd e2e && go vet ./...
+	cd hack/ociimage && go vet ./...
 	cd butane && go vet ./...
 	cd deploy/helmtest && go vet ./...
 
@@ -30,9 +32,13 @@ terraform-deps:
 	@hack/install-terraform-deps.sh
 
 ## test: everything: unit + integration (real apiserver, etcd, kube-controller-manager, dbus-daemon,
-##       systemd in VMs, terraform + libvirtd), then the e2e suites on local QEMU VMs that really reboot
+##       systemd in VMs, terraform + libvirtd), then the e2e suites on local QEMU VMs that really reboot.
+##       Modules: the product (.), the test machinery (e2e/: chaos, fleet bench, terraform, VM harness),
+##       hack/ociimage, butane/, deploy/helmtest/
 test: controlplane terraform-deps lint build
 	CGO_ENABLED=1 go test -race -count=1 ./...
+	cd e2e && CGO_ENABLED=1 go test -race -count=1 ./...
+	cd hack/ociimage && go test -count=1 ./...
 	cd butane && go test -count=1 ./...
 	cd deploy/helmtest && go test -count=1 ./...
 	$(MAKE) e2e
@@ -48,16 +54,16 @@ bench: controlplane
 
 ## bench-fleet: rolling reboots over 1,000 and 5,000 simulated nodes with a real update-operator process
 ##              (one `rolling nodes=N ...` line per size; results and pprof profiles in bench-results/).
-##              Smaller: make bench-fleet FLEET_FLAGS='-nodes 50 -need 10 -k 3' (go run ./hack/fleetbench -h)
+##              Smaller: make bench-fleet FLEET_FLAGS='-nodes 50 -need 10 -k 3' (cd e2e && go run ./cmd/fleetbench -h)
 FLEET_FLAGS ?=
 bench-fleet: controlplane
-	go run ./hack/fleetbench $(FLEET_FLAGS)
+	cd e2e && go run ./cmd/fleetbench $(FLEET_FLAGS)
 
 ## chaos: 24 simulated nodes, two real operators, >=200 reboot cycles while faults hit (leader SIGKILLed,
 ##        agents killed, API server restarted, a PDB blocking, a node that never returns); an independent
-##        invariant checker judges. Ends with `chaos: cycles=N violations=V`. Quick: go run ./hack/chaos -short
+##        invariant checker judges. Ends with `chaos: cycles=N violations=V`. Quick: cd e2e && go run ./cmd/chaos -short
 chaos: controlplane
-	go run ./hack/chaos
+	cd e2e && go run ./cmd/chaos
 
 ## render: the kustomize manifests
 render: controlplane
@@ -90,10 +96,10 @@ flatcar-image:
 BACKEND ?= qemu
 cluster: controlplane e2e-deps
 	@if [ "$(BACKEND)" = terraform ]; then hack/install-terraform-deps.sh; fi
-	go run ./e2e/cmd/cluster up -backend=$(BACKEND)
+	cd e2e && go run ./cmd/cluster up -backend=$(BACKEND)
 
 cluster-down:
-	go run ./e2e/cmd/cluster down
+	cd e2e && go run ./cmd/cluster down
 
 ## butane: regenerate the Ignition beside every snippet in butane/snippets (tests fail when stale)
 butane:

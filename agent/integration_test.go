@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/slipway-dev/slipway/agent/simnode"
 	"github.com/slipway-dev/slipway/internal/protocol"
-	"github.com/slipway-dev/slipway/internal/simnode"
 	"github.com/slipway-dev/slipway/internal/testenv"
 	"github.com/slipway-dev/slipway/internal/updateengine"
 )

@@ -43,7 +43,9 @@ ociimage)
       -ldflags "-s -w -X github.com/slipway-dev/slipway/internal/version.Version=$VERSION" \
       -o "$bins/${os}_$arch/" ./agent/cmd/update-agent ./operator/cmd/update-operator
   done
-  CGO_ENABLED=0 go run ./hack/ociimage -name "$IMAGE:$VERSION" -platforms "$PLATFORMS" \
+  # hack/ociimage is a module of its own (its image library is no dependency of the product).
+  CGO_ENABLED=0 go build -C hack/ociimage -trimpath -o "$(cd "$bins" && pwd)/ociimage" .
+  "$bins/ociimage" -name "$IMAGE:$VERSION" -platforms "$PLATFORMS" \
     -layout "$OUT/slipway-$VERSION.oci" -out "$archive" -entrypoint /update-operator -user 65532:65532 \
     -link /bin/update-agent=../update-agent -link /bin/update-operator=../update-operator \
     /update-agent="$bins/{os}_{arch}/update-agent" /update-operator="$bins/{os}_{arch}/update-operator"

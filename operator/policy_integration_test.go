@@ -21,9 +21,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/slipway-dev/slipway/agent/simnode"
 	"github.com/slipway-dev/slipway/internal/fleet"
 	"github.com/slipway-dev/slipway/internal/protocol"
-	"github.com/slipway-dev/slipway/internal/simnode"
 	"github.com/slipway-dev/slipway/internal/testenv"
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/blocker"

@@ -2,7 +2,7 @@
 // playing the node side of FLUO's protocol exactly as Slipway's update-agent writes it (and a kubelet's
 // Node registration and boot ID), against a real API server, while a real update-operator process
 // rolls reboots over them. Bench runs the whole measurement (rolling reboot, signal→reboot-ok latency,
-// API requests per cycle, idle writes, the operator's memory and profiles); hack/fleetbench prints it.
+// API requests per cycle, idle writes, the operator's memory and profiles); e2e/cmd/fleetbench prints it.
 //
 // Why one process and not one agent per node, and not kwok: simnode (a dbus-daemon, stand-ins and a
 // real agent per node) costs a process and a field-selected watch per node, which stops at a few

@@ -67,7 +67,8 @@ func RepoRoot() (string, error) {
 		return "", err
 	}
 	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/slipway-dev/slipway") {
+		// The product module's go.mod, not a nested module's (e2e/, butane/, ...).
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(strings.TrimSpace(string(b)), "module github.com/slipway-dev/slipway\n") {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)

@@ -3,7 +3,7 @@
 // initialised from a mirror of the provider built from the Go proxy, validated, planned and applied
 // against a real libvirtd with a stand-in disk (no Flatcar image can be downloaded here), then
 // destroyed. What only a Flatcar image proves (kubeadm on the nodes) runs when FLATCAR_IMAGE is set.
-package terraform_test
+package tfcluster_test
 
 import (
 	"context"
