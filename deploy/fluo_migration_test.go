@@ -1,0 +1,159 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testenv"
+)
+
+// FLUO v0.9.0's example manifests: their namespace and ServiceAccounts.
+const (
+	fluoNS       = "reboot-coordinator"
+	fluoOperator = "flatcar-linux-update-operator-sa"
+	fluoAgent    = "flatcar-linux-update-agent"
+)
+
+// deploy/fluo-migration/ on a real API server where FLUO's namespace and ServiceAccounts exist: no
+// workload and no namespace of Slipway's; FLUO's operator ServiceAccount may do what Slipway's
+// operator does, FLUO's agent ServiceAccount what Slipway's agent does -- and is confined by the
+// same policy (its own node, its own keys).
+func TestFLUOMigrationOverlay(t *testing.T) {
+	ctx := context.Background()
+	rendered := kustomize(t, "fluo-migration")
+	for _, kind := range []string{"Namespace", "Deployment", "DaemonSet", "ServiceAccount", "PodDisruptionBudget"} {
+		if strings.Contains(rendered, "\nkind: "+kind+"\n") || strings.HasPrefix(rendered, "kind: "+kind+"\n") {
+			t.Errorf("the migration overlay renders a %s: FLUO's own stay in place", kind)
+		}
+	}
+	dir := t.TempDir()
+	cp, err := testenv.StartControlPlane(ctx, dir, testenv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Stop()
+	admin := cp.Client()
+	// What FLUO's manifests created.
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fluoNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sa := range []string{fluoOperator, fluoAgent} {
+		if _, err := admin.CoreV1().ServiceAccounts(fluoNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := exec.Command(filepath.Join(bin, "kubectl"), "--kubeconfig", cp.Kubeconfig, "apply", "--server-side", "-f", "-")
+	apply.Stdin = strings.NewReader(rendered)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	for _, n := range []string{"node-a", "node-b"} {
+		if _, err := testenv.CreateNode(ctx, admin, n, "boot-"+n, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	operator := fluoSA(cp, fluoOperator, "")
+	agent := fluoSA(cp, fluoAgent, "")
+	type check struct {
+		verb, group, resource, sub, namespace string
+		want                                  bool
+	}
+	for who, checks := range map[string][]check{
+		fluoOperator: {
+			{"list", "", "nodes", "", "", true}, {"patch", "", "nodes", "", "", true},
+			{"list", "", "pods", "", "", true}, {"create", "", "pods", "eviction", "default", true},
+			{"get", "apps", "daemonsets", "", "kube-system", true}, {"create", "", "events", "", "default", true},
+			{"update", "coordination.k8s.io", "leases", "", fluoNS, true}, {"patch", "", "configmaps", "", fluoNS, true},
+			{"delete", "", "nodes", "", "", false}, {"get", "", "secrets", "", fluoNS, false},
+			{"update", "coordination.k8s.io", "leases", "", "default", false},
+		},
+		fluoAgent: {
+			{"get", "", "nodes", "", "", true}, {"watch", "", "nodes", "", "", true}, {"patch", "", "nodes", "", "", true},
+			{"create", "", "pods", "eviction", "default", false}, {"patch", "", "nodes", "status", "", false},
+			{"update", "coordination.k8s.io", "leases", "", fluoNS, false},
+		},
+	} {
+		c := map[string]kubernetes.Interface{fluoOperator: operator, fluoAgent: agent}[who]
+		for _, k := range checks {
+			if got := can(t, c, k.verb, k.group, k.resource, k.sub, k.namespace); got != k.want {
+				t.Errorf("%s %s %s/%s/%s in %q: allowed=%v, want %v", who, k.verb, k.group, k.resource, k.sub, k.namespace, got, k.want)
+			}
+		}
+	}
+
+	// The policy holds FLUO's agent ServiceAccount: without a node claim nothing; with node-a's, its
+	// own reboot-needed but neither reboot-ok nor another node.
+	annotate := func(c kubernetes.Interface, node, key string) error {
+		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: protocol.True}}})
+		_, err := c.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, body, metav1.PatchOptions{})
+		return err
+	}
+	// A new policy is enforced once the API server has compiled it: wait (dry run) until it refuses.
+	probe := []byte(`{"metadata":{"annotations":{"` + protocol.Status + `":"probe"}}}`)
+	var last error
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, last = agent.CoreV1().Nodes().Patch(ctx, "node-b", types.MergePatchType, probe, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return last != nil && strings.Contains(last.Error(), "ValidatingAdmissionPolicy 'slipway-update-agent'"), nil
+	}); err != nil {
+		t.Fatalf("FLUO's agent patching a node is not refused by the policy after 1m (last answer: %v)", last)
+	}
+	if err := annotate(agent, "node-a", protocol.RebootNeeded); err == nil || !strings.Contains(err.Error(), "node-name claim") {
+		t.Errorf("FLUO's agent without a node claim: %v, want the policy's refusal", err)
+	}
+	onA := fluoSA(cp, fluoAgent, "node-a")
+	if err := annotate(onA, "node-a", protocol.RebootNeeded); err != nil {
+		t.Errorf("FLUO's agent on node-a setting its own reboot-needed: %v", err)
+	}
+	for _, c := range []struct{ node, key string }{{"node-a", protocol.RebootOK}, {"node-b", protocol.RebootNeeded}} {
+		if err := annotate(onA, c.node, c.key); err == nil {
+			t.Errorf("FLUO's agent on node-a could set %s on %s", c.key, c.node)
+		}
+	}
+	// And the operator's identity is not confined: it grants and evicts.
+	if err := annotate(operator, "node-a", protocol.RebootOK); err != nil {
+		t.Errorf("FLUO's operator ServiceAccount cannot grant reboot-ok: %v", err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}, Spec: corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	if _, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := operator.PolicyV1().Evictions("default").Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}}); err != nil {
+		t.Errorf("FLUO's operator ServiceAccount cannot evict: %v", err)
+	}
+	_ = os.RemoveAll(dir)
+}
+
+// fluoSA is a client acting as one of FLUO's ServiceAccounts; node, if set, is the node claim a
+// pod-bound token would carry.
+func fluoSA(cp *testenv.ControlPlane, sa, node string) kubernetes.Interface {
+	cfg := cp.RestConfig()
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: fmt.Sprintf("system:serviceaccount:%s:%s", fluoNS, sa),
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + fluoNS, "system:authenticated"},
+	}
+	if node != "" {
+		cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
+	}
+	return kubernetes.NewForConfigOrDie(cfg)
+}
