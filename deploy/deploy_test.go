@@ -32,12 +32,37 @@ const ns = "slipway-system"
 
 func as(t *testing.T, cp *testenv.ControlPlane, sa string) kubernetes.Interface {
 	t.Helper()
+	return asIn(cp, ns, sa, "")
+}
+
+// asIn is a client acting as ServiceAccount namespace/sa; node, if set, is the node claim a pod-bound
+// token would carry (authentication.kubernetes.io/node-name).
+func asIn(cp *testenv.ControlPlane, namespace, sa, node string) kubernetes.Interface {
 	cfg := cp.RestConfig()
 	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + ns + ":" + sa,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+		UserName: "system:serviceaccount:" + namespace + ":" + sa,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+	}
+	if node != "" {
+		cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
 	}
 	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+// access is one SelfSubjectAccessReview and its expected answer.
+type access struct {
+	verb, group, resource, sub, namespace string
+	want                                  bool
+}
+
+// checkAccess asks each review as c (named who in errors).
+func checkAccess(t *testing.T, who string, c kubernetes.Interface, checks []access) {
+	t.Helper()
+	for _, k := range checks {
+		if got := can(t, c, k.verb, k.group, k.resource, k.sub, k.namespace); got != k.want {
+			t.Errorf("%s %s %s/%s/%s in %q: allowed=%v, want %v", who, k.verb, k.group, k.resource, k.sub, k.namespace, got, k.want)
+		}
+	}
 }
 
 func can(t *testing.T, c kubernetes.Interface, verb, group, resource, sub, namespace string) bool {
@@ -127,11 +152,7 @@ func TestRenderedRBAC(t *testing.T) {
 
 	agent := as(t, cp, "slipway-update-agent")
 	operator := as(t, cp, "slipway-update-operator")
-	type check struct {
-		verb, group, resource, sub, namespace string
-		want                                  bool
-	}
-	for who, checks := range map[string][]check{
+	for who, checks := range map[string][]access{
 		"slipway-update-agent": {
 			{"get", "", "nodes", "", "", true}, {"watch", "", "nodes", "", "", true}, {"patch", "", "nodes", "", "", true},
 			{"update", "", "nodes", "status", "", false}, {"patch", "", "nodes", "status", "", false},
@@ -156,12 +177,7 @@ func TestRenderedRBAC(t *testing.T) {
 			{"patch", "", "configmaps", "", "kube-system", false}, {"delete", "", "configmaps", "", ns, false},
 		},
 	} {
-		c := map[string]kubernetes.Interface{"slipway-update-agent": agent, "slipway-update-operator": operator}[who]
-		for _, k := range checks {
-			if got := can(t, c, k.verb, k.group, k.resource, k.sub, k.namespace); got != k.want {
-				t.Errorf("%s %s %s/%s/%s in %q: allowed=%v, want %v", who, k.verb, k.group, k.resource, k.sub, k.namespace, got, k.want)
-			}
-		}
+		checkAccess(t, who, map[string]kubernetes.Interface{"slipway-update-agent": agent, "slipway-update-operator": operator}[who], checks)
 	}
 
 	// And for real: the agent cannot evict a pod; the operator can. (What the agent may patch, with its

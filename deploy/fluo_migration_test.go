@@ -3,7 +3,6 @@ package deploy
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testenv"
@@ -73,13 +71,9 @@ func TestFLUOMigrationOverlay(t *testing.T) {
 		}
 	}
 
-	operator := fluoSA(cp, fluoOperator, "")
-	agent := fluoSA(cp, fluoAgent, "")
-	type check struct {
-		verb, group, resource, sub, namespace string
-		want                                  bool
-	}
-	for who, checks := range map[string][]check{
+	operator := asIn(cp, fluoNS, fluoOperator, "")
+	agent := asIn(cp, fluoNS, fluoAgent, "")
+	for who, checks := range map[string][]access{
 		fluoOperator: {
 			{"list", "", "nodes", "", "", true}, {"patch", "", "nodes", "", "", true},
 			{"list", "", "pods", "", "", true}, {"create", "", "pods", "eviction", "default", true},
@@ -94,12 +88,7 @@ func TestFLUOMigrationOverlay(t *testing.T) {
 			{"update", "coordination.k8s.io", "leases", "", fluoNS, false},
 		},
 	} {
-		c := map[string]kubernetes.Interface{fluoOperator: operator, fluoAgent: agent}[who]
-		for _, k := range checks {
-			if got := can(t, c, k.verb, k.group, k.resource, k.sub, k.namespace); got != k.want {
-				t.Errorf("%s %s %s/%s/%s in %q: allowed=%v, want %v", who, k.verb, k.group, k.resource, k.sub, k.namespace, got, k.want)
-			}
-		}
+		checkAccess(t, who, map[string]kubernetes.Interface{fluoOperator: operator, fluoAgent: agent}[who], checks)
 	}
 
 	// The policy holds FLUO's agent ServiceAccount: without a node claim nothing; with node-a's, its
@@ -121,7 +110,7 @@ func TestFLUOMigrationOverlay(t *testing.T) {
 	if err := annotate(agent, "node-a", protocol.RebootNeeded); err == nil || !strings.Contains(err.Error(), "node-name claim") {
 		t.Errorf("FLUO's agent without a node claim: %v, want the policy's refusal", err)
 	}
-	onA := fluoSA(cp, fluoAgent, "node-a")
+	onA := asIn(cp, fluoNS, fluoAgent, "node-a")
 	if err := annotate(onA, "node-a", protocol.RebootNeeded); err != nil {
 		t.Errorf("FLUO's agent on node-a setting its own reboot-needed: %v", err)
 	}
@@ -142,18 +131,4 @@ func TestFLUOMigrationOverlay(t *testing.T) {
 		t.Errorf("FLUO's operator ServiceAccount cannot evict: %v", err)
 	}
 	_ = os.RemoveAll(dir)
-}
-
-// fluoSA is a client acting as one of FLUO's ServiceAccounts; node, if set, is the node claim a
-// pod-bound token would carry.
-func fluoSA(cp *testenv.ControlPlane, sa, node string) kubernetes.Interface {
-	cfg := cp.RestConfig()
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: fmt.Sprintf("system:serviceaccount:%s:%s", fluoNS, sa),
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + fluoNS, "system:authenticated"},
-	}
-	if node != "" {
-		cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
-	}
-	return kubernetes.NewForConfigOrDie(cfg)
 }
