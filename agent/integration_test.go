@@ -27,22 +27,18 @@ var (
 	bins   string // directory with the built update-agent binary
 )
 
+var shared = &testenv.Shared{Name: "agent"}
+
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
-		dir, err := os.MkdirTemp("", "slipway-agent-test-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		cp, err := testenv.StartControlPlane(context.Background(), dir, testenv.Options{})
+		defer shared.Close()
+		cp, err := shared.Get()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "starting the control plane:", err)
 			return 1
 		}
-		defer cp.Stop()
 		client = cp.Client()
-		bins = filepath.Join(dir, "bin")
+		bins = filepath.Join(shared.Dir(), "bin")
 		build := exec.Command("go", "build", "-o", bins+"/", "./cmd/update-agent")
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {

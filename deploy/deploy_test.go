@@ -94,21 +94,15 @@ func kustomize(t *testing.T, dir string) string {
 
 // shared is the one control plane of this package, with the rendered deploy/ applied; started by the
 // first test that needs it and stopped by TestMain.
-var shared struct {
-	once sync.Once
-	dir  string
-	cp   *testenv.ControlPlane
-	err  error
-}
+var (
+	shared    = &testenv.Shared{Name: "deploy"}
+	applyOnce sync.Once
+	applyErr  error
+)
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if shared.cp != nil {
-		shared.cp.Stop()
-	}
-	if shared.dir != "" {
-		_ = os.RemoveAll(shared.dir)
-	}
+	shared.Close()
 	os.Exit(code)
 }
 
@@ -116,24 +110,22 @@ func TestMain(m *testing.M) {
 func controlPlane(t *testing.T) *testenv.ControlPlane {
 	t.Helper()
 	rendered := kustomize(t, ".")
-	shared.once.Do(func() {
-		if shared.dir, shared.err = os.MkdirTemp("", "slipway-deploy-"); shared.err != nil {
-			return
-		}
-		if shared.cp, shared.err = testenv.StartControlPlane(context.Background(), shared.dir, testenv.Options{}); shared.err != nil {
-			return
-		}
+	cp, err := shared.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyOnce.Do(func() {
 		bin, _ := testenv.BinDir()
-		apply := exec.Command(filepath.Join(bin, "kubectl"), "--kubeconfig", shared.cp.Kubeconfig, "apply", "--server-side", "-f", "-")
+		apply := exec.Command(filepath.Join(bin, "kubectl"), "--kubeconfig", cp.Kubeconfig, "apply", "--server-side", "-f", "-")
 		apply.Stdin = strings.NewReader(rendered)
 		if out, err := apply.CombinedOutput(); err != nil {
-			shared.err = fmt.Errorf("kubectl apply: %v\n%s", err, out)
+			applyErr = fmt.Errorf("kubectl apply: %v\n%s", err, out)
 		}
 	})
-	if shared.err != nil {
-		t.Fatal(shared.err)
+	if applyErr != nil {
+		t.Fatal(applyErr)
 	}
-	return shared.cp
+	return cp
 }
 
 func TestRenderedRBAC(t *testing.T) {

@@ -31,6 +31,7 @@ import (
 
 // One real control plane (etcd, kube-apiserver, kube-controller-manager) for the whole package.
 var (
+	shared = &testenv.Shared{Name: "operator", Options: testenv.Options{ControllerManager: true}}
 	cp     *testenv.ControlPlane
 	client kubernetes.Interface
 	bins   string // directory with the built update-operator binary
@@ -41,23 +42,17 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "slipway-operator-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cp, err = testenv.StartControlPlane(ctx, filepath.Join(dir, "cp"), testenv.Options{ControllerManager: true})
-	if err != nil {
+	defer shared.Close()
+	var err error
+	if cp, err = shared.Get(); err != nil {
 		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
 		return 1
 	}
-	defer cp.Stop()
 	client = cp.Client()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	testenv.PodKubelet(ctx, client)
-	bins = filepath.Join(dir, "bin")
+	bins = filepath.Join(shared.Dir(), "bin")
 	build := exec.Command("go", "build", "-o", bins+"/", "./cmd/update-operator")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,39 +22,19 @@ import (
 
 // A real etcd + kube-apiserver, started by the first test that needs it (the unit tests and the
 // Prometheus test do not) and stopped by TestMain.
-var (
-	cpOnce   sync.Once
-	cp       *testenv.ControlPlane
-	cpErr    error
-	cpDir    string
-	cpCancel context.CancelFunc = func() {}
-)
+var shared = &testenv.Shared{Name: "blocker"}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	cpCancel()
-	if cp != nil {
-		cp.Stop()
-	}
-	if cpDir != "" {
-		os.RemoveAll(cpDir)
-	}
+	shared.Close()
 	os.Exit(code)
 }
 
 func apiServer(t *testing.T) kubernetes.Interface {
 	t.Helper()
-	cpOnce.Do(func() {
-		cpDir, cpErr = os.MkdirTemp("", "slipway-blocker-test-")
-		if cpErr != nil {
-			return
-		}
-		var ctx context.Context
-		ctx, cpCancel = context.WithCancel(context.Background())
-		cp, cpErr = testenv.StartControlPlane(ctx, filepath.Join(cpDir, "cp"), testenv.Options{})
-	})
-	if cpErr != nil {
-		t.Fatalf("starting the control plane: %v", cpErr)
+	cp, err := shared.Get()
+	if err != nil {
+		t.Fatalf("starting the control plane: %v", err)
 	}
 	return cp.Client()
 }

@@ -25,45 +25,25 @@ import (
 // One real control plane (etcd + kube-apiserver) for the package, started by the first test that
 // needs it; the unit tests run without one.
 var (
-	cpOnce   sync.Once
-	cp       *testenv.ControlPlane
-	cpErr    error
-	scratch  string
+	shared   = &testenv.Shared{Name: "status"}
 	binOnce  sync.Once
 	bin      string
 	binErr   error
-	stopCP   = func() {}
 	zoneKey  = "topology.kubernetes.io/zone"
 	fixedNow = time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC) // a Monday; 10:00 in Berlin
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	stopCP()
-	if scratch != "" {
-		os.RemoveAll(scratch)
-	}
+	shared.Close()
 	os.Exit(code)
 }
 
 func controlPlane(t *testing.T) (*testenv.ControlPlane, kubernetes.Interface) {
 	t.Helper()
-	cpOnce.Do(func() {
-		scratch, cpErr = os.MkdirTemp("", "slipway-status-test-")
-		if cpErr != nil {
-			return
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		cp, cpErr = testenv.StartControlPlane(ctx, filepath.Join(scratch, "cp"), testenv.Options{})
-		stopCP = func() {
-			if cp != nil {
-				cp.Stop()
-			}
-			cancel()
-		}
-	})
-	if cpErr != nil {
-		t.Fatalf("starting the control plane: %v", cpErr)
+	cp, err := shared.Get()
+	if err != nil {
+		t.Fatalf("starting the control plane: %v", err)
 	}
 	return cp, cp.Client()
 }
@@ -79,7 +59,7 @@ func binary(t *testing.T) string {
 			binErr = err
 			return
 		}
-		bin = filepath.Join(scratch, "kubectl-slipway")
+		bin = filepath.Join(shared.Dir(), "kubectl-slipway")
 		out, err := exec.Command("go", "build", "-C", root, "-o", bin, "./operator/cmd/kubectl-slipway").CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("building kubectl-slipway: %v\n%s", err, out)
@@ -393,7 +373,7 @@ NODE  STATE  FOR  GROUP  LAST-REBOOT  DETAIL
 
 	// Without a kubeconfig user the one who pauses is $USER.
 	var o, e bytes.Buffer
-	noUser := filepath.Join(scratch, "kubeconfig-no-user")
+	noUser := filepath.Join(t.TempDir(), "kubeconfig-no-user")
 	writeKubeconfig(t, noUser, cp.URL, cp.Token, "")
 	code := run(context.Background(), "kubectl slipway", []string{"pause", "--kubeconfig", noUser, "-n", ns}, &o, &e, env{
 		now: func() time.Time { return fixedNow }, zone: time.UTC,
