@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -111,5 +112,40 @@ func TestStrip(t *testing.T) {
 	}
 	if x, _ := Strip("not a node"); x != "not a node" {
 		t.Error("non-nodes must pass through")
+	}
+}
+
+// Two decoded Nodes carry separate copies of the same keys and short values; after Strip they share
+// one copy (the informer cache's biggest part at scale is these maps).
+func TestStripSharesKeysAndShortValues(t *testing.T) {
+	decode := func(name string) *corev1.Node {
+		var n corev1.Node
+		doc := `{"metadata":{"name":"` + name + `","labels":{"kubernetes.io/os":"linux"},"annotations":{"flatcar-linux-update.v1.flatcar-linux.net/reboot-needed":"false","update.slipway.dev/boot-id":"6f1c9a8e-2b8d-4c1e-9d53-5d2c8f0e7a41"}}}`
+		if err := json.Unmarshal([]byte(doc), &n); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := Strip(&n)
+		return out.(*corev1.Node)
+	}
+	a, b := decode("a"), decode("b")
+	key := func(m map[string]string, want string) string {
+		for k := range m {
+			if k == want {
+				return k
+			}
+		}
+		t.Fatalf("%s missing from %v", want, m)
+		return ""
+	}
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	const needed = "flatcar-linux-update.v1.flatcar-linux.net/reboot-needed"
+	if !same(key(a.Annotations, needed), key(b.Annotations, needed)) || !same(key(a.Labels, "kubernetes.io/os"), key(b.Labels, "kubernetes.io/os")) {
+		t.Error("keys are not shared between nodes")
+	}
+	if !same(a.Annotations[needed], b.Annotations[needed]) || !same(a.Labels["kubernetes.io/os"], b.Labels["kubernetes.io/os"]) {
+		t.Error("short values are not shared between nodes")
+	}
+	if a.Annotations["update.slipway.dev/boot-id"] != "6f1c9a8e-2b8d-4c1e-9d53-5d2c8f0e7a41" {
+		t.Errorf("a long value changed: %v", a.Annotations)
 	}
 }

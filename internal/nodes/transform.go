@@ -1,6 +1,8 @@
 package nodes
 
 import (
+	"unique"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -34,5 +36,25 @@ func Strip(obj interface{}) (interface{}, error) {
 		}
 	}
 	n.Status.Conditions = ready
+	n.Labels = internMap(n.Labels)
+	n.Annotations = internMap(n.Annotations)
 	return n, nil
+}
+
+// internMap returns m with canonical copies of its keys and short values. Every cached Node carries
+// the same label and annotation keys (FLUO's alone are ~45 bytes each) and mostly the same short
+// values ("true", a version, a group), decoded into fresh strings for each object: shared, the
+// cache of 5,000 nodes holds one copy of each. Long values (boot IDs, JSON) are mostly unique and kept.
+func internMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if len(v) <= 24 {
+			v = unique.Make(v).Value()
+		}
+		out[unique.Make(k).Value()] = v
+	}
+	return out
 }
