@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +59,11 @@ type Config struct {
 	// StuckAfter: /readyz fails when one sync has run this long, or nodes have waited in the queue
 	// this long without any sync finishing. Default 2 minutes.
 	StuckAfter time.Duration
+	// Workers is how many nodes are synced at once (default 4). Admissions are decided one at a time
+	// (admitMu) against the fleet index, where a node being admitted holds a reservation until its
+	// PATCH returns; every other step of different nodes runs in parallel (the workqueue never hands
+	// one node to two workers), so a hundred nodes' round trips to the API server overlap.
+	Workers int
 
 	// Policies. GroupLabel names the node label whose values are budget groups (FleetLock's group for
 	// nodes without it); MaxUnavailablePerGroup (nil: none) limits each group as MaxUnavailable limits
@@ -97,20 +103,23 @@ type Controller struct {
 	cmFactory informers.SharedInformerFactory
 	overlay   *nodes.Overlay
 	index     *fleetIndex    // what admission reads of every node, kept per change
-	plan      *admissionPlan // the last admission plan (worker only)
-	needGen   uint64         // changes whenever needSince does (worker only)
+	plan      *admissionPlan // the last admission plan (under admitMu)
+	needGen   uint64         // changes whenever needSince does (under stateMu)
+	admitMu   sync.Mutex     // one admission decided at a time
+	stateMu   sync.Mutex     // malformed, needSince, needGen
+	fleetMu   sync.Mutex     // fleet
 	queue     workqueue.TypedRateLimitingInterface[string]
 	drains    *drainer
 	log       klog.Logger
 
 	malformed map[string]string    // node -> the malformed values last reported (one Event per change)
-	fleet     fleetState           // only touched by the worker
+	fleet     fleetState           // under fleetMu
 	needSince map[string]time.Time // when each waiting node was first seen needing a reboot (metrics)
 
-	running      atomic.Bool  // Run is processing the queue (this instance leads)
-	synced       atomic.Bool  // the informer has synced
-	syncStarted  atomic.Int64 // unix nanos the sync in progress started, 0 when none
-	lastProgress atomic.Int64 // unix nanos the last sync finished (or the controller started)
+	running      atomic.Bool    // Run is processing the queue (this instance leads)
+	synced       atomic.Bool    // the informer has synced
+	syncStarted  []atomic.Int64 // per worker: unix nanos its sync in progress started, 0 when none
+	lastProgress atomic.Int64   // unix nanos the last sync finished (or the controller started)
 }
 
 // New builds a Controller; Run starts it.
@@ -136,6 +145,9 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.StallPolicy == "" {
 		cfg.StallPolicy = StallHold
 	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
 	if cfg.StuckAfter <= 0 {
 		cfg.StuckAfter = 2 * time.Minute
 	}
@@ -146,7 +158,8 @@ func New(cfg Config) (*Controller, error) {
 		cfg.ControlPlaneOrder = OrderNone
 	}
 	cfg.Recorder = newDedupRecorder(cfg.Recorder, 10*time.Minute, cfg.Now)
-	c := &Controller{cfg: cfg, overlay: nodes.NewOverlay(), index: newFleetIndex(), log: cfg.Log, malformed: map[string]string{}, needSince: map[string]time.Time{}}
+	c := &Controller{cfg: cfg, overlay: nodes.NewOverlay(), index: newFleetIndex(), log: cfg.Log, malformed: map[string]string{}, needSince: map[string]time.Time{},
+		syncStarted: make([]atomic.Int64, cfg.Workers)}
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](cfg.Drain.RetryBase, cfg.Drain.RetryMax),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodes"})
@@ -227,8 +240,9 @@ func New(cfg Config) (*Controller, error) {
 	return c, nil
 }
 
-// Run processes nodes until ctx ends. One worker: admissions must see each other's writes, and every
-// action is a single quick PATCH (drains run in the background).
+// Run processes nodes until ctx ends with Config.Workers workers. Admissions see each other through
+// the fleet index (decided one at a time, each reserved until its PATCH returned); every action is a
+// single quick PATCH (drains run in the background).
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	defer c.queue.ShutDown()
@@ -262,18 +276,26 @@ func (c *Controller) Run(ctx context.Context) error {
 		<-ctx.Done()
 		c.queue.ShutDown()
 	}()
-	for c.processNext(ctx) {
+	var workers sync.WaitGroup
+	for i := 0; i < c.cfg.Workers; i++ {
+		workers.Add(1)
+		go func(slot int) {
+			defer workers.Done()
+			for c.processNext(ctx, slot) {
+			}
+		}(i)
 	}
+	workers.Wait()
 	return nil
 }
 
-func (c *Controller) processNext(ctx context.Context) bool {
+func (c *Controller) processNext(ctx context.Context, slot int) bool {
 	name, quit := c.queue.Get()
 	if quit {
 		return false
 	}
 	defer c.queue.Done(name)
-	c.syncStarted.Store(c.cfg.Now().UnixNano())
+	c.syncStarted[slot].Store(c.cfg.Now().UnixNano())
 	var retryAfter time.Duration
 	var err error
 	switch name {
@@ -286,7 +308,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	default:
 		retryAfter, err = c.sync(ctx, name)
 	}
-	c.syncStarted.Store(0)
+	c.syncStarted[slot].Store(0)
 	c.lastProgress.Store(c.cfg.Now().UnixNano())
 	switch {
 	case err != nil && ctx.Err() == nil:
@@ -319,8 +341,10 @@ func (c *Controller) Ready() error {
 		return errors.New("leading, but the node informer has not synced")
 	}
 	now := c.cfg.Now()
-	if t := c.syncStarted.Load(); t != 0 && now.Sub(time.Unix(0, t)) > c.cfg.StuckAfter {
-		return fmt.Errorf("one node sync has been running for %s", now.Sub(time.Unix(0, t)).Round(time.Second))
+	for i := range c.syncStarted {
+		if t := c.syncStarted[i].Load(); t != 0 && now.Sub(time.Unix(0, t)) > c.cfg.StuckAfter {
+			return fmt.Errorf("one node sync has been running for %s", now.Sub(time.Unix(0, t)).Round(time.Second))
+		}
 	}
 	if n := c.queue.Len(); n > 0 && now.Sub(time.Unix(0, c.lastProgress.Load())) > c.cfg.StuckAfter {
 		return fmt.Errorf("%d nodes waiting in the workqueue and no sync finished for %s", n, now.Sub(time.Unix(0, c.lastProgress.Load())).Round(time.Second))
@@ -394,9 +418,13 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	f := protocol.Observe(n, c.cfg.Hooks)
 	log := c.log.WithValues("node", name)
-	if bad := strings.Join(f.Malformed, ", "); bad != c.malformed[name] {
+	bad := strings.Join(f.Malformed, ", ")
+	c.stateMu.Lock()
+	changedBad := bad != c.malformed[name]
+	c.malformed[name] = bad
+	c.stateMu.Unlock()
+	if changedBad {
 		// Reported when the set changes, not on every sync.
-		c.malformed[name] = bad
 		if bad != "" {
 			log.Info("malformed values (read as false; reboot-paused as paused)", "values", f.Malformed)
 			c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "MalformedAnnotation", "malformed values read as false (reboot-paused: as paused): %s", bad)
@@ -411,6 +439,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		// Look again when it would stall, if nothing else happens first.
 		retry = at.Sub(c.cfg.Now()) + time.Second
 	}
+	c.stateMu.Lock()
 	if state == protocol.NeedsReboot {
 		if _, ok := c.needSince[name]; !ok {
 			c.needSince[name] = c.cfg.Now()
@@ -420,10 +449,19 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		delete(c.needSince, name) // no longer asking: a later ask waits from then
 		c.needGen++
 	}
+	c.stateMu.Unlock()
 	// The index holds this node as this sync sees it (an informer handler may still be on its way).
 	c.reindex(name)
 	if state == protocol.NeedsReboot && !f.Paused {
+		c.admitMu.Lock()
 		d := c.admission(ctx, name)
+		if d.admitted {
+			// Held against every pool until the admission PATCH below has returned (and our own
+			// write is in the index) or failed: admissions decided meanwhile count it.
+			c.index.reserve(name)
+			defer c.unreserve(name)
+		}
+		c.admitMu.Unlock()
 		f.Admitted, retry = d.admitted, d.retry
 		if !d.admitted { // an admission's own PATCH removes blocked-by
 			if n, err = c.markBlocked(ctx, n, d.why, log); err != nil {
@@ -748,11 +786,16 @@ func (c *Controller) observeCycle(ctx context.Context, n *corev1.Node, row proto
 			if d, ok := since(protocol.DrainStarted); ok {
 				m.drainSeconds.Observe(d.Seconds())
 			}
-			if t, ok := c.needSince[n.Name]; ok {
+			c.stateMu.Lock()
+			t, ok := c.needSince[n.Name]
+			c.stateMu.Unlock()
+			if ok {
 				m.needToGrant.Observe(now.Sub(t).Seconds())
 			}
 		}
+		c.stateMu.Lock()
 		delete(c.needSince, n.Name)
+		c.stateMu.Unlock()
 	case protocol.Finish:
 		if m != nil {
 			if d, ok := since(protocol.RebootOKTime); ok {
@@ -773,7 +816,9 @@ func (c *Controller) observeCycle(ctx context.Context, n *corev1.Node, row proto
 		if m != nil {
 			m.cycles.WithLabelValues("aborted").Inc()
 		}
+		c.stateMu.Lock()
 		delete(c.needSince, n.Name)
+		c.stateMu.Unlock()
 	}
 	_ = state
 }

@@ -46,11 +46,13 @@ type fleetIndex struct {
 	used    map[string]int // pool key (budget.Global, "group/<g>", controlPlanePool) -> nodes counting
 	busy    [2]int         // [workers, control plane] busy nodes
 	waiting map[string]entry
-	gen     uint64
+	// reserved: nodes whose admission is being written; they count as in a cycle until it returns.
+	reserved map[string]bool
+	gen      uint64
 }
 
 func newFleetIndex() *fleetIndex {
-	return &fleetIndex{nodes: map[string]entry{}, size: map[string]int{}, used: map[string]int{}, waiting: map[string]entry{}}
+	return &fleetIndex{nodes: map[string]entry{}, size: map[string]int{}, used: map[string]int{}, waiting: map[string]entry{}, reserved: map[string]bool{}}
 }
 
 // set stores name's entry (present false: the node is gone) and says whether it changed.
@@ -60,13 +62,55 @@ func (x *fleetIndex) set(name string, e entry, present bool) bool {
 		return false
 	}
 	if had {
-		x.account(name, old, -1)
+		x.account(name, x.effective(name, old), -1)
 	}
 	if present {
 		x.nodes[name] = e
-		x.account(name, e, +1)
+		x.account(name, x.effective(name, e), +1)
 	} else {
 		delete(x.nodes, name)
+	}
+	x.gen++
+	return true
+}
+
+// effective is the entry admission counts: a reserved node is in its cycle and counts.
+func (x *fleetIndex) effective(name string, e entry) entry {
+	if x.reserved[name] {
+		e.counts, e.state = true, protocol.BeforeHooks
+	}
+	return e
+}
+
+// reserve holds name's place in every pool while its admission is written.
+func (x *fleetIndex) reserve(name string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.setReserved(name, true)
+}
+
+// unreserve ends the hold; it says whether that changed the counts.
+func (x *fleetIndex) unreserve(name string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.setReserved(name, false)
+}
+
+func (x *fleetIndex) setReserved(name string, on bool) bool {
+	if x.reserved[name] == on {
+		return false
+	}
+	e, had := x.nodes[name]
+	if had {
+		x.account(name, x.effective(name, e), -1)
+	}
+	if on {
+		x.reserved[name] = true
+	} else {
+		delete(x.reserved, name)
+	}
+	if had {
+		x.account(name, x.effective(name, e), +1)
 	}
 	x.gen++
 	return true
@@ -174,6 +218,14 @@ func (c *Controller) reindex(name string) {
 	}
 	c.index.mu.Unlock()
 	if changed {
+		c.queue.Add(waitingKey)
+	}
+}
+
+// unreserve ends name's admission hold; if that freed budget (the PATCH failed), waiting nodes get
+// another look.
+func (c *Controller) unreserve(name string) {
+	if c.index.unreserve(name) {
 		c.queue.Add(waitingKey)
 	}
 }

@@ -17,8 +17,28 @@ func TestFleetIndexMatchesRecount(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	x := newFleetIndex()
 	truth := map[string]entry{}
+	reserved := map[string]bool{}
 	for step := 0; step < 20000; step++ {
 		name := fmt.Sprintf("n%d", rng.Intn(40))
+		if rng.Intn(5) == 0 {
+			// An admission being written: reserved, then released.
+			on := !reserved[name]
+			gen := x.gen
+			if on {
+				x.reserve(name)
+			} else if !x.unreserve(name) {
+				t.Fatalf("step %d: unreserve(%s) changed nothing", step, name)
+			}
+			if x.gen == gen {
+				t.Fatalf("step %d: a reservation did not move gen", step)
+			}
+			reserved[name] = on
+			if !on {
+				delete(reserved, name)
+			}
+			compare(t, step, x.snapshot(), truth, reserved)
+			continue
+		}
 		present := rng.Intn(6) != 0
 		e := entry{group: []string{"", "a", "b"}[rng.Intn(3)], cp: rng.Intn(4) == 0, counts: rng.Intn(2) == 0,
 			state: states[rng.Intn(len(states))], paused: rng.Intn(5) == 0}
@@ -40,18 +60,21 @@ func TestFleetIndexMatchesRecount(t *testing.T) {
 			delete(truth, name)
 		}
 		if step%97 == 0 || step > 19900 {
-			compare(t, step, x.snapshot(), truth)
+			compare(t, step, x.snapshot(), truth, reserved)
 		}
 	}
 }
 
-func compare(t *testing.T, step int, s snapshot, truth map[string]entry) {
+func compare(t *testing.T, step int, s snapshot, truth map[string]entry, reserved map[string]bool) {
 	t.Helper()
 	size, used := map[string]int{}, map[string]int{}
 	cp := 0
 	busy := [2]bool{}
 	var waiting []string
 	for n, e := range truth {
+		if reserved[n] { // being admitted: in its cycle, counting
+			e.counts, e.state = true, protocol.BeforeHooks
+		}
 		size[e.group]++
 		if e.cp {
 			cp++

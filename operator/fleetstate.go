@@ -18,8 +18,8 @@ import (
 )
 
 // fleetKey is the workqueue key of the fleet itself (never a Node name: Node names cannot contain
-// '/'). Its sync publishes fleet.Status and keeps the failure budget; it runs on the one worker,
-// serialized with the nodes' syncs.
+// '/'). Its sync publishes fleet.Status and keeps the failure budget (one worker at a time: the
+// workqueue never hands a key to two).
 const fleetKey = "/fleet"
 
 // operatorIdentity is who pauses the fleet when the failure budget is spent.
@@ -38,6 +38,8 @@ type fleetState struct {
 
 // noteBlockers records which fleet-wide blockers held the last admission; a change republishes.
 func (c *Controller) noteBlockers(active map[string]string) {
+	c.fleetMu.Lock()
+	defer c.fleetMu.Unlock()
 	now := c.cfg.Now()
 	changed := len(active) != len(c.fleet.blockers)
 	next := map[string]fleet.Blocker{}
@@ -64,18 +66,22 @@ func (c *Controller) failedReboot(n *corev1.Node, why string) {
 	if c.cfg.MaxFailedReboots == 0 {
 		return
 	}
+	c.fleetMu.Lock()
 	for _, f := range c.fleet.failed {
 		if f == n.Name {
+			c.fleetMu.Unlock()
 			return
 		}
 	}
 	c.fleet.failed = append(c.fleet.failed, n.Name)
-	if len(c.fleet.failed) >= c.cfg.MaxFailedReboots && c.fleet.pausing == "" {
+	failed := len(c.fleet.failed)
+	if failed >= c.cfg.MaxFailedReboots && c.fleet.pausing == "" {
 		c.fleet.pausing = c.pauseReason()
 		c.index.bump()
 	}
-	c.log.Info("failed reboot counted", "node", n.Name, "why", why, "failed", len(c.fleet.failed), "max", c.cfg.MaxFailedReboots)
-	c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "RebootFailed", "counts against --max-failed-reboots (%d of %d): %s", len(c.fleet.failed), c.cfg.MaxFailedReboots, why)
+	c.fleetMu.Unlock()
+	c.log.Info("failed reboot counted", "node", n.Name, "why", why, "failed", failed, "max", c.cfg.MaxFailedReboots)
+	c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "RebootFailed", "counts against --max-failed-reboots (%d of %d): %s", failed, c.cfg.MaxFailedReboots, why)
 	if c.cfg.Metrics != nil {
 		c.cfg.Metrics.failedReboot()
 	}
@@ -89,6 +95,7 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 		return nil
 	}
 	cm := c.fleetConfigMap()
+	c.fleetMu.Lock()
 	if !c.fleet.loaded {
 		c.fleet.loaded = true
 		if st, ok := fleet.ReadStatus(cm); ok {
@@ -114,6 +121,7 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 		c.log.Info("pausing the fleet: failure budget spent", "failed", c.fleet.failed)
 	}
 	st := c.status()
+	c.fleetMu.Unlock()
 	raw, err := json.Marshal(st)
 	if err != nil {
 		return err
@@ -158,7 +166,7 @@ func (c *Controller) selfPaused(cm *corev1.ConfigMap) bool {
 	return ok && len(st.FailedReboots) >= c.cfg.MaxFailedReboots
 }
 
-// status is the fleet Status to publish.
+// status is the fleet Status to publish (fleetMu held).
 func (c *Controller) status() fleet.Status {
 	st := fleet.Status{
 		Leader:                     c.cfg.Identity,
@@ -184,6 +192,7 @@ func (c *Controller) status() fleet.Status {
 	return st
 }
 
+// pauseReason says why the fleet paused itself (fleetMu held).
 func (c *Controller) pauseReason() string {
 	return fmt.Sprintf("max-failed-reboots: %d nodes failed in this roll-out (%s); fix them, then resume (kubectl slipway resume)", len(c.fleet.failed), strings.Join(c.fleet.failed, ", "))
 }
@@ -192,6 +201,8 @@ func (c *Controller) pauseReason() string {
 // but not yet visible in the informer.
 func (c *Controller) fleetSwitch() fleet.Switch {
 	sw := fleet.Read(c.fleetConfigMap())
+	c.fleetMu.Lock()
+	defer c.fleetMu.Unlock()
 	if !sw.Paused && c.fleet.pausing != "" {
 		sw.Paused, sw.Reason, sw.By = true, c.fleet.pausing, operatorIdentity
 	}

@@ -142,7 +142,10 @@ type admissionPlan struct {
 // currentPlan returns the plan for the fleet as it is now, reusing the last one if nothing it read
 // has changed.
 func (c *Controller) currentPlan(ctx context.Context, sw fleet.Switch, now time.Time) *admissionPlan {
-	if p := c.plan; p != nil && p.gen == c.index.generation() && p.needGen == c.needGen && !now.Before(p.at) && now.Sub(p.at) < planTTL {
+	c.stateMu.Lock()
+	needGen := c.needGen
+	c.stateMu.Unlock()
+	if p := c.plan; p != nil && p.gen == c.index.generation() && p.needGen == needGen && !now.Before(p.at) && now.Sub(p.at) < planTTL {
 		return p
 	}
 	s := c.index.snapshot()
@@ -160,6 +163,7 @@ func (c *Controller) currentPlan(ctx context.Context, sw fleet.Switch, now time.
 		c.cfg.Metrics.budget(pools[budget.Global].Limit, pools[budget.Global].Used)
 	}
 	var cands []budget.Candidate
+	c.stateMu.Lock()
 	for name, e := range s.waiting {
 		if e.paused {
 			continue
@@ -178,7 +182,8 @@ func (c *Controller) currentPlan(ctx context.Context, sw fleet.Switch, now time.
 		}
 		cands = append(cands, budget.Candidate{Name: name, Unavailable: e.counts, Pools: e.pools(), Since: since})
 	}
-	p := &admissionPlan{gen: s.gen, needGen: c.needGen, at: now, admitted: map[string]bool{}, blockedBy: map[string]string{},
+	c.stateMu.Unlock()
+	p := &admissionPlan{gen: s.gen, needGen: needGen, at: now, admitted: map[string]bool{}, blockedBy: map[string]string{},
 		full: map[string]bool{}, waiting: s.waiting, busyWorkers: s.busyWorkers, busyCP: s.busyCP}
 	skip := func(cand string) bool {
 		n, err := c.node(cand)
