@@ -23,7 +23,7 @@ type Limits struct {
 // patches per node step and reads through informers; the agent writes a handful per boot, and
 // thousands of agents share one API server, so it keeps client-go's default.
 var (
-	OperatorLimits = Limits{QPS: 100, Burst: 200}
+	OperatorLimits = Limits{QPS: 200, Burst: 500}
 	AgentLimits    = Limits{QPS: 5, Burst: 10}
 )
 
