@@ -514,6 +514,12 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		actx, cancel = context.WithDeadline(ctx, term.Deadline)
 		defer cancel()
 	}
+	if row.Do == protocol.Finish {
+		// Finishing frees the slot, and a node back while a fleet-wide blocker fires spends the
+		// failure budget (observeCycle): no admission may fall between the two.
+		c.admitMu.Lock()
+		defer c.admitMu.Unlock()
+	}
 	out, err := p.Apply(actx, c.cfg.Client, name)
 	if err != nil {
 		return 0, err
@@ -681,6 +687,12 @@ func (c *Controller) markStall(ctx context.Context, n *corev1.Node, state protoc
 	reason, _ := stallOf(state, *f, n, c.cfg.Now(), c.cfg.RebootTimeout)
 	if reason == f.Stalled {
 		return n, nil
+	}
+	if reason != "" && postGrant(state) {
+		// This may free the node's slot (--stall-policy=release) and spend the failure budget: no
+		// admission may fall between the two, or one node starts after the fleet should have paused.
+		c.admitMu.Lock()
+		defer c.admitMu.Unlock()
 	}
 	p := nodes.Patch{ResourceVersion: n.ResourceVersion}
 	if reason == "" {
