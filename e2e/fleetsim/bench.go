@@ -30,6 +30,10 @@ type Config struct {
 	// The latency run: LatencyNeed nodes (others than the rolling run's) signalled at once with
 	// --max-unavailable=LatencyK, so none waits for the budget. LatencyNeed 0: skipped.
 	LatencyNeed, LatencyK int
+	// The staggered latency run: LatencyNeed further nodes signalled one after another, evenly over
+	// LatencySpread, same budget: with LatencySpread equal to Reboot, about LatencyNeed nodes are in
+	// their cycle at once by its end, the way a fleet's updates arrive (0: skipped).
+	LatencySpread time.Duration
 
 	Idle time.Duration // idle window after the rolling run (0: skipped)
 	// CPUProfile is the length of the operator's CPU profile taken from the start of the rolling run
@@ -75,6 +79,8 @@ type Result struct {
 	Requests RequestFigures `json:"requests"`
 	Idle     *IdleFigures   `json:"idle,omitempty"`
 	Latency  *LatencyRun    `json:"latency,omitempty"`
+	// LatencySpread is the staggered latency run (Config.LatencySpread).
+	LatencySpread *LatencyRun `json:"latency_spread,omitempty"`
 
 	Profiles []string `json:"profiles,omitempty"`
 	Problems []string `json:"problems,omitempty"` // what went wrong or was not measured
@@ -116,10 +122,12 @@ type IdleFigures struct {
 	Simulator    Requests `json:"simulator_by_verb"`
 }
 
-// LatencyRun is the run where LatencyNeed nodes roll at once.
+// LatencyRun is a run where LatencyNeed nodes roll at once (SpreadS 0) or their signals arrive
+// evenly over SpreadS seconds.
 type LatencyRun struct {
 	Need           int     `json:"need"`
 	K              int     `json:"k"`
+	SpreadS        float64 `json:"spread_s"`
 	P50ms          float64 `json:"p50_ms"`
 	P99ms          float64 `json:"p99_ms"`
 	Maxms          float64 `json:"max_ms"`
@@ -143,6 +151,10 @@ func (r *Result) Lines() []string {
 	if l := r.Latency; l != nil {
 		out = append(out, fmt.Sprintf("latency nodes=%d rolling=%d k=%d p50_ms=%.1f p99_ms=%.1f max_ms=%.1f total_s=%.1f max_unavailable=%d",
 			r.Nodes, l.Need, l.K, l.P50ms, l.P99ms, l.Maxms, l.TotalS, l.MaxUnavailable))
+	}
+	if l := r.LatencySpread; l != nil {
+		out = append(out, fmt.Sprintf("latency-spread nodes=%d rolling=%d k=%d spread_s=%.1f p50_ms=%.1f p99_ms=%.1f max_ms=%.1f total_s=%.1f max_unavailable=%d",
+			r.Nodes, l.Need, l.K, l.SpreadS, l.P50ms, l.P99ms, l.Maxms, l.TotalS, l.MaxUnavailable))
 	}
 	out = append(out, fmt.Sprintf("requests nodes=%d per_cycle_operator=%.1f per_cycle_apiserver_minus_sim=%.1f operator_writes_per_cycle=%.1f",
 		r.Nodes, r.Requests.OperatorPerCycle, r.Requests.OthersPerCycle, r.Requests.OperatorWritesPerCycle))
@@ -187,8 +199,8 @@ type bench struct {
 	phaseM  sync.Mutex
 	lastSay time.Time
 	mu      sync.Mutex // res.Problems and res.Profiles
-	// rollNames and latNames are the nodes each run signals.
-	rollNames, latNames []string
+	// rollNames, latNames and spreadNames are the nodes each run signals.
+	rollNames, latNames, spreadNames []string
 	// progress returns the details of the phase for the progress line.
 	progress func() string
 }
@@ -221,9 +233,13 @@ func (b *bench) problem(format string, args ...interface{}) {
 // be made; what the operator did wrong (budget exceeded, a node not rebooted exactly once) is in
 // Result.Problems.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	if cfg.Nodes < cfg.Need+cfg.LatencyNeed || cfg.Need < 1 || cfg.K < 1 || cfg.Reboot <= 0 {
-		return nil, fmt.Errorf("need nodes >= need + latency need, need >= 1, k >= 1, reboot > 0 (got nodes %d need %d latency need %d k %d reboot %s)",
-			cfg.Nodes, cfg.Need, cfg.LatencyNeed, cfg.K, cfg.Reboot)
+	latRuns := 1
+	if cfg.LatencySpread > 0 {
+		latRuns = 2
+	}
+	if cfg.Nodes < cfg.Need+latRuns*cfg.LatencyNeed || cfg.Need < 1 || cfg.K < 1 || cfg.Reboot <= 0 || cfg.LatencySpread < 0 {
+		return nil, fmt.Errorf("need nodes >= need + latency need (twice with a spread), need >= 1, k >= 1, reboot > 0, spread >= 0 (got nodes %d need %d latency need %d spread %s k %d reboot %s)",
+			cfg.Nodes, cfg.Need, cfg.LatencyNeed, cfg.LatencySpread, cfg.K, cfg.Reboot)
 	}
 	if cfg.ProgressEvery <= 0 {
 		cfg.ProgressEvery = 10 * time.Second
@@ -282,8 +298,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return b.res, err
 	}
 	if cfg.LatencyNeed > 0 {
-		if err := b.latency(ctx); err != nil {
+		if b.res.Latency, err = b.latency(ctx, "latency", b.latNames, 0); err != nil {
 			return b.res, err
+		}
+		if cfg.LatencySpread > 0 {
+			if b.res.LatencySpread, err = b.latency(ctx, "latency-spread", b.spreadNames, cfg.LatencySpread); err != nil {
+				return b.res, err
+			}
 		}
 	}
 	b.checkReboots()
@@ -358,7 +379,19 @@ func (b *bench) choose() {
 		}
 	}
 	if b.cfg.LatencyNeed > 0 {
-		b.latNames = spread(rest, b.cfg.LatencyNeed)
+		// Every other node of the rest for the staggered run, each half spread evenly.
+		var a, c []string
+		for i, n := range rest {
+			if i%2 == 0 || b.cfg.LatencySpread == 0 {
+				a = append(a, n)
+			} else {
+				c = append(c, n)
+			}
+		}
+		b.latNames = spread(a, b.cfg.LatencyNeed)
+		if b.cfg.LatencySpread > 0 {
+			b.spreadNames = spread(c, b.cfg.LatencyNeed)
+		}
 	}
 }
 
@@ -392,21 +425,27 @@ func (b *bench) startOperator(ctx context.Context, name string, k int) (*operato
 	return op, nil
 }
 
-// roll signals names at once and waits until every one of them was granted, rebooted and finished.
-func (b *bench) roll(ctx context.Context, what string, names []string, op *operatorProc) (time.Time, error) {
+// roll signals names (at once, or one after another evenly over spread) and waits until every one of
+// them was granted, rebooted and finished.
+func (b *bench) roll(ctx context.Context, what string, names []string, op *operatorProc, spread time.Duration) (time.Time, error) {
 	b.rec.StartRoll(names)
 	start := time.Now()
 	b.setPhase(what, func() string {
 		granted, done, unavailable, peak := b.rec.Progress()
 		return fmt.Sprintf("granted %d, done %d of %d, unavailable now %d, peak %d, reboots %d", granted, done, len(names), unavailable, peak, b.sim.TotalReboots())
 	})
-	for _, n := range names {
+	for i, n := range names {
+		if spread > 0 {
+			if err := testenv.WaitCtx(ctx, time.Until(start.Add(spread*time.Duration(i)/time.Duration(len(names))))); err != nil {
+				return start, err
+			}
+		}
 		if err := b.sim.Signal(n); err != nil {
 			return start, err
 		}
 	}
 	ideal := time.Duration(math.Ceil(float64(len(names))/float64(b.cfg.K))) * b.cfg.Reboot
-	deadline := start.Add(10*ideal + 5*time.Minute)
+	deadline := start.Add(spread + 10*ideal + 5*time.Minute)
 	for {
 		_, done, _, _ := b.rec.Progress()
 		if done == len(names) {
@@ -479,7 +518,7 @@ func (b *bench) rolling(ctx context.Context) error {
 		}()
 	}
 	cpu0 := processCPU()
-	start, err := b.roll(ctx, fmt.Sprintf("rolling reboot of %d nodes, --max-unavailable=%d", len(names), b.cfg.K), names, op)
+	start, err := b.roll(ctx, fmt.Sprintf("rolling reboot of %d nodes, --max-unavailable=%d", len(names), b.cfg.K), names, op, 0)
 	if err != nil {
 		return err
 	}
@@ -600,49 +639,52 @@ func describe(r Requests) string {
 	return strings.Join(parts, ", ")
 }
 
-// latency signals LatencyNeed other nodes at once with a budget that holds none of them back and
-// measures, per node, signal to reboot-ok=true as the recorder's watch delivered it.
-func (b *bench) latency(ctx context.Context) error {
-	op, err := b.startOperator(ctx, "latency", b.cfg.LatencyK)
+// latency signals names (at once, or evenly over spread) with a budget that holds none of them back
+// and measures, per node, signal to reboot-ok=true as the recorder's watch delivered it. Each run
+// has an operator of its own (name is its lease and log).
+func (b *bench) latency(ctx context.Context, name string, names []string, spread time.Duration) (*LatencyRun, error) {
+	op, err := b.startOperator(ctx, name, b.cfg.LatencyK)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer op.stop()
-	names := b.latNames
 	fams, err := scrape(ctx, op.url("/metrics"), "")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	opBefore, thBefore := clientRequests(fams, "slipway_operator_kube_api_requests_total"), throttle(fams)
-	start, err := b.roll(ctx, fmt.Sprintf("latency: %d nodes rolling at once, --max-unavailable=%d", len(names), b.cfg.LatencyK), names, op)
+	what := fmt.Sprintf("%s: %d nodes rolling at once, --max-unavailable=%d", name, len(names), b.cfg.LatencyK)
+	if spread > 0 {
+		what = fmt.Sprintf("%s: %d nodes signalled one by one over %s, --max-unavailable=%d", name, len(names), spread, b.cfg.LatencyK)
+	}
+	start, err := b.roll(ctx, what, names, op, spread)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if fams, err = scrape(ctx, op.url("/metrics"), ""); err != nil {
-		return err
+		return nil, err
 	}
 	tracks, last := b.rec.Roll()
 	var lat []time.Duration
 	for _, n := range names {
 		t := tracks[n]
 		if t.OKCount != 1 {
-			b.problem("latency run: %s got reboot-ok %d times", n, t.OKCount)
+			b.problem("%s run: %s got reboot-ok %d times", name, n, t.OKCount)
 		}
 		lat = append(lat, t.OKAt.Sub(b.sim.SignalledAt(n)))
 	}
-	l := &LatencyRun{Need: len(names), K: b.cfg.LatencyK, TotalS: last.Sub(start).Seconds(),
+	l := &LatencyRun{Need: len(names), K: b.cfg.LatencyK, SpreadS: spread.Seconds(), TotalS: last.Sub(start).Seconds(),
 		P50ms: ms(percentile(lat, 0.50)), P99ms: ms(percentile(lat, 0.99)), Maxms: ms(percentile(lat, 1))}
 	_, _, _, l.MaxUnavailable = b.rec.Progress()
 	l.OperatorPerCycle = clientRequests(fams, "slipway_operator_kube_api_requests_total").Sub(opBefore).Total(nil) / float64(len(names))
 	l.Throttle = throttle(fams).sub(thBefore)
 	if l.MaxUnavailable > b.cfg.LatencyK {
-		b.problem("latency run: %d nodes unavailable at one instant, budget %d", l.MaxUnavailable, b.cfg.LatencyK)
+		b.problem("%s run: %d nodes unavailable at one instant, budget %d", name, l.MaxUnavailable, b.cfg.LatencyK)
 	}
 	if l.Operator, err = procMem(op.pid()); err != nil {
-		return err
+		return nil, err
 	}
-	b.res.Latency = l
-	return nil
+	return l, nil
 }
 
 // processCPU is the CPU time (user + system) this process used so far, in seconds.
@@ -670,7 +712,7 @@ func percentile(d []time.Duration, p float64) time.Duration {
 // checkReboots: every node signalled rebooted exactly once, every other node never.
 func (b *bench) checkReboots() {
 	want := map[string]bool{}
-	for _, n := range append(append([]string{}, b.rollNames...), b.latNames...) {
+	for _, n := range append(append(append([]string{}, b.rollNames...), b.latNames...), b.spreadNames...) {
 		want[n] = true
 	}
 	ok := true

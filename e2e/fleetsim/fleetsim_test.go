@@ -31,7 +31,7 @@ func TestFleetBenchSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("update-operator at %s", commit)
-	cfg := Config{Nodes: 30, Need: 6, K: 2, Reboot: time.Second, LatencyNeed: 6, LatencyK: 6, Idle: 2 * time.Second,
+	cfg := Config{Nodes: 30, Need: 6, K: 2, Reboot: time.Second, LatencyNeed: 6, LatencyK: 6, LatencySpread: time.Second, Idle: 2 * time.Second,
 		HeapProfile: true, OperatorBin: bin, Dir: dir, ProgressEvery: 5 * time.Second,
 		Say: func(format string, args ...interface{}) { t.Logf(format, args...) }}
 	res, err := Run(ctx, cfg)
@@ -74,8 +74,11 @@ func TestFleetBenchSmall(t *testing.T) {
 		t.Log(l)
 	}
 
-	if l := res.Latency; l == nil || l.P50ms <= 0 || l.P99ms < l.P50ms || l.MaxUnavailable > 6 {
+	if l := res.Latency; l == nil || l.P50ms <= 0 || l.P99ms < l.P50ms || l.MaxUnavailable > 6 || l.SpreadS != 0 {
 		t.Errorf("latency run: %+v", res.Latency)
+	}
+	if l := res.LatencySpread; l == nil || l.P50ms <= 0 || l.P99ms < l.P50ms || l.MaxUnavailable > 6 || l.SpreadS != 1 || l.Need != 6 {
+		t.Errorf("staggered latency run: %+v", res.LatencySpread)
 	}
 	// Each cycle is a handful of operator requests (admission, cordon, drain's pod list, grant,
 	// finish, Events); far more would mean the operator polls or rewrites.

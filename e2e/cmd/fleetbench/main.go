@@ -2,7 +2,8 @@
 // a real control plane, that many simulated Flatcar nodes (package e2e/fleetsim: the agent's protocol
 // and a kubelet's boot ID, in this one process) and a real update-operator process built from this
 // repository. It measures a rolling reboot (-need nodes, --max-unavailable=-k, -reboot each), the
-// signal→reboot-ok latency with -latency-need nodes rolling at once, API requests per node cycle,
+// signal→reboot-ok latency with -latency-need nodes signalled at once and, separately, with as many
+// signalled one by one over -latency-spread (so that many are rolling together), API requests per node cycle,
 // idle writes per minute, and the operator's memory, and prints one line per size:
 //
 //	rolling nodes=N need=M k=K total_s=T ideal_s=I ratio=R max_unavailable=U rss_mib=S
@@ -61,7 +62,8 @@ func run() int {
 	k := flag.Int("k", 10, "the operator's --max-unavailable in the rolling run")
 	reboot := flag.Duration("reboot", 5*time.Second, "how long each simulated reboot takes")
 	latNeed := flag.Int("latency-need", 100, "nodes rolling at once in the latency run (0: skip it)")
-	latK := flag.Int("latency-k", 100, "the operator's --max-unavailable in the latency run")
+	latK := flag.Int("latency-k", 100, "the operator's --max-unavailable in the latency runs")
+	latSpread := flag.Duration("latency-spread", 5*time.Second, "a second latency run signals -latency-need further nodes one by one over this long (0: skip it)")
 	idle := flag.Duration("idle", time.Minute, "idle window after the rolling run in which writes are counted (0: skip)")
 	cpu := flag.Duration("cpu-profile", 25*time.Second, "CPU profile of the operator from the start of the rolling run (at most 25s; 0: none)")
 	out := flag.String("out", "", "directory for fleet.json and the profiles (default <repo>/bench-results)")
@@ -134,13 +136,16 @@ func run() int {
 
 	failed := false
 	for _, n := range ns {
-		ln := *latNeed
-		if n < *need+ln {
-			// A small fleet: the latency run takes the nodes the rolling run leaves.
-			ln = max(n-*need, 0)
-			say("fleetbench: %d nodes: the latency run signals %d nodes (the rest of the fleet)", n, ln)
+		ln, runs := *latNeed, 1
+		if *latSpread > 0 {
+			runs = 2
 		}
-		cfg := fleetsim.Config{Nodes: n, Need: *need, K: *k, Reboot: *reboot, LatencyNeed: ln, LatencyK: max(*latK, 1),
+		if n < *need+runs*ln {
+			// A small fleet: the latency runs share the nodes the rolling run leaves.
+			ln = max(n-*need, 0) / runs
+			say("fleetbench: %d nodes: each latency run signals %d nodes (the rest of the fleet)", n, ln)
+		}
+		cfg := fleetsim.Config{Nodes: n, Need: *need, K: *k, Reboot: *reboot, LatencyNeed: ln, LatencyK: max(*latK, 1), LatencySpread: *latSpread,
 			Idle: *idle, CPUProfile: *cpu, HeapProfile: true, OperatorBin: bin, OperatorArgs: strings.Fields(*opArgs),
 			Dir: filepath.Join(scratch, strconv.Itoa(n)), ProfileDir: *out, Say: say}
 		if *verbose {
