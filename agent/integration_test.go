@@ -71,11 +71,7 @@ func getNode(t *testing.T, name string) *corev1.Node {
 
 func waitNode(t *testing.T, name, what string, cond func(*corev1.Node) bool) *corev1.Node {
 	t.Helper()
-	n, err := testenv.WaitNode(context.Background(), client, name, 20*time.Second, cond)
-	if err != nil {
-		t.Fatalf("node %s: %s did not happen: %v", name, what, err)
-	}
-	return n
+	return testenv.MustWaitNode(t, client, name, 20*time.Second, what, cond)
 }
 
 func setAnnotation(t *testing.T, name, key, value string) {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testenv"
 )
 
 const rebootLimit = 8 * time.Minute // one TCG reboot takes ~1 min; several queue behind a budget of 1
@@ -357,13 +358,8 @@ func TestOperatorKilledMidCycle(t *testing.T) {
 }
 
 func waitFor(ctx context.Context, c kubernetes.Interface, node string, timeout time.Duration, cond func(*corev1.Node) bool) (time.Time, error) {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err == nil && cond(n) {
-			return time.Now(), nil
-		}
-		time.Sleep(250 * time.Millisecond)
+	if _, err := testenv.WaitNode(ctx, c, node, timeout, cond); err != nil {
+		return time.Time{}, err
 	}
-	return time.Time{}, context.DeadlineExceeded
+	return time.Now(), nil
 }

@@ -410,6 +410,9 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	n, err := c.node(name)
 	if apierrors.IsNotFound(err) {
 		c.drains.forget(name)
+		c.stateMu.Lock()
+		delete(c.malformed, name)
+		c.stateMu.Unlock()
 		c.cfg.Notify.Unblocked(name)
 		return 0, nil
 	}
@@ -421,7 +424,11 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	bad := strings.Join(f.Malformed, ", ")
 	c.stateMu.Lock()
 	changedBad := bad != c.malformed[name]
-	c.malformed[name] = bad
+	if bad == "" {
+		delete(c.malformed, name) // one entry per node with bad values, not per node
+	} else {
+		c.malformed[name] = bad
+	}
 	c.stateMu.Unlock()
 	if changedBad {
 		// Reported when the set changes, not on every sync.

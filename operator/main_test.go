@@ -172,11 +172,7 @@ func getNode(t *testing.T, name string) *corev1.Node {
 // waitNode polls until cond holds for the node, failing the test after timeout.
 func waitNode(t *testing.T, name string, timeout time.Duration, what string, cond func(*corev1.Node) bool) *corev1.Node {
 	t.Helper()
-	n, err := testenv.WaitNode(context.Background(), client, name, timeout, cond)
-	if err != nil {
-		t.Fatalf("node %s: %s did not happen: %v", name, what, err)
-	}
-	return n
+	return testenv.MustWaitNode(t, client, name, timeout, what, cond)
 }
 
 // finished: FLUO's final state after a cycle.

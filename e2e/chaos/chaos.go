@@ -117,46 +117,6 @@ type Result struct {
 // Fault names, in the order progress lines show them.
 var faultNames = []string{"leader-kill", "agent-kill", "apiserver-restart", "ue-restart", "pdb-block", "never-back"}
 
-// ControlPlaneBinaries finds the cached control-plane binaries without building anything. ok says
-// whether etcd, kube-apiserver and kube-controller-manager are there; dir is their directory when
-// that is unambiguous ($SLIPWAY_CONTROLPLANE_DIR, or the only cached version), "" otherwise.
-func ControlPlaneBinaries() (string, bool) {
-	have := func(dir string) bool {
-		for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
-			if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-				return false
-			}
-		}
-		return true
-	}
-	if d := os.Getenv("SLIPWAY_CONTROLPLANE_DIR"); d != "" {
-		return d, have(d)
-	}
-	root := os.Getenv("SLIPWAY_CACHE")
-	if root == "" {
-		base := os.Getenv("XDG_CACHE_HOME")
-		if base == "" {
-			home, _ := os.UserHomeDir()
-			base = filepath.Join(home, ".cache")
-		}
-		root = filepath.Join(base, "slipway")
-	}
-	dirs, _ := filepath.Glob(filepath.Join(root, "controlplane", "k8s-*"))
-	var found []string
-	for _, d := range dirs {
-		if have(d) {
-			found = append(found, d)
-		}
-	}
-	switch len(found) {
-	case 0:
-		return "", false
-	case 1:
-		return found[0], true
-	}
-	return "", true // several versions: the build script knows which one is current
-}
-
 type runner struct {
 	cfg     Config
 	start   time.Time
@@ -271,7 +231,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	if os.Getenv("SLIPWAY_CONTROLPLANE_DIR") == "" {
 		// One cached build: use it directly (hack/build-controlplane.sh would only say "cached" on
 		// the terminal). Otherwise testenv asks the script, which builds what is missing.
-		if d, ok := ControlPlaneBinaries(); ok && d != "" {
+		if d, ok := testenv.ControlPlaneBinaries(); ok && d != "" {
 			os.Setenv("SLIPWAY_CONTROLPLANE_DIR", d)
 			defer os.Unsetenv("SLIPWAY_CONTROLPLANE_DIR")
 		}

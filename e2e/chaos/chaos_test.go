@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slipway-dev/slipway/internal/testenv"
 )
 
 type testWriter struct{ t *testing.T }
@@ -21,7 +23,7 @@ func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the chaos scenario takes about 1.5 minutes")
 	}
-	if _, ok := ControlPlaneBinaries(); !ok {
+	if _, ok := testenv.ControlPlaneBinaries(); !ok {
 		t.Skip("control-plane binaries not built (make controlplane)")
 	}
 	if _, err := exec.LookPath("dbus-daemon"); err != nil {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/e2e/chaos"
+	"github.com/slipway-dev/slipway/internal/testenv"
 )
 
 // TestFleetBenchSmall proves the simulator and the measurement on a small fleet against the real
@@ -16,7 +16,7 @@ func TestFleetBenchSmall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts a control plane and builds the operator (~30 s)")
 	}
-	d, ok := chaos.ControlPlaneBinaries()
+	d, ok := testenv.ControlPlaneBinaries()
 	if !ok {
 		t.Skip("control-plane binaries not built (make controlplane)")
 	}

@@ -22,24 +22,14 @@ import (
 	"github.com/hashicorp/terraform-exec/tfexec"
 
 	"github.com/slipway-dev/slipway/internal/clusterpki"
+	"github.com/slipway-dev/slipway/internal/testenv"
 )
 
 // LibvirtProvider is the provider version terraform/ pins (versions.tf) and the mirror holds.
 const LibvirtProvider = "0.8.3"
 
 // CacheDir is where the provider mirror (and a terraform built as a fallback) live.
-func CacheDir() string {
-	base := os.Getenv("SLIPWAY_CACHE")
-	if base == "" {
-		if x := os.Getenv("XDG_CACHE_HOME"); x != "" {
-			base = filepath.Join(x, "slipway")
-		} else {
-			home, _ := os.UserHomeDir()
-			base = filepath.Join(home, ".cache", "slipway")
-		}
-	}
-	return filepath.Join(base, "terraform")
-}
+func CacheDir() string { return testenv.CacheDir("terraform") }
 
 // TerraformBinary finds terraform: on PATH, or the one hack/install-terraform-deps.sh built.
 func TerraformBinary() (string, error) {

@@ -95,19 +95,26 @@ func TestStrip(t *testing.T) {
 	n.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
 	n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
 	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status"}}
+	n.Spec = corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}},
+		PodCIDR: "10.1.0.0/24", PodCIDRs: []string{"10.1.0.0/24"}, ProviderID: "aws:///x"}
+	n.Status.Phase = corev1.NodeRunning
 	n.Status.Conditions = append([]corev1.NodeCondition{{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Message: "kubelet has sufficient memory available"}}, n.Status.Conditions...)
 	readyBefore := protocol.NodeReady(n)
 	out, _ := Strip(n)
 	s := out.(*corev1.Node)
-	if s.Status.Images != nil || s.ManagedFields != nil || s.Status.Capacity != nil || s.Status.Allocatable != nil || s.Status.Addresses != nil {
+	if s.Status.Images != nil || s.ManagedFields != nil || s.Status.Capacity != nil || s.Status.Allocatable != nil || s.Status.Addresses != nil || s.Status.Phase != "" {
 		t.Errorf("strip left what nobody reads: %+v", s.Status)
+	}
+	if s.Spec.PodCIDR != "" || s.Spec.PodCIDRs != nil || s.Spec.ProviderID != "" || !s.Spec.Unschedulable || len(s.Spec.Taints) != 1 {
+		t.Errorf("spec after strip: %+v (want unschedulable and taints only)", s.Spec)
 	}
 	// What the binaries read stays: the boot ID, the machine ID, Ready, labels, annotations, spec.
 	if s.Status.NodeInfo != (corev1.NodeSystemInfo{BootID: "b", MachineID: "m"}) {
 		t.Errorf("nodeInfo after strip: %+v", s.Status.NodeInfo)
 	}
-	if len(s.Status.Conditions) != 1 || s.Status.Conditions[0].Type != corev1.NodeReady || protocol.NodeReady(s) != readyBefore {
+	if len(s.Status.Conditions) != 1 || s.Status.Conditions[0].Type != corev1.NodeReady || protocol.NodeReady(s) != readyBefore ||
+		s.Status.Conditions[0].Message != "kubelet is posting ready status" {
 		t.Errorf("conditions after strip: %+v", s.Status.Conditions)
 	}
 	if x, _ := Strip("not a node"); x != "not a node" {
@@ -120,7 +127,8 @@ func TestStrip(t *testing.T) {
 func TestStripSharesKeysAndShortValues(t *testing.T) {
 	decode := func(name string) *corev1.Node {
 		var n corev1.Node
-		doc := `{"metadata":{"name":"` + name + `","labels":{"kubernetes.io/os":"linux"},"annotations":{"flatcar-linux-update.v1.flatcar-linux.net/reboot-needed":"false","update.slipway.dev/boot-id":"6f1c9a8e-2b8d-4c1e-9d53-5d2c8f0e7a41"}}}`
+		doc := `{"metadata":{"name":"` + name + `","labels":{"kubernetes.io/os":"linux"},"annotations":{"flatcar-linux-update.v1.flatcar-linux.net/reboot-needed":"false","update.slipway.dev/boot-id":"6f1c9a8e-2b8d-4c1e-9d53-5d2c8f0e7a41"}},` +
+			`"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"kubelet is posting ready status"}]}}`
 		if err := json.Unmarshal([]byte(doc), &n); err != nil {
 			t.Fatal(err)
 		}
@@ -144,6 +152,9 @@ func TestStripSharesKeysAndShortValues(t *testing.T) {
 	}
 	if !same(a.Annotations[needed], b.Annotations[needed]) || !same(a.Labels["kubernetes.io/os"], b.Labels["kubernetes.io/os"]) {
 		t.Error("short values are not shared between nodes")
+	}
+	if ca, cb := a.Status.Conditions[0], b.Status.Conditions[0]; !same(ca.Message, cb.Message) || !same(ca.Reason, cb.Reason) {
+		t.Error("the Ready condition's reason and message are not shared between nodes")
 	}
 	if a.Annotations["update.slipway.dev/boot-id"] != "6f1c9a8e-2b8d-4c1e-9d53-5d2c8f0e7a41" {
 		t.Errorf("a long value changed: %v", a.Annotations)

@@ -79,6 +79,52 @@ func RepoRoot() (string, error) {
 	}
 }
 
+// CacheDir is where built and downloaded test machinery is kept, joined with sub: $SLIPWAY_CACHE, else
+// $XDG_CACHE_HOME/slipway, else ~/.cache/slipway (the hack/ scripts use the same rule).
+func CacheDir(sub ...string) string {
+	root := os.Getenv("SLIPWAY_CACHE")
+	if root == "" {
+		base := os.Getenv("XDG_CACHE_HOME")
+		if base == "" {
+			home, _ := os.UserHomeDir()
+			base = filepath.Join(home, ".cache")
+		}
+		root = filepath.Join(base, "slipway")
+	}
+	return filepath.Join(append([]string{root}, sub...)...)
+}
+
+// ControlPlaneBinaries finds the cached control-plane binaries without building anything. ok says
+// whether etcd, kube-apiserver and kube-controller-manager are there; dir is their directory when
+// that is unambiguous ($SLIPWAY_CONTROLPLANE_DIR, or the only cached version), "" otherwise.
+func ControlPlaneBinaries() (string, bool) {
+	have := func(dir string) bool {
+		for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+			if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	if d := os.Getenv("SLIPWAY_CONTROLPLANE_DIR"); d != "" {
+		return d, have(d)
+	}
+	dirs, _ := filepath.Glob(CacheDir("controlplane", "k8s-*"))
+	var found []string
+	for _, d := range dirs {
+		if have(d) {
+			found = append(found, d)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", false
+	case 1:
+		return found[0], true
+	}
+	return "", true // several versions: the build script knows which one is current
+}
+
 // BinDir returns the directory with the control-plane binaries: $SLIPWAY_CONTROLPLANE_DIR, or what
 // hack/build-controlplane.sh prints (building only what is missing from its cache).
 func BinDir() (string, error) {

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -131,4 +132,15 @@ func WaitNode(ctx context.Context, c kubernetes.Interface, name string, timeout 
 		return last, fmt.Errorf("after %s: annotations %v labels %v unschedulable %v", timeout, last.Annotations, last.Labels, last.Spec.Unschedulable)
 	}
 	return last, err
+}
+
+// MustWaitNode is WaitNode for a test: on timeout it fails t, saying what did not happen and the
+// node's last state.
+func MustWaitNode(t testing.TB, c kubernetes.Interface, name string, timeout time.Duration, what string, cond func(*corev1.Node) bool) *corev1.Node {
+	t.Helper()
+	n, err := WaitNode(context.Background(), c, name, timeout, cond)
+	if err != nil {
+		t.Fatalf("node %s: %s did not happen: %v", name, what, err)
+	}
+	return n
 }

@@ -28,14 +28,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/testenv"
 )
 
-func stateDir() string {
-	base := os.Getenv("SLIPWAY_CACHE")
-	if base == "" {
-		home, _ := os.UserHomeDir()
-		base = filepath.Join(home, ".cache", "slipway")
-	}
-	return filepath.Join(base, "cluster")
-}
+func stateDir() string { return testenv.CacheDir("cluster") }
 
 func main() {
 	if len(os.Args) < 2 {

@@ -31,7 +31,6 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/slipway-dev/slipway/e2e/chaos"
 	"github.com/slipway-dev/slipway/e2e/fleetsim"
 	"github.com/slipway-dev/slipway/internal/testenv"
 )
@@ -118,7 +117,7 @@ func run() int {
 	defer klog.SetOutput(io.Discard)
 
 	if os.Getenv("SLIPWAY_CONTROLPLANE_DIR") == "" {
-		if d, ok := chaos.ControlPlaneBinaries(); ok && d != "" {
+		if d, ok := testenv.ControlPlaneBinaries(); ok && d != "" {
 			os.Setenv("SLIPWAY_CONTROLPLANE_DIR", d)
 		}
 	}
