@@ -45,7 +45,7 @@ test: controlplane terraform-deps lint build
 
 ## demo: a local control plane, simulated nodes with real agents on real D-Bus, a rolling reboot
 demo: controlplane
-	go run ./hack/demo
+	cd e2e && go run ./cmd/demo
 
 ## bench: signal→reboot-ok latency and idle API writes on the real apiserver, then bench-fleet
 bench: controlplane

@@ -29,7 +29,9 @@ inputs="$OUT/inputs"
 mkdir -p "$inputs"
 log "building static binaries (agent, operator, stand-in, pause, ociimage)"
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/slipway-dev/slipway/internal/version.Version=e2e" \
-  -o "$inputs/" ./agent/cmd/update-agent ./operator/cmd/update-operator ./hack/slipway-standin ./hack/pause ./hack/e2e-hook
+  -o "$inputs/" ./agent/cmd/update-agent ./operator/cmd/update-operator
+# The stand-in, pause and the e2e hook are test machinery: the e2e module's.
+CGO_ENABLED=0 go build -C e2e -trimpath -ldflags "-s -w" -o "$inputs/" ./cmd/slipway-standin ./cmd/pause ./cmd/e2e-hook
 # hack/ociimage is a module of its own (its image library is no dependency of the product).
 CGO_ENABLED=0 go build -C hack/ociimage -trimpath -o "$inputs/" .
 "$inputs/ociimage" -name docker.io/library/slipway:e2e -out "$inputs/slipway.tar" -entrypoint /update-operator \
