@@ -14,7 +14,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -207,12 +206,8 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		return res, err
 	}
 	defer agentLog.Close()
-	kf := flagSetForKlog()
-	_ = kf.Set("logtostderr", "false")
-	_ = kf.Set("alsologtostderr", "false")
-	_ = kf.Set("stderrthreshold", "FATAL")
-	klog.SetOutput(agentLog)
-	defer klog.SetOutput(io.Discard)
+	testenv.KlogTo(agentLog)
+	defer testenv.KlogTo(io.Discard)
 	r.say("logs in %s", logDir)
 
 	bin, err := buildOperator(ctx, filepath.Join(cfg.Dir, "bin"), logDir)
@@ -707,12 +702,6 @@ func (r *runner) pdbRelaxer(ctx context.Context, _ *rand.Rand) {
 	}
 	r.guarded.replicas.Store(3)
 	r.say("PDB guarded relaxed: a third pod lets one eviction through at a time")
-}
-
-func flagSetForKlog() *flag.FlagSet {
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	return fs
 }
 
 // buildOperator builds the real update-operator binary into dir.

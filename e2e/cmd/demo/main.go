@@ -82,12 +82,7 @@ func run(count int, maxUnavail string, timeout time.Duration, keep bool) error {
 		return err
 	}
 	defer logFile.Close()
-	kf := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(kf)
-	_ = kf.Set("logtostderr", "false")
-	_ = kf.Set("alsologtostderr", "false")
-	_ = kf.Set("stderrthreshold", "FATAL")
-	klog.SetOutput(logFile)
+	testenv.KlogTo(logFile)
 	if keep {
 		say("agent and operator logs: %s", logPath)
 	}

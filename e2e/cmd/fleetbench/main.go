@@ -29,8 +29,6 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/klog/v2"
-
 	"github.com/slipway-dev/slipway/e2e/fleetsim"
 	"github.com/slipway-dev/slipway/internal/testenv"
 )
@@ -108,13 +106,8 @@ func run() int {
 		return 2
 	}
 	defer klogFile.Close()
-	kf := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(kf)
-	_ = kf.Set("logtostderr", "false")
-	_ = kf.Set("alsologtostderr", "false")
-	_ = kf.Set("stderrthreshold", "FATAL")
-	klog.SetOutput(klogFile)
-	defer klog.SetOutput(io.Discard)
+	testenv.KlogTo(klogFile)
+	defer testenv.KlogTo(io.Discard)
 
 	if os.Getenv("SLIPWAY_CONTROLPLANE_DIR") == "" {
 		if d, ok := testenv.ControlPlaneBinaries(); ok && d != "" {
