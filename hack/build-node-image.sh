@@ -25,8 +25,8 @@ KVER=${KERNEL#/boot/vmlinuz-}
 
 # 1. Inputs built from this repository and the Go proxy.
 CP=$(hack/build-controlplane.sh kubelet)
-inputs="$OUT/inputs"
-mkdir -p "$inputs"
+mkdir -p "$OUT/inputs"
+inputs=$(cd "$OUT/inputs" && pwd) # absolute: one build below runs in e2e/
 log "building static binaries (agent, operator, stand-in, pause, ociimage)"
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/slipway-dev/slipway/internal/version.Version=e2e" \
   -o "$inputs/" ./agent/cmd/update-agent ./operator/cmd/update-operator

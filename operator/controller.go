@@ -195,6 +195,7 @@ func New(cfg Config) (*Controller, error) {
 			if n, ok := obj.(*corev1.Node); ok {
 				c.overlay.Deleted(n.Name)
 				c.drains.forget(n.Name)
+				c.forgetNode(n.Name)
 				c.reindex(n.Name)
 			}
 		},
@@ -326,6 +327,18 @@ func (c *Controller) processNext(ctx context.Context, slot int) bool {
 	return true
 }
 
+// forgetNode drops what the controller remembers of a deleted node, so that a node created again
+// under its name starts afresh (its malformed values are reported again, its wait starts anew).
+func (c *Controller) forgetNode(name string) {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	delete(c.malformed, name)
+	if _, ok := c.needSince[name]; ok {
+		delete(c.needSince, name)
+		c.needGen++
+	}
+}
+
 // SetFence sets Config.Fence after New (the fence needs the identity leader election settles on).
 // Call it before Run.
 func (c *Controller) SetFence(f func(context.Context) (fence.Term, error)) { c.cfg.Fence = f }
@@ -410,9 +423,6 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	n, err := c.node(name)
 	if apierrors.IsNotFound(err) {
 		c.drains.forget(name)
-		c.stateMu.Lock()
-		delete(c.malformed, name)
-		c.stateMu.Unlock()
 		c.cfg.Notify.Unblocked(name)
 		return 0, nil
 	}

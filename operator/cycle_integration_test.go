@@ -338,6 +338,22 @@ func TestMalformedAnnotationsChangeNothing(t *testing.T) {
 	if n.Spec.Unschedulable || n.Annotations[protocol.RebootOK] != "maybe" || n.Annotations[protocol.DrainStarted] != "" {
 		t.Fatalf("malformed input changed the node: unschedulable=%v %v", n.Spec.Unschedulable, n.Annotations)
 	}
+	// The node deleted and created again under its name with the same garbage is a new node: it is
+	// warned about again (the operator forgot the old one rather than keeping it forever).
+	if err := client.CoreV1().Nodes().Delete(context.Background(), "garbage-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	again := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "garbage-0", Annotations: map[string]string{
+		protocol.RebootNeeded: "yes", protocol.RebootPaused: "perhaps", protocol.RebootOK: "maybe"}}}
+	if _, err := client.CoreV1().Nodes().Create(context.Background(), again, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for events(t, "garbage-0", "MalformedAnnotation") < 2 {
+		if time.Now().After(deadline.Add(15 * time.Second)) {
+			t.Fatal("the node created again was not warned about")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // FLUO's README test on a node running Slipway's real agent: the whole cycle, with a reboot.

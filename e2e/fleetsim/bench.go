@@ -30,9 +30,10 @@ type Config struct {
 	// The latency run: LatencyNeed nodes (others than the rolling run's) signalled at once with
 	// --max-unavailable=LatencyK, so none waits for the budget. LatencyNeed 0: skipped.
 	LatencyNeed, LatencyK int
-	// The staggered latency run: LatencyNeed further nodes signalled one after another, evenly over
-	// LatencySpread, same budget: with LatencySpread equal to Reboot, about LatencyNeed nodes are in
-	// their cycle at once by its end, the way a fleet's updates arrive (0: skipped).
+	// The latency run while nodes are rolling: LatencyNeed background nodes are signalled at once and
+	// granted first; while they are in their reboot, LatencyNeed further nodes are signalled one after
+	// another, evenly over LatencySpread (less than Reboot), and only those are measured. Budget
+	// LatencyK + LatencyNeed, so the background never holds a measured node back (0: skipped).
 	LatencySpread time.Duration
 
 	Idle time.Duration // idle window after the rolling run (0: skipped)
@@ -79,8 +80,8 @@ type Result struct {
 	Requests RequestFigures `json:"requests"`
 	Idle     *IdleFigures   `json:"idle,omitempty"`
 	Latency  *LatencyRun    `json:"latency,omitempty"`
-	// LatencySpread is the staggered latency run (Config.LatencySpread).
-	LatencySpread *LatencyRun `json:"latency_spread,omitempty"`
+	// LatencyRolling is the latency run while LatencyNeed other nodes are rolling (Config.LatencySpread).
+	LatencyRolling *LatencyRun `json:"latency_rolling,omitempty"`
 
 	Profiles []string `json:"profiles,omitempty"`
 	Problems []string `json:"problems,omitempty"` // what went wrong or was not measured
@@ -122,12 +123,13 @@ type IdleFigures struct {
 	Simulator    Requests `json:"simulator_by_verb"`
 }
 
-// LatencyRun is a run where LatencyNeed nodes roll at once (SpreadS 0) or their signals arrive
-// evenly over SpreadS seconds.
+// LatencyRun is a run where Need nodes are signalled at once (SpreadS 0) or evenly over SpreadS
+// seconds while Background other nodes are in their cycle.
 type LatencyRun struct {
 	Need           int     `json:"need"`
 	K              int     `json:"k"`
 	SpreadS        float64 `json:"spread_s"`
+	Background     int     `json:"background"`
 	P50ms          float64 `json:"p50_ms"`
 	P99ms          float64 `json:"p99_ms"`
 	Maxms          float64 `json:"max_ms"`
@@ -152,9 +154,9 @@ func (r *Result) Lines() []string {
 		out = append(out, fmt.Sprintf("latency nodes=%d rolling=%d k=%d p50_ms=%.1f p99_ms=%.1f max_ms=%.1f total_s=%.1f max_unavailable=%d",
 			r.Nodes, l.Need, l.K, l.P50ms, l.P99ms, l.Maxms, l.TotalS, l.MaxUnavailable))
 	}
-	if l := r.LatencySpread; l != nil {
-		out = append(out, fmt.Sprintf("latency-spread nodes=%d rolling=%d k=%d spread_s=%.1f p50_ms=%.1f p99_ms=%.1f max_ms=%.1f total_s=%.1f max_unavailable=%d",
-			r.Nodes, l.Need, l.K, l.SpreadS, l.P50ms, l.P99ms, l.Maxms, l.TotalS, l.MaxUnavailable))
+	if l := r.LatencyRolling; l != nil {
+		out = append(out, fmt.Sprintf("latency-rolling nodes=%d background=%d asking=%d spread_s=%.1f k=%d p50_ms=%.1f p99_ms=%.1f max_ms=%.1f total_s=%.1f max_unavailable=%d",
+			r.Nodes, l.Background, l.Need, l.SpreadS, l.K, l.P50ms, l.P99ms, l.Maxms, l.TotalS, l.MaxUnavailable))
 	}
 	out = append(out, fmt.Sprintf("requests nodes=%d per_cycle_operator=%.1f per_cycle_apiserver_minus_sim=%.1f operator_writes_per_cycle=%.1f",
 		r.Nodes, r.Requests.OperatorPerCycle, r.Requests.OthersPerCycle, r.Requests.OperatorWritesPerCycle))
@@ -199,8 +201,8 @@ type bench struct {
 	phaseM  sync.Mutex
 	lastSay time.Time
 	mu      sync.Mutex // res.Problems and res.Profiles
-	// rollNames, latNames and spreadNames are the nodes each run signals.
-	rollNames, latNames, spreadNames []string
+	// rollNames, latNames, bgNames and spreadNames are the nodes each run signals.
+	rollNames, latNames, bgNames, spreadNames []string
 	// progress returns the details of the phase for the progress line.
 	progress func() string
 }
@@ -233,12 +235,9 @@ func (b *bench) problem(format string, args ...interface{}) {
 // be made; what the operator did wrong (budget exceeded, a node not rebooted exactly once) is in
 // Result.Problems.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	latRuns := 1
-	if cfg.LatencySpread > 0 {
-		latRuns = 2
-	}
-	if cfg.Nodes < cfg.Need+latRuns*cfg.LatencyNeed || cfg.Need < 1 || cfg.K < 1 || cfg.Reboot <= 0 || cfg.LatencySpread < 0 {
-		return nil, fmt.Errorf("need nodes >= need + latency need (twice with a spread), need >= 1, k >= 1, reboot > 0, spread >= 0 (got nodes %d need %d latency need %d spread %s k %d reboot %s)",
+	if cfg.Nodes < cfg.Need+LatencySets(cfg.LatencySpread)*cfg.LatencyNeed || cfg.Need < 1 || cfg.K < 1 || cfg.Reboot <= 0 ||
+		cfg.LatencySpread < 0 || cfg.LatencySpread >= cfg.Reboot {
+		return nil, fmt.Errorf("need nodes >= need + latency need (three times with a spread), need >= 1, k >= 1, reboot > 0, 0 <= spread < reboot (got nodes %d need %d latency need %d spread %s k %d reboot %s)",
 			cfg.Nodes, cfg.Need, cfg.LatencyNeed, cfg.LatencySpread, cfg.K, cfg.Reboot)
 	}
 	if cfg.ProgressEvery <= 0 {
@@ -298,11 +297,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return b.res, err
 	}
 	if cfg.LatencyNeed > 0 {
-		if b.res.Latency, err = b.latency(ctx, "latency", b.latNames, 0); err != nil {
+		if b.res.Latency, err = b.latency(ctx, "latency", b.latNames, 0, nil); err != nil {
 			return b.res, err
 		}
 		if cfg.LatencySpread > 0 {
-			if b.res.LatencySpread, err = b.latency(ctx, "latency-spread", b.spreadNames, cfg.LatencySpread); err != nil {
+			if b.res.LatencyRolling, err = b.latencyRolling(ctx); err != nil {
 				return b.res, err
 			}
 		}
@@ -379,20 +378,26 @@ func (b *bench) choose() {
 		}
 	}
 	if b.cfg.LatencyNeed > 0 {
-		// Every other node of the rest for the staggered run, each half spread evenly.
-		var a, c []string
+		// With a spread, the rest is dealt out to the three sets (burst, background, asking while
+		// the background rolls), each then spread evenly.
+		sets := make([][]string, LatencySets(b.cfg.LatencySpread))
 		for i, n := range rest {
-			if i%2 == 0 || b.cfg.LatencySpread == 0 {
-				a = append(a, n)
-			} else {
-				c = append(c, n)
-			}
+			sets[i%len(sets)] = append(sets[i%len(sets)], n)
 		}
-		b.latNames = spread(a, b.cfg.LatencyNeed)
-		if b.cfg.LatencySpread > 0 {
-			b.spreadNames = spread(c, b.cfg.LatencyNeed)
+		b.latNames = spread(sets[0], b.cfg.LatencyNeed)
+		if len(sets) == 3 {
+			b.bgNames, b.spreadNames = spread(sets[1], b.cfg.LatencyNeed), spread(sets[2], b.cfg.LatencyNeed)
 		}
 	}
+}
+
+// LatencySets is how many sets of LatencyNeed nodes the latency runs signal: the burst, and with a
+// spread the background and the nodes asking while it rolls.
+func LatencySets(spread time.Duration) int {
+	if spread > 0 {
+		return 3
+	}
+	return 1
 }
 
 func spread(names []string, n int) []string {
@@ -426,14 +431,35 @@ func (b *bench) startOperator(ctx context.Context, name string, k int) (*operato
 }
 
 // roll signals names (at once, or one after another evenly over spread) and waits until every one of
-// them was granted, rebooted and finished.
-func (b *bench) roll(ctx context.Context, what string, names []string, op *operatorProc, spread time.Duration) (time.Time, error) {
-	b.rec.StartRoll(names)
-	start := time.Now()
+// them was granted, rebooted and finished. Background nodes, if any, are signalled at once before, and
+// names only once every background node was granted; start is then when names began.
+func (b *bench) roll(ctx context.Context, what string, names []string, op *operatorProc, spread time.Duration, background []string) (time.Time, error) {
+	all := append(append([]string{}, background...), names...)
+	b.rec.StartRoll(all)
 	b.setPhase(what, func() string {
 		granted, done, unavailable, peak := b.rec.Progress()
-		return fmt.Sprintf("granted %d, done %d of %d, unavailable now %d, peak %d, reboots %d", granted, done, len(names), unavailable, peak, b.sim.TotalReboots())
+		return fmt.Sprintf("granted %d, done %d of %d, unavailable now %d, peak %d, reboots %d", granted, done, len(all), unavailable, peak, b.sim.TotalReboots())
 	})
+	for _, n := range background {
+		if err := b.sim.Signal(n); err != nil {
+			return time.Now(), err
+		}
+	}
+	for t0 := time.Now(); len(background) > 0; {
+		if granted, _, _, _ := b.rec.Progress(); granted == len(background) {
+			break
+		}
+		if err := op.alive(); err != nil {
+			return time.Now(), err
+		}
+		if time.Since(t0) > 5*time.Minute {
+			return time.Now(), fmt.Errorf("%s: the background was not granted within 5 min; operator log %s", what, op.log)
+		}
+		if err := testenv.WaitCtx(ctx, 5*time.Millisecond); err != nil {
+			return time.Now(), err
+		}
+	}
+	start := time.Now()
 	for i, n := range names {
 		if spread > 0 {
 			if err := testenv.WaitCtx(ctx, time.Until(start.Add(spread*time.Duration(i)/time.Duration(len(names))))); err != nil {
@@ -448,7 +474,7 @@ func (b *bench) roll(ctx context.Context, what string, names []string, op *opera
 	deadline := start.Add(spread + 10*ideal + 5*time.Minute)
 	for {
 		_, done, _, _ := b.rec.Progress()
-		if done == len(names) {
+		if done == len(all) {
 			return start, nil
 		}
 		if err := op.alive(); err != nil {
@@ -457,7 +483,7 @@ func (b *bench) roll(ctx context.Context, what string, names []string, op *opera
 		if time.Now().After(deadline) {
 			granted, done, unavailable, _ := b.rec.Progress()
 			return start, fmt.Errorf("%s: only %d of %d nodes done after %s (granted %d, unavailable now %d); operator log %s",
-				what, done, len(names), time.Since(start).Round(time.Second), granted, unavailable, op.log)
+				what, done, len(all), time.Since(start).Round(time.Second), granted, unavailable, op.log)
 		}
 		if err := testenv.WaitCtx(ctx, 50*time.Millisecond); err != nil {
 			return start, err
@@ -518,7 +544,7 @@ func (b *bench) rolling(ctx context.Context) error {
 		}()
 	}
 	cpu0 := processCPU()
-	start, err := b.roll(ctx, fmt.Sprintf("rolling reboot of %d nodes, --max-unavailable=%d", len(names), b.cfg.K), names, op, 0)
+	start, err := b.roll(ctx, fmt.Sprintf("rolling reboot of %d nodes, --max-unavailable=%d", len(names), b.cfg.K), names, op, 0, nil)
 	if err != nil {
 		return err
 	}
@@ -639,11 +665,18 @@ func describe(r Requests) string {
 	return strings.Join(parts, ", ")
 }
 
-// latency signals names (at once, or evenly over spread) with a budget that holds none of them back
-// and measures, per node, signal to reboot-ok=true as the recorder's watch delivered it. Each run
-// has an operator of its own (name is its lease and log).
-func (b *bench) latency(ctx context.Context, name string, names []string, spread time.Duration) (*LatencyRun, error) {
-	op, err := b.startOperator(ctx, name, b.cfg.LatencyK)
+// latencyRolling measures signal→reboot-ok for LatencyNeed nodes asking one by one over
+// LatencySpread while LatencyNeed background nodes are in their cycle (granted, rebooting).
+func (b *bench) latencyRolling(ctx context.Context) (*LatencyRun, error) {
+	return b.latency(ctx, "latency-rolling", b.spreadNames, b.cfg.LatencySpread, b.bgNames)
+}
+
+// latency signals names (at once, or evenly over spread, after background) with a budget that holds
+// none of them back, and measures, per node of names, signal to reboot-ok=true as the recorder's
+// watch delivered it. Each run has an operator of its own (name is its lease and log).
+func (b *bench) latency(ctx context.Context, name string, names []string, spread time.Duration, background []string) (*LatencyRun, error) {
+	k := b.cfg.LatencyK + len(background)
+	op, err := b.startOperator(ctx, name, k)
 	if err != nil {
 		return nil, err
 	}
@@ -653,11 +686,11 @@ func (b *bench) latency(ctx context.Context, name string, names []string, spread
 		return nil, err
 	}
 	opBefore, thBefore := clientRequests(fams, "slipway_operator_kube_api_requests_total"), throttle(fams)
-	what := fmt.Sprintf("%s: %d nodes rolling at once, --max-unavailable=%d", name, len(names), b.cfg.LatencyK)
+	what := fmt.Sprintf("%s: %d nodes rolling at once, --max-unavailable=%d", name, len(names), k)
 	if spread > 0 {
-		what = fmt.Sprintf("%s: %d nodes signalled one by one over %s, --max-unavailable=%d", name, len(names), spread, b.cfg.LatencyK)
+		what = fmt.Sprintf("%s: %d nodes rolling, then %d more signalled one by one over %s, --max-unavailable=%d", name, len(background), len(names), spread, k)
 	}
-	start, err := b.roll(ctx, what, names, op, spread)
+	start, err := b.roll(ctx, what, names, op, spread, background)
 	if err != nil {
 		return nil, err
 	}
@@ -665,6 +698,11 @@ func (b *bench) latency(ctx context.Context, name string, names []string, spread
 		return nil, err
 	}
 	tracks, last := b.rec.Roll()
+	for _, n := range background {
+		if t := tracks[n]; t.OKCount != 1 {
+			b.problem("%s run: background node %s got reboot-ok %d times", name, n, t.OKCount)
+		}
+	}
 	var lat []time.Duration
 	for _, n := range names {
 		t := tracks[n]
@@ -673,13 +711,13 @@ func (b *bench) latency(ctx context.Context, name string, names []string, spread
 		}
 		lat = append(lat, t.OKAt.Sub(b.sim.SignalledAt(n)))
 	}
-	l := &LatencyRun{Need: len(names), K: b.cfg.LatencyK, SpreadS: spread.Seconds(), TotalS: last.Sub(start).Seconds(),
+	l := &LatencyRun{Need: len(names), K: k, SpreadS: spread.Seconds(), Background: len(background), TotalS: last.Sub(start).Seconds(),
 		P50ms: ms(percentile(lat, 0.50)), P99ms: ms(percentile(lat, 0.99)), Maxms: ms(percentile(lat, 1))}
 	_, _, _, l.MaxUnavailable = b.rec.Progress()
-	l.OperatorPerCycle = clientRequests(fams, "slipway_operator_kube_api_requests_total").Sub(opBefore).Total(nil) / float64(len(names))
+	l.OperatorPerCycle = clientRequests(fams, "slipway_operator_kube_api_requests_total").Sub(opBefore).Total(nil) / float64(len(names)+len(background))
 	l.Throttle = throttle(fams).sub(thBefore)
-	if l.MaxUnavailable > b.cfg.LatencyK {
-		b.problem("%s run: %d nodes unavailable at one instant, budget %d", name, l.MaxUnavailable, b.cfg.LatencyK)
+	if l.MaxUnavailable > k {
+		b.problem("%s run: %d nodes unavailable at one instant, budget %d", name, l.MaxUnavailable, k)
 	}
 	if l.Operator, err = procMem(op.pid()); err != nil {
 		return nil, err
@@ -712,7 +750,7 @@ func percentile(d []time.Duration, p float64) time.Duration {
 // checkReboots: every node signalled rebooted exactly once, every other node never.
 func (b *bench) checkReboots() {
 	want := map[string]bool{}
-	for _, n := range append(append(append([]string{}, b.rollNames...), b.latNames...), b.spreadNames...) {
+	for _, n := range append(append(append(append([]string{}, b.rollNames...), b.latNames...), b.bgNames...), b.spreadNames...) {
 		want[n] = true
 	}
 	ok := true

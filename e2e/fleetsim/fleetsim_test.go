@@ -31,7 +31,7 @@ func TestFleetBenchSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("update-operator at %s", commit)
-	cfg := Config{Nodes: 30, Need: 6, K: 2, Reboot: time.Second, LatencyNeed: 6, LatencyK: 6, LatencySpread: time.Second, Idle: 2 * time.Second,
+	cfg := Config{Nodes: 30, Need: 6, K: 2, Reboot: time.Second, LatencyNeed: 6, LatencyK: 6, LatencySpread: 500 * time.Millisecond, Idle: 2 * time.Second,
 		HeapProfile: true, OperatorBin: bin, Dir: dir, ProgressEvery: 5 * time.Second,
 		Say: func(format string, args ...interface{}) { t.Logf(format, args...) }}
 	res, err := Run(ctx, cfg)
@@ -77,8 +77,10 @@ func TestFleetBenchSmall(t *testing.T) {
 	if l := res.Latency; l == nil || l.P50ms <= 0 || l.P99ms < l.P50ms || l.MaxUnavailable > 6 || l.SpreadS != 0 {
 		t.Errorf("latency run: %+v", res.Latency)
 	}
-	if l := res.LatencySpread; l == nil || l.P50ms <= 0 || l.P99ms < l.P50ms || l.MaxUnavailable > 6 || l.SpreadS != 1 || l.Need != 6 {
-		t.Errorf("staggered latency run: %+v", res.LatencySpread)
+	// While 6 background nodes roll (budget 6 + 6), 6 more ask one by one over 0.5 s.
+	if l := res.LatencyRolling; l == nil || l.P50ms <= 0 || l.P99ms < l.P50ms || l.K != 12 || l.MaxUnavailable > 12 ||
+		l.MaxUnavailable < 7 || l.SpreadS != 0.5 || l.Need != 6 || l.Background != 6 {
+		t.Errorf("latency run while rolling: %+v", res.LatencyRolling)
 	}
 	// Each cycle is a handful of operator requests (admission, cordon, drain's pod list, grant,
 	// finish, Events); far more would mean the operator polls or rewrites.

@@ -3,12 +3,12 @@
 // and a kubelet's boot ID, in this one process) and a real update-operator process built from this
 // repository. It measures a rolling reboot (-need nodes, --max-unavailable=-k, -reboot each), the
 // signal→reboot-ok latency with -latency-need nodes signalled at once and, separately, with as many
-// signalled one by one over -latency-spread (so that many are rolling together), API requests per node cycle,
+// signalled one by one over -latency-spread while -latency-need others are rolling, API requests per node cycle,
 // idle writes per minute, and the operator's memory, and prints one line per size:
 //
 //	rolling nodes=N need=M k=K total_s=T ideal_s=I ratio=R max_unavailable=U rss_mib=S
 //
-// followed by its latency, requests and idle lines. Everything, with the operator's pprof profiles,
+// followed by its latency, latency-rolling, requests and idle lines. Everything, with the operator's pprof profiles,
 // goes to -out (bench-results/fleet.json, cpu-N.pb.gz, heap-N.pb.gz, heap-N.top.txt). It exits 1 when
 // a budget was exceeded or a node did not reboot exactly once.
 package main
@@ -58,9 +58,9 @@ func run() int {
 	need := flag.Int("need", 100, "nodes needing a reboot in the rolling run")
 	k := flag.Int("k", 10, "the operator's --max-unavailable in the rolling run")
 	reboot := flag.Duration("reboot", 5*time.Second, "how long each simulated reboot takes")
-	latNeed := flag.Int("latency-need", 100, "nodes rolling at once in the latency run (0: skip it)")
-	latK := flag.Int("latency-k", 100, "the operator's --max-unavailable in the latency runs")
-	latSpread := flag.Duration("latency-spread", 5*time.Second, "a second latency run signals -latency-need further nodes one by one over this long (0: skip it)")
+	latNeed := flag.Int("latency-need", 100, "nodes signalled at once in the latency run, and the size of each set of the latency-rolling run (0: skip both)")
+	latK := flag.Int("latency-k", 100, "the operator's --max-unavailable in the latency run (the latency-rolling run adds -latency-need for its background)")
+	latSpread := flag.Duration("latency-spread", 3*time.Second, "the latency-rolling run: -latency-need nodes rolling, then -latency-need more signalled one by one over this long, less than -reboot (0: skip it)")
 	idle := flag.Duration("idle", time.Minute, "idle window after the rolling run in which writes are counted (0: skip)")
 	cpu := flag.Duration("cpu-profile", 25*time.Second, "CPU profile of the operator from the start of the rolling run (at most 25s; 0: none)")
 	out := flag.String("out", "", "directory for fleet.json and the profiles (default <repo>/bench-results)")
@@ -128,10 +128,7 @@ func run() int {
 
 	failed := false
 	for _, n := range ns {
-		ln, runs := *latNeed, 1
-		if *latSpread > 0 {
-			runs = 2
-		}
+		ln, runs := *latNeed, fleetsim.LatencySets(*latSpread)
 		if n < *need+runs*ln {
 			// A small fleet: the latency runs share the nodes the rolling run leaves.
 			ln = max(n-*need, 0) / runs
