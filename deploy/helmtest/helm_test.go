@@ -376,11 +376,13 @@ func TestValues(t *testing.T) {
   maxUnavailable: 10%
   groupLabel: topology.kubernetes.io/zone
   maxUnavailablePerGroup: 1
+  drainTimeout: 5m
+  drainFailurePolicy: force
   rebootWindows: ["Mon-Fri 22:00-05:00 Europe/Berlin", "Sat,Sun 00:00-23:59"]
   extraArgs: [--max-failed-reboots=2, "--reboot-exclusion=2026-12-20/2027-01-04 Europe/Berlin"]`,
 		edit: func(t *testing.T, o objects) {
 			c := container(o[operatorKey])
-			c["args"] = []any{"--max-unavailable=10%", "--drain-timeout=10m", "--drain-failure-policy=retry",
+			c["args"] = []any{"--max-unavailable=10%", "--drain-timeout=5m", "--drain-failure-policy=force",
 				"--group-label=topology.kubernetes.io/zone", "--max-unavailable-per-group=1",
 				"--reboot-window=Mon-Fri 22:00-05:00 Europe/Berlin", "--reboot-window=Sat,Sun 00:00-23:59",
 				"--max-failed-reboots=2", "--reboot-exclusion=2026-12-20/2027-01-04 Europe/Berlin"}

@@ -185,7 +185,7 @@ func (o *options) config() (operator.Config, error) {
 	}
 	w, err := window.Parse(o.windowStart, o.windowLength, loc)
 	if err != nil {
-		return cfg, err
+		return cfg, fmt.Errorf("reboot-window-start/reboot-window-length: %w", err)
 	}
 	var rules []*window.Rule
 	for _, spec := range o.windows {
@@ -209,11 +209,11 @@ func (o *options) config() (operator.Config, error) {
 	}
 	policy, err := operator.ParseDrainPolicy(o.drainPolicy)
 	if err != nil {
-		return cfg, err
+		return cfg, fmt.Errorf("drain-failure-policy: %w", err)
 	}
 	stall, err := operator.ParseStallPolicy(o.stallPolicy)
 	if err != nil {
-		return cfg, err
+		return cfg, fmt.Errorf("stall-policy: %w", err)
 	}
 	if o.rebootTimeout < 0 {
 		return cfg, fmt.Errorf("reboot-timeout %s must not be negative", o.rebootTimeout)
@@ -235,7 +235,7 @@ func (o *options) config() (operator.Config, error) {
 	}
 	order, err := operator.ParseControlPlaneOrder(o.controlPlaneOrder)
 	if err != nil {
-		return cfg, err
+		return cfg, fmt.Errorf("control-plane-order: %w", err)
 	}
 	if o.maxFailedReboots < 0 {
 		return cfg, fmt.Errorf("max-failed-reboots %d must not be negative", o.maxFailedReboots)
@@ -283,7 +283,7 @@ func (o *options) config() (operator.Config, error) {
 	}
 	for _, a := range append(append([]string{}, o.before...), o.after...) {
 		if owner, ok := protocol.Owners[a]; ok {
-			return cfg, fmt.Errorf("hook annotation %q is a protocol key written by the %s; pick a name of your own", a, owner)
+			return cfg, fmt.Errorf("before-reboot-annotations/after-reboot-annotations: %q is a protocol key written by the %s; pick a name of your own", a, owner)
 		}
 	}
 	if o.leaderElect && !(o.retryPeriod > 0 && o.retryPeriod < o.renewDeadline && o.renewDeadline < o.leaseDuration) {

@@ -42,28 +42,36 @@ func TestFlagsValid(t *testing.T) {
 }
 
 func TestFlagsRejected(t *testing.T) {
-	cases := map[string][]string{
-		"zero budget":            {"--max-unavailable=0"},
-		"budget not a number":    {"--max-unavailable=lots"},
-		"window hour":            {"--reboot-window-start=25:00", "--reboot-window-length=1h"},
-		"window without length":  {"--reboot-window-start=14:00"},
-		"unknown time zone":      {"--reboot-window-timezone=Mars/Olympus"},
-		"drain policy":           {"--drain-failure-policy=maybe"},
-		"negative drain":         {"--drain-timeout=-1s"},
-		"hook is protocol key":   {"--after-reboot-annotations=flatcar-linux-update.v1.flatcar-linux.net/reboot-ok"},
-		"lease timing":           {"--lease-duration=5s", "--renew-deadline=10s"},
-		"retry bounds":           {"--drain-retry-base=1m", "--drain-retry-max=1s"},
-		"unknown flag":           {"--max-unavailible=2"},
-		"stray argument":         {"now"},
-		"no namespace":           {"--namespace="},
-		"zero qps":               {"--kube-api-qps=0"},
-		"negative qps":           {"--kube-api-qps=-1"},
-		"qps not a number":       {"--kube-api-qps=NaN"},
-		"zero burst":             {"--kube-api-burst=0"},
-		"qps negative, burst ok": {"--kube-api-burst=5", "--kube-api-qps=-5"},
+	// Each bad value is refused with a message naming the flag (or the word) it came from.
+	cases := map[string]struct {
+		args  []string
+		names string
+	}{
+		"zero budget":            {[]string{"--max-unavailable=0"}, "max-unavailable"},
+		"budget not a number":    {[]string{"--max-unavailable=lots"}, "max-unavailable"},
+		"window hour":            {[]string{"--reboot-window-start=25:00", "--reboot-window-length=1h"}, "reboot-window-start"},
+		"window without length":  {[]string{"--reboot-window-start=14:00"}, "reboot-window-length"},
+		"window rule":            {[]string{"--reboot-window=Moonday 22:00-05:00"}, "reboot-window"},
+		"unknown time zone":      {[]string{"--reboot-window-timezone=Mars/Olympus"}, "reboot-window-timezone"},
+		"drain policy":           {[]string{"--drain-failure-policy=maybe"}, "drain-failure-policy"},
+		"stall policy":           {[]string{"--stall-policy=maybe"}, "stall-policy"},
+		"control-plane order":    {[]string{"--control-plane-order=last"}, "control-plane-order"},
+		"negative drain":         {[]string{"--drain-timeout=-1s"}, "drain-timeout"},
+		"hook is protocol key":   {[]string{"--after-reboot-annotations=flatcar-linux-update.v1.flatcar-linux.net/reboot-ok"}, "after-reboot-annotations"},
+		"lease timing":           {[]string{"--lease-duration=5s", "--renew-deadline=10s"}, "lease-duration"},
+		"retry bounds":           {[]string{"--drain-retry-base=1m", "--drain-retry-max=1s"}, "drain-retry-base"},
+		"unknown flag":           {[]string{"--max-unavailible=2"}, "max-unavailible"},
+		"stray argument":         {[]string{"now"}, "now"},
+		"no namespace":           {[]string{"--namespace="}, "namespace"},
+		"zero qps":               {[]string{"--kube-api-qps=0"}, "kube-api-qps"},
+		"negative qps":           {[]string{"--kube-api-qps=-1"}, "kube-api-qps"},
+		"qps not a number":       {[]string{"--kube-api-qps=NaN"}, "kube-api-qps"},
+		"zero burst":             {[]string{"--kube-api-burst=0"}, "kube-api-burst"},
+		"qps negative, burst ok": {[]string{"--kube-api-burst=5", "--kube-api-qps=-5"}, "kube-api-qps"},
 	}
-	for name, args := range cases {
+	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
+			args := c.args
 			if name != "no namespace" {
 				args = append([]string{"--namespace=ns"}, args...)
 			}
@@ -75,7 +83,10 @@ func TestFlagsRejected(t *testing.T) {
 				_, err = o.config()
 			}
 			if err == nil {
-				t.Errorf("%v accepted", args)
+				t.Fatalf("%v accepted", args)
+			}
+			if !strings.Contains(err.Error(), c.names) {
+				t.Errorf("%v: error %q does not name %s", args, err, c.names)
 			}
 		})
 	}
