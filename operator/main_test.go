@@ -3,6 +3,7 @@ package operator_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -347,9 +348,11 @@ func ptr[T any](v T) *T { return &v }
 
 type operatorConfig = operator.Config
 
-// benchNodes and benchOperator are simNodes and startOperator for benchmarks.
+// benchNodes and benchOperator are simNodes and startOperator for benchmarks. Without -v the
+// benchmark's agents and operator log nowhere: `make bench` prints results, not a line per agent.
 func benchNodes(b *testing.B, prefix string, n int) []*simnode.Node {
 	b.Helper()
+	quietBench(b)
 	ctx := context.Background()
 	_ = client.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	var out []*simnode.Node
@@ -375,6 +378,7 @@ func benchNodes(b *testing.B, prefix string, n int) []*simnode.Node {
 }
 
 func benchOperator(b *testing.B, max string) func() {
+	quietBench(b)
 	m, err := budget.ParseMax(max)
 	if err != nil {
 		b.Fatal(err)
@@ -390,4 +394,13 @@ func benchOperator(b *testing.B, max string) func() {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()
 	return func() { cancel(); <-done }
+}
+
+// quietBench sends klog nowhere for the rest of b unless the run is verbose.
+func quietBench(b *testing.B) {
+	if testing.Verbose() {
+		return
+	}
+	testenv.KlogTo(io.Discard)
+	b.Cleanup(func() { klog.SetOutput(os.Stderr) })
 }
