@@ -324,16 +324,7 @@ func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
 // desired is the patch that makes the agent's keys on n say what the agent knows.
 func (a *Agent) desired(n *corev1.Node) *nodes.Patch {
 	p := &nodes.Patch{}
-	var effects []protocol.Effect
-	switch {
-	case a.inProgress:
-		effects = protocol.NodeEffects[protocol.NodeReboot]
-	case a.needed:
-		effects = append(protocol.NodeEffects[protocol.NodeAsk], protocol.NodeBack...)
-	default:
-		effects = append(protocol.NodeEffects[protocol.NodeReport], protocol.NodeBack...)
-	}
-	p.ApplyEffects(n, effects...)
+	p.ApplyEffects(n, protocol.NodeWrites(a.inProgress, a.needed)...)
 	p.SetAnnotation(n, protocol.BootID, a.cfg.BootID)
 	if a.cfg.Version != "" {
 		p.SetAnnotation(n, protocol.AgentVersion, a.cfg.Version)

@@ -6,10 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/slipway-dev/slipway/internal/testenv"
 )
 
 // operators keeps a fixed number of real update-operator processes running, as a Deployment would:
@@ -64,7 +65,7 @@ func (o *operators) slot(ctx context.Context) {
 				code = ee.ExitCode()
 			}
 			if code == 2 && time.Since(started) < 5*time.Second {
-				o.setFatal(fmt.Errorf("update-operator %s refused its command line (exit 2): %s", id, tail(filepath.Join(o.logDir, id+".log"))))
+				o.setFatal(fmt.Errorf("update-operator %s refused its command line (exit 2): %s", id, testenv.LogTail(filepath.Join(o.logDir, id+".log"))))
 				return
 			}
 			o.mu.Lock()
@@ -136,17 +137,4 @@ func (o *operators) status() (started int, unexpected []string, fatal error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.next, append([]string(nil), o.exits...), o.fatal
-}
-
-// tail is the last lines of a log file, for error messages.
-func tail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 5 {
-		lines = lines[len(lines)-5:]
-	}
-	return strings.Join(lines, " | ")
 }

@@ -94,7 +94,7 @@ func (o *operatorProc) pid() int { return o.cmd.Process.Pid }
 func (o *operatorProc) alive() error {
 	select {
 	case <-o.exited:
-		return fmt.Errorf("update-operator exited (%v); log %s: %s", o.err, o.log, tail(o.log))
+		return fmt.Errorf("update-operator exited (%v); log %s: %s", o.err, o.log, testenv.LogTail(o.log))
 	default:
 		return nil
 	}
@@ -152,7 +152,7 @@ func (o *operatorProc) waitLeading(ctx context.Context, nodes int, timeout time.
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("update-operator not leading and quiet after %s; log %s: %s", timeout, o.log, tail(o.log))
+			return fmt.Errorf("update-operator not leading and quiet after %s; log %s: %s", timeout, o.log, testenv.LogTail(o.log))
 		}
 		if fams, err := scrape(ctx, o.url("/metrics"), ""); err == nil {
 			leader, _ := gauge(fams, "slipway_operator_is_leader")
@@ -170,17 +170,4 @@ func (o *operatorProc) waitLeading(ctx context.Context, nodes int, timeout time.
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-// tail is the last lines of a log file, for error messages.
-func tail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 5 {
-		lines = lines[len(lines)-5:]
-	}
-	return strings.Join(lines, " | ")
 }

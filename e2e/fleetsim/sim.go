@@ -425,16 +425,7 @@ func (s *Sim) sync(name string) error {
 // ID and version, update_engine's status fields and the host labels.
 func (sn *simNode) desired(n *corev1.Node, bootID string) *nodes.Patch {
 	p := &nodes.Patch{}
-	var effects []protocol.Effect
-	switch {
-	case sn.inProgress:
-		effects = protocol.NodeEffects[protocol.NodeReboot]
-	case sn.needed:
-		effects = append(append([]protocol.Effect{}, protocol.NodeEffects[protocol.NodeAsk]...), protocol.NodeBack...)
-	default:
-		effects = append(append([]protocol.Effect{}, protocol.NodeEffects[protocol.NodeReport]...), protocol.NodeBack...)
-	}
-	p.ApplyEffects(n, effects...)
+	p.ApplyEffects(n, protocol.NodeWrites(sn.inProgress, sn.needed)...)
 	p.SetAnnotation(n, protocol.BootID, bootID)
 	p.SetAnnotation(n, protocol.AgentVersion, "fleetsim")
 	p.SetAnnotation(n, protocol.Status, sn.status.CurrentOperation)

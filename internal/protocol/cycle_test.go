@@ -226,6 +226,32 @@ func TestNodeDecide(t *testing.T) {
 	}
 }
 
+// What the node side writes in each state, written out by hand (FLUO's keys: reboot-needed as
+// annotation and label, reboot-in-progress as annotation).
+func TestNodeWrites(t *testing.T) {
+	cases := []struct {
+		inProgress, needed bool
+		want               []Effect
+	}{
+		{false, false, []Effect{{RebootNeeded, False, true}, {RebootInProgress, False, false}}},
+		{false, true, []Effect{{RebootNeeded, True, true}, {RebootInProgress, False, false}}},
+		{true, true, []Effect{{RebootNeeded, True, true}, {RebootInProgress, True, false}}},
+		{true, false, []Effect{{RebootNeeded, True, true}, {RebootInProgress, True, false}}},
+	}
+	for _, c := range cases {
+		got := NodeWrites(c.inProgress, c.needed)
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("NodeWrites(%v, %v) = %v, want %v", c.inProgress, c.needed, got, c.want)
+		}
+		// A caller appending to its slice must not change the table.
+		got[0].Value = "changed"
+		_ = append(got, Effect{Key: "x"})
+	}
+	if NodeEffects[NodeReboot][0].Value != True || NodeEffects[NodeReport][0].Value != False || len(NodeBack) != 1 {
+		t.Errorf("NodeWrites let a caller change the tables: %v %v", NodeEffects, NodeBack)
+	}
+}
+
 func TestGrantedThisBoot(t *testing.T) {
 	n := func(rec string) *corev1.Node {
 		a := map[string]string{RebootOK: True}

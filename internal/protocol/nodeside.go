@@ -90,6 +90,18 @@ var NodeEffects = map[NodeAction][]Effect{
 // goes back to false, which (with the boot ID) tells the operator the node came back.
 var NodeBack = []Effect{{RebootInProgress, False, false}}
 
+// NodeWrites is everything the node side's keys say in its state: rebooting (NodeReboot), else asking
+// (NodeAsk) or not (NodeReport), the last two with NodeBack, since the machine is up. A new slice.
+func NodeWrites(inProgress, needed bool) []Effect {
+	switch {
+	case inProgress:
+		return append([]Effect(nil), NodeEffects[NodeReboot]...)
+	case needed:
+		return append(append([]Effect(nil), NodeEffects[NodeAsk]...), NodeBack...)
+	}
+	return append(append([]Effect(nil), NodeEffects[NodeReport]...), NodeBack...)
+}
+
 // GrantedThisBoot reports whether n's reboot-ok was granted in the boot bootID. The operator records
 // the boot it granted in (reboot-boot-id). Without a record (FLUO's operator writes none) the caller's
 // fallback decides: the agent accepts a grant only after it saw reboot-ok not true in this boot, or

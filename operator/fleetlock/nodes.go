@@ -121,8 +121,7 @@ func (n *Nodes) SteadyState(ctx context.Context, id, group string) error {
 		}
 	}
 	p := nodes.Patch{ResourceVersion: node.ResourceVersion}
-	p.ApplyEffects(node, protocol.NodeEffects[protocol.NodeReport]...)
-	p.ApplyEffects(node, protocol.NodeBack...)
+	p.ApplyEffects(node, protocol.NodeWrites(false, false)...)
 	_, err = p.Apply(ctx, n.Client, node.Name)
 	return err
 }

@@ -3,6 +3,8 @@ package testenv
 import (
 	"flag"
 	"io"
+	"os"
+	"strings"
 
 	"k8s.io/klog/v2"
 )
@@ -17,4 +19,18 @@ func KlogTo(w io.Writer) {
 	_ = fs.Set("alsologtostderr", "false")
 	_ = fs.Set("stderrthreshold", "FATAL")
 	klog.SetOutput(w)
+}
+
+// LogTail is the last lines of a log file on one line, for error messages about the process that
+// wrote it.
+func LogTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return strings.Join(lines, " | ")
 }
