@@ -331,12 +331,21 @@ func (c *Controller) processNext(ctx context.Context, slot int) bool {
 // under its name starts afresh (its malformed values are reported again, its wait starts anew).
 func (c *Controller) forgetNode(name string) {
 	c.stateMu.Lock()
-	defer c.stateMu.Unlock()
 	delete(c.malformed, name)
-	if _, ok := c.needSince[name]; ok {
+	c.stateMu.Unlock()
+	c.endWait(name)
+}
+
+// endWait ends name's wait for admission (granted, aborted, gone) and returns when it began.
+func (c *Controller) endWait(name string) (time.Time, bool) {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	t, ok := c.needSince[name]
+	if ok {
 		delete(c.needSince, name)
-		c.needGen++
+		c.needGen++ // the admission plan reads needSince
 	}
+	return t, ok
 }
 
 // SetFence sets Config.Fence after New (the fence needs the identity leader election settles on).
@@ -815,16 +824,10 @@ func (c *Controller) observeCycle(ctx context.Context, n *corev1.Node, row proto
 			if d, ok := since(protocol.DrainStarted); ok {
 				m.drainSeconds.Observe(d.Seconds())
 			}
-			c.stateMu.Lock()
-			t, ok := c.needSince[n.Name]
-			c.stateMu.Unlock()
-			if ok {
-				m.needToGrant.Observe(now.Sub(t).Seconds())
-			}
 		}
-		c.stateMu.Lock()
-		delete(c.needSince, n.Name)
-		c.stateMu.Unlock()
+		if t, ok := c.endWait(n.Name); ok && m != nil {
+			m.needToGrant.Observe(now.Sub(t).Seconds())
+		}
 	case protocol.Finish:
 		if m != nil {
 			if d, ok := since(protocol.RebootOKTime); ok {
@@ -845,9 +848,7 @@ func (c *Controller) observeCycle(ctx context.Context, n *corev1.Node, row proto
 		if m != nil {
 			m.cycles.WithLabelValues("aborted").Inc()
 		}
-		c.stateMu.Lock()
-		delete(c.needSince, n.Name)
-		c.stateMu.Unlock()
+		c.endWait(n.Name)
 	}
 	_ = state
 }
