@@ -11,6 +11,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/kubectl/pkg/drain"
+
+	"github.com/slipway-dev/slipway/internal/nodes"
+	"github.com/slipway-dev/slipway/internal/protocol"
 )
 
 // DrainPolicy says what happens when a drain fails or times out.
@@ -207,4 +210,33 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		w.log.V(1).Info("drain", "message", s)
 	}
 	return len(p), nil
+}
+
+// drain starts or follows a drain attempt of the node's current cycle. A failed attempt is reported
+// once on the Node (drain-error annotation + Event) and retried after a per-node exponential backoff.
+func (c *Controller) drain(ctx context.Context, n *corev1.Node, log klog.Logger) (time.Duration, error) {
+	cycle := n.Annotations[protocol.DrainStarted]
+	if r, ok := c.drains.result(n.Name, cycle); ok && r.err != nil {
+		if !r.reported {
+			var p nodes.Patch
+			msg := fmt.Sprintf("%s: attempt %d: %v", r.at.UTC().Format(time.RFC3339), r.failures, r.err)
+			p.SetAnnotation(n, protocol.DrainError, truncate(msg, 1024))
+			if _, err := c.apply(ctx, &p, n); err != nil {
+				return 0, err
+			}
+			c.drains.markReported(n.Name)
+			c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "DrainFailed", "drain attempt %d failed, no reboot-ok; will retry: %v", r.failures, r.err)
+			log.Info("drain failed; not granting reboot-ok, will retry", "attempt", r.failures, "error", r.err.Error())
+			if c.cfg.Metrics != nil {
+				c.cfg.Metrics.drainFails.Inc()
+			}
+		}
+		if wait := c.drains.retryAt(r).Sub(c.cfg.Now()); wait > 0 {
+			return wait, nil
+		}
+	}
+	if c.drains.start(ctx, n.Name, cycle) {
+		log.Info("draining", "timeout", c.cfg.Drain.Timeout.String())
+	}
+	return 0, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,19 +16,17 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/fleet"
 	"github.com/slipway-dev/slipway/operator/notify"
+	"github.com/slipway-dev/slipway/operator/window"
 )
-
-// fleetKey is the workqueue key of the fleet itself (never a Node name: Node names cannot contain
-// '/'). Its sync publishes fleet.Status and keeps the failure budget (one worker at a time: the
-// workqueue never hands a key to two).
-const fleetKey = "/fleet"
 
 // operatorIdentity is who pauses the fleet when the failure budget is spent.
 const operatorIdentity = "slipway-update-operator"
 
 // fleetState is what the leader keeps about the fleet as a whole. It is rebuilt from the published
-// Status after a restart or a leader change.
+// Status after a restart or a leader change. Its sync (fleetKey) publishes fleet.Status and keeps the
+// failure budget, one worker at a time (the workqueue never hands a key to two).
 type fleetState struct {
+	mu     sync.Mutex // a leaf: nothing else is locked while it is held
 	loaded bool
 	failed []string // nodes that failed in this roll-out
 	// pausing is the reason of a self-pause decided but not yet seen in the informer's copy of the
@@ -38,8 +37,8 @@ type fleetState struct {
 
 // noteBlockers records which fleet-wide blockers held the last admission; a change republishes.
 func (c *Controller) noteBlockers(active map[string]string) {
-	c.fleetMu.Lock()
-	defer c.fleetMu.Unlock()
+	c.fleet.mu.Lock()
+	defer c.fleet.mu.Unlock()
 	now := c.cfg.Now()
 	changed := len(active) != len(c.fleet.blockers)
 	next := map[string]fleet.Blocker{}
@@ -66,10 +65,10 @@ func (c *Controller) failedReboot(n *corev1.Node, why string) {
 	if c.cfg.MaxFailedReboots == 0 {
 		return
 	}
-	c.fleetMu.Lock()
+	c.fleet.mu.Lock()
 	for _, f := range c.fleet.failed {
 		if f == n.Name {
-			c.fleetMu.Unlock()
+			c.fleet.mu.Unlock()
 			return
 		}
 	}
@@ -77,13 +76,13 @@ func (c *Controller) failedReboot(n *corev1.Node, why string) {
 	failed := len(c.fleet.failed)
 	if failed >= c.cfg.MaxFailedReboots && c.fleet.pausing == "" {
 		c.fleet.pausing = c.pauseReason()
-		c.index.bump()
+		c.index.Bump()
 	}
-	c.fleetMu.Unlock()
+	c.fleet.mu.Unlock()
 	c.log.Info("failed reboot counted", "node", n.Name, "why", why, "failed", failed, "max", c.cfg.MaxFailedReboots)
 	c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "RebootFailed", "counts against --max-failed-reboots (%d of %d): %s", failed, c.cfg.MaxFailedReboots, why)
 	if c.cfg.Metrics != nil {
-		c.cfg.Metrics.failedReboot()
+		c.cfg.Metrics.failed.Inc()
 	}
 	c.queue.Add(fleetKey)
 }
@@ -95,7 +94,7 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 		return nil
 	}
 	cm := c.fleetConfigMap()
-	c.fleetMu.Lock()
+	c.fleet.mu.Lock()
 	if !c.fleet.loaded {
 		c.fleet.loaded = true
 		if st, ok := fleet.ReadStatus(cm); ok {
@@ -121,7 +120,7 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 		c.log.Info("pausing the fleet: failure budget spent", "failed", c.fleet.failed)
 	}
 	st := c.status()
-	c.fleetMu.Unlock()
+	c.fleet.mu.Unlock()
 	raw, err := json.Marshal(st)
 	if err != nil {
 		return err
@@ -152,7 +151,7 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 	}
 	if pause != nil {
 		if c.cfg.Metrics != nil {
-			c.cfg.Metrics.selfPaused()
+			c.cfg.Metrics.selfPauses.Inc()
 		}
 		c.cfg.Notify.Notify(notify.Event{Kind: notify.KindFleetPaused, Reason: reason, Time: c.cfg.Now()})
 	}
@@ -166,7 +165,7 @@ func (c *Controller) selfPaused(cm *corev1.ConfigMap) bool {
 	return ok && len(st.FailedReboots) >= c.cfg.MaxFailedReboots
 }
 
-// status is the fleet Status to publish (fleetMu held).
+// status is the fleet Status to publish (fleet.mu held).
 func (c *Controller) status() fleet.Status {
 	st := fleet.Status{
 		Leader:                     c.cfg.Identity,
@@ -174,16 +173,19 @@ func (c *Controller) status() fleet.Status {
 		MaxUnavailable:             c.cfg.MaxUnavailable.String(),
 		MaxUnavailableControlPlane: c.cfg.MaxUnavailableControlPlane.String(),
 		ControlPlaneOrder:          string(c.cfg.ControlPlaneOrder),
+		StallPolicy:                string(c.cfg.StallPolicy),
 		FailedReboots:              append([]string(nil), c.fleet.failed...),
 		MaxFailedReboots:           c.cfg.MaxFailedReboots,
 	}
 	if c.cfg.MaxUnavailablePerGroup != nil {
 		st.MaxUnavailablePerGroup = c.cfg.MaxUnavailablePerGroup.String()
 	}
-	if s, ok := c.cfg.Schedule.(interface{ Specs() ([]string, []string) }); ok {
+	if s, ok := c.cfg.Schedule.(*window.Schedule); ok {
 		st.Windows, st.Exclusions = s.Specs()
-	} else if c.cfg.Window != nil {
-		st.Windows = []string{c.cfg.Window.String()}
+		if w := s.FLUO(); w != nil {
+			start, length, zone := w.Spec()
+			st.FLUOWindow = &fleet.FLUOWindow{Start: start, Length: length, TimeZone: zone}
+		}
 	}
 	for _, b := range c.fleet.blockers {
 		st.Blockers = append(st.Blockers, b)
@@ -192,7 +194,7 @@ func (c *Controller) status() fleet.Status {
 	return st
 }
 
-// pauseReason says why the fleet paused itself (fleetMu held).
+// pauseReason says why the fleet paused itself (fleet.mu held).
 func (c *Controller) pauseReason() string {
 	return fmt.Sprintf("max-failed-reboots: %d nodes failed in this roll-out (%s); fix them, then resume (kubectl slipway resume)", len(c.fleet.failed), strings.Join(c.fleet.failed, ", "))
 }
@@ -201,10 +203,16 @@ func (c *Controller) pauseReason() string {
 // but not yet visible in the informer.
 func (c *Controller) fleetSwitch() fleet.Switch {
 	sw := fleet.Read(c.fleetConfigMap())
-	c.fleetMu.Lock()
-	defer c.fleetMu.Unlock()
+	c.fleet.mu.Lock()
+	defer c.fleet.mu.Unlock()
 	if !sw.Paused && c.fleet.pausing != "" {
 		sw.Paused, sw.Reason, sw.By = true, c.fleet.pausing, operatorIdentity
 	}
 	return sw
+}
+
+// firingAfterReturn is the first fleet-wide blocker that fires now, as "name: reason" ("" none): a node
+// back while one fires counts against --max-failed-reboots.
+func (c *Controller) firingAfterReturn(ctx context.Context, n *corev1.Node) string {
+	return c.admitter.FleetWideFiring(ctx, n)
 }

@@ -2,18 +2,27 @@ package operator
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/slipway-dev/slipway/internal/fleet"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/admission"
+	"github.com/slipway-dev/slipway/operator/stall"
 )
+
+// FleetView is what the metrics read at scrape time: the Nodes as the controller sees them, the
+// pause switch, the budgets as admission counts them. The Controller is one.
+type FleetView interface {
+	Nodes() []*corev1.Node
+	Switch() fleet.Switch
+	Pools() []admission.Pool
+}
 
 // Metrics are the operator's Prometheus metrics. Node counts per state are computed from the
 // informer cache at scrape time, so they can never drift from what the controller sees.
 type Metrics struct {
 	actions      *prometheus.CounterVec
 	drainFails   prometheus.Counter
-	limit        prometheus.Gauge
-	unavailable  prometheus.Gauge
 	IsLeader     prometheus.Gauge
 	needToGrant  prometheus.Histogram
 	grantToBack  prometheus.Histogram
@@ -26,7 +35,9 @@ type Metrics struct {
 	nodesByState *prometheus.Desc
 	stalled      *prometheus.Desc
 	blocked      *prometheus.Desc
-	c            *Controller
+	limitDesc    *prometheus.Desc
+	usedDesc     *prometheus.Desc
+	view         FleetView
 }
 
 // NewMetrics registers the metrics on reg.
@@ -38,12 +49,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		drainFails: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slipway_operator_drain_failures_total", Help: "Drain attempts that failed or timed out.",
 		}),
-		limit: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "slipway_operator_budget_limit", Help: "Nodes allowed to be unavailable at once (last computed).",
-		}),
-		unavailable: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "slipway_operator_budget_unavailable", Help: "Nodes counting against the budget (last computed).",
-		}),
+		limitDesc: prometheus.NewDesc("slipway_operator_budget_limit", "Nodes of the fleet allowed to be unavailable at once (--max-unavailable).", nil, nil),
+		usedDesc:  prometheus.NewDesc("slipway_operator_budget_unavailable", "Nodes counting against the fleet's budget, as admission counts them.", nil, nil),
 		IsLeader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "slipway_operator_is_leader", Help: "1 while this instance holds the leader lease.",
 		}),
@@ -82,33 +89,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		blocked: prometheus.NewDesc("slipway_operator_blocked_nodes",
 			"Nodes waiting to start a cycle, by what holds them (the kind in update.slipway.dev/blocked-by: budget, window, paused, order, or a blocker's name).", []string{"reason"}, nil),
 	}
-	reg.MustRegister(m.actions, m.drainFails, m.limit, m.unavailable, m.IsLeader, m.needToGrant, m.grantToBack,
+	reg.MustRegister(m.actions, m.drainFails, m.IsLeader, m.needToGrant, m.grantToBack,
 		m.drainSeconds, m.cycles, m.stalls, m.failed, m.selfPauses, m)
 	for _, r := range []string{"finished", "aborted"} {
 		m.cycles.WithLabelValues(r)
 	}
-	for _, r := range StallReasons {
+	for _, r := range stall.Reasons {
 		m.stalls.WithLabelValues(r)
 	}
 	return m
 }
 
-func (m *Metrics) watch(c *Controller) { m.c = c }
-
-func (m *Metrics) acted(r protocol.Row) { m.actions.WithLabelValues(string(r.Do)).Inc() }
-
-func (m *Metrics) drainFailed() { m.drainFails.Inc() }
-
-func (m *Metrics) stallCounted(reason string) { m.stalls.WithLabelValues(reason).Inc() }
-
-func (m *Metrics) failedReboot() { m.failed.Inc() }
-
-func (m *Metrics) selfPaused() { m.selfPauses.Inc() }
-
-func (m *Metrics) budget(limit, unavailable int) {
-	m.limit.Set(float64(limit))
-	m.unavailable.Set(float64(unavailable))
-}
+// Observe sets what the scrape-time metrics read (New calls it with the Controller).
+func (m *Metrics) Observe(v FleetView) { m.view = v }
 
 // Describe implements prometheus.Collector for the per-state node counts.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
@@ -116,6 +109,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.stalled
 	ch <- m.blocked
 	ch <- m.paused
+	ch <- m.limitDesc
+	ch <- m.usedDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -124,25 +119,32 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range []protocol.State{protocol.Idle, protocol.NeedsReboot, protocol.BeforeHooks, protocol.Draining, protocol.Rebooting, protocol.Rebooted, protocol.AfterHooks} {
 		counts[s] = 0
 	}
-	blocked := map[string]int{BlockedBudget: 0, BlockedWindow: 0, BlockedPaused: 0, BlockedOrder: 0}
+	blocked := map[string]int{}
+	for _, k := range admission.Kinds {
+		blocked[string(k)] = 0
+	}
 	stalled := map[string]int{}
-	for _, r := range StallReasons {
+	for _, r := range stall.Reasons {
 		stalled[r] = 0
 	}
-	if m.c != nil {
-		for _, n := range m.c.allNodes() {
-			f := protocol.Observe(n, m.c.cfg.Hooks)
+	if m.view != nil {
+		for _, n := range m.view.Nodes() {
+			f := protocol.Observe(n, protocol.Hooks{}) // hooks do not change the state
 			counts[protocol.Classify(f)]++
 			if f.Stalled != "" {
 				stalled[f.Stalled]++
 			}
 			if why, ok := n.Annotations[protocol.BlockedBy]; ok {
-				blocked[blockedKind(why)]++
+				blocked[string(admission.KindOf(why))]++
 			}
 		}
-	}
-	if m.c != nil {
-		sw := fleet.Read(m.c.fleetConfigMap())
+		for _, p := range m.view.Pools() {
+			if p.Kind == admission.PoolFleet {
+				ch <- prometheus.MustNewConstMetric(m.limitDesc, prometheus.GaugeValue, float64(p.Limit))
+				ch <- prometheus.MustNewConstMetric(m.usedDesc, prometheus.GaugeValue, float64(p.Used))
+			}
+		}
+		sw := m.view.Switch()
 		v := 0.0
 		if sw.Paused {
 			v = 1

@@ -134,14 +134,26 @@ type Status struct {
 	MaxUnavailablePerGroup     string `json:"maxUnavailablePerGroup,omitempty"`
 	MaxUnavailableControlPlane string `json:"maxUnavailableControlPlane,omitempty"`
 	ControlPlaneOrder          string `json:"controlPlaneOrder,omitempty"`
-	// Windows and Exclusions as given (--reboot-window, --reboot-exclusion; FLUO's window as one more).
+	// StallPolicy is --stall-policy: under "release" a node that stalled after its grant stops
+	// counting against the budget ("" reads as "hold").
+	StallPolicy string `json:"stallPolicy,omitempty"`
+	// Windows and Exclusions as given (--reboot-window, --reboot-exclusion).
 	Windows    []string `json:"windows,omitempty"`
 	Exclusions []string `json:"exclusions,omitempty"`
+	// FLUOWindow is FLUO's window (--reboot-window-start/-length/-timezone), nil when not set.
+	FLUOWindow *FLUOWindow `json:"fluoWindow,omitempty"`
 	// Blockers active now that hold every node (alerts, too few Ready nodes, cluster-wide pods).
 	Blockers []Blocker `json:"blockers,omitempty"`
 	// FailedReboots: nodes that stalled or came back unhealthy in this roll-out, of MaxFailedReboots.
 	FailedReboots    []string `json:"failedReboots,omitempty"`
 	MaxFailedReboots int      `json:"maxFailedReboots,omitempty"`
+}
+
+// FLUOWindow is FLUO's window as its flags give it (window.Parse reads it back).
+type FLUOWindow struct {
+	Start    string `json:"start"`    // "14:00" or "Thu 14:00"
+	Length   string `json:"length"`   // a Go duration
+	TimeZone string `json:"timeZone"` // an IANA name
 }
 
 // Blocker is one active reason not to start cycles.

@@ -2,9 +2,10 @@ package notify
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/slipway-dev/slipway/operator/admission"
 )
 
 // BlockedRule turns "this node is still waiting" into one `blocked` notification per episode, after
@@ -55,11 +56,8 @@ func NewBlockedRule(n Notifier, after time.Duration, quietKinds []string) *Block
 	return r
 }
 
-// BlockedKind is the kind of a blocked-by value: the text before its first colon.
-func BlockedKind(why string) string {
-	k, _, _ := strings.Cut(why, ":")
-	return strings.TrimSpace(k)
-}
+// BlockedKind is the kind of a blocked-by value: the text before its first colon (admission.KindOf).
+func BlockedKind(why string) string { return string(admission.KindOf(why)) }
 
 // Blocked reports that node waits, held by why.
 func (r *BlockedRule) Blocked(node, why string) {

@@ -33,6 +33,8 @@ import (
 	"github.com/nicholas-fedor/shoutrrr/pkg/types"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
+
+	"github.com/slipway-dev/slipway/operator/admission"
 )
 
 // Kinds of Event.
@@ -154,10 +156,16 @@ const (
 	DefaultBlockedAfter = time.Hour
 )
 
-// DefaultQuietKinds are the blocked-by kinds that never make a `blocked` notification: waiting for
-// the budget, a window or the control-plane order is the plan working (the same kinds the example
-// PrometheusRule leaves out).
-var DefaultQuietKinds = []string{"budget", "window", "order"}
+// DefaultQuietKinds are the blocked-by kinds that never make a `blocked` notification: admission's
+// quiet kinds (waiting for the budget, a window or the control-plane order is the plan working; the
+// same kinds the example PrometheusRule leaves out).
+var DefaultQuietKinds = func() []string {
+	var out []string
+	for _, k := range admission.QuietKinds {
+		out = append(out, string(k))
+	}
+	return out
+}()
 
 type options struct {
 	queue        int

@@ -9,11 +9,11 @@
 // internals, no second copy of the state. pause and resume flip the switch in the same ConfigMap
 // (fleet.PausePatch, fleet.ResumePatch), creating it when missing.
 //
-// The budget is counted as the operator counts it: a node is unavailable when it is in its cycle,
-// NotReady or cordoned (protocol.Facts.Unavailable); limits come from the published --max-unavailable,
-// --max-unavailable-per-group and --max-unavailable-control-plane. One difference: under
-// --stall-policy=release the operator stops counting a node that stalled after its grant, which the
-// view (not told the policy) still counts.
+// The budget is counted as the operator counts it, by the same function (admission.Pools over
+// admission.Of): a node is unavailable when it is in its cycle, NotReady or cordoned, except one that
+// stalled after its grant under --stall-policy=release; limits and the stall policy come from what the
+// operator published (--max-unavailable, --max-unavailable-per-group, --max-unavailable-control-plane,
+// --stall-policy).
 //
 // # Output
 //

@@ -8,7 +8,9 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/fleet"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/budget"
+	"github.com/slipway-dev/slipway/operator/stall"
 )
 
 // APIVersion names the JSON shape (see the package documentation).
@@ -50,11 +52,11 @@ type GroupPause struct {
 	Reason string `json:"reason"`
 }
 
-// Pools of Budget.Pool.
+// Pools of Budget.Pool (admission.PoolKind).
 const (
-	PoolFleet        = "fleet"
-	PoolControlPlane = "control-plane"
-	PoolGroup        = "group"
+	PoolFleet        = string(admission.PoolFleet)
+	PoolControlPlane = string(admission.PoolControlPlane)
+	PoolGroup        = string(admission.PoolGroup)
 )
 
 // Budget is one pool of the budget: how many of its nodes are unavailable, and how many may be.
@@ -140,15 +142,18 @@ func Build(nodes []corev1.Node, cm *corev1.ConfigMap, namespace string, now time
 		r.Fleet.Blockers = append(r.Fleet.Blockers, Blocker{Name: b.Name, Reason: b.Reason, Since: b.Since.UTC()})
 	}
 
+	policy := stall.Policy(st.StallPolicy)
+	entries := make([]admission.Node, 0, len(nodes))
 	for i := range nodes {
-		r.Nodes = append(r.Nodes, node(&nodes[i], st.GroupLabel))
+		r.Nodes = append(r.Nodes, node(&nodes[i], st.GroupLabel, policy))
+		entries = append(entries, admission.Of(&nodes[i], st.GroupLabel, policy))
 	}
 	sort.Slice(r.Nodes, func(i, j int) bool { return r.Nodes[i].Name < r.Nodes[j].Name })
-	r.Fleet.Budgets = budgets(r.Nodes, st, published)
+	r.Fleet.Budgets = budgets(entries, st, published)
 	return r
 }
 
-func node(n *corev1.Node, groupLabel string) Node {
+func node(n *corev1.Node, groupLabel string, policy stall.Policy) Node {
 	// Hooks do not change the state a node is in (only what the operator does next), so the view
 	// needs no hook names.
 	f := protocol.Observe(n, protocol.Hooks{})
@@ -168,7 +173,7 @@ func node(n *corev1.Node, groupLabel string) Node {
 		Paused:        f.Paused,
 		Ready:         f.Ready,
 		Unschedulable: f.Unschedulable,
-		Unavailable:   f.Unavailable(),
+		Unavailable:   admission.Counts(f, policy),
 		BlockedBy:     a[protocol.BlockedBy],
 		Stalled:       a[protocol.Stalled],
 		DrainError:    a[protocol.DrainError],
@@ -177,55 +182,46 @@ func node(n *corev1.Node, groupLabel string) Node {
 	}
 }
 
-// budgets counts the pools as the operator's admission does: the fleet; the control plane when it has
-// nodes; every group (limited only under --max-unavailable-per-group) when any node has one or a
-// group label is configured.
-func budgets(nodes []Node, st fleet.Status, published bool) []Budget {
-	fleetPool := Budget{Pool: PoolFleet, Max: st.MaxUnavailable}
-	cp := Budget{Pool: PoolControlPlane, Max: st.MaxUnavailableControlPlane}
-	groups := map[string]*Budget{}
-	anyGroup := st.GroupLabel != ""
-	for _, n := range nodes {
-		in := []*Budget{&fleetPool}
-		if n.ControlPlane {
-			in = append(in, &cp)
-		}
-		g := groups[n.Group]
-		if g == nil {
-			g = &Budget{Pool: PoolGroup, Group: n.Group, Max: st.MaxUnavailablePerGroup}
-			groups[n.Group] = g
-		}
-		anyGroup = anyGroup || n.Group != ""
-		in = append(in, g)
-		for _, b := range in {
-			b.Nodes++
-			if n.Unavailable {
-				b.Unavailable++
-			}
-		}
-	}
-	out := []Budget{fleetPool}
-	if cp.Nodes > 0 {
-		out = append(out, cp)
-	}
-	if anyGroup {
-		names := make([]string, 0, len(groups))
-		for g := range groups {
-			names = append(names, g)
-		}
-		sort.Strings(names)
-		for _, g := range names {
-			out = append(out, *groups[g])
-		}
-	}
-	for i := range out {
+// budgets are admission.Pools over the nodes under the configuration the operator published (its
+// --stall-policy included), so the view and the operator count alike (TestViewAndOperatorAgree): the
+// fleet; the control plane when it has nodes; every group (limited only under
+// --max-unavailable-per-group) when any node has one or a group label is configured. Limits are
+// known only when the operator published them.
+func budgets(entries []admission.Node, st fleet.Status, published bool) []Budget {
+	maxes := map[admission.PoolKind]string{admission.PoolFleet: st.MaxUnavailable, admission.PoolGroup: st.MaxUnavailablePerGroup,
+		admission.PoolControlPlane: st.MaxUnavailableControlPlane}
+	parsed := map[admission.PoolKind]*budget.Max{}
+	for k := range maxes {
 		if !published {
-			out[i].Max = ""
+			maxes[k] = ""
 		}
-		if m, err := budget.ParseMax(out[i].Max); err == nil {
-			l := m.Limit(out[i].Nodes)
-			out[i].Limit = &l
+		if m, err := budget.ParseMax(maxes[k]); err == nil {
+			parsed[k] = &m
 		}
+	}
+	var l admission.Limits
+	if m := parsed[admission.PoolFleet]; m != nil {
+		l.Fleet = *m
+	}
+	if m := parsed[admission.PoolControlPlane]; m != nil {
+		l.ControlPlane = *m
+	}
+	l.PerGroup = parsed[admission.PoolGroup]
+	anyGroup := st.GroupLabel != ""
+	for _, e := range entries {
+		anyGroup = anyGroup || e.Group != ""
+	}
+	out := []Budget{}
+	for _, p := range admission.Pools(entries, l) {
+		if p.Kind == admission.PoolGroup && !anyGroup {
+			continue
+		}
+		b := Budget{Pool: string(p.Kind), Group: p.Group, Nodes: p.Nodes, Unavailable: p.Used, Max: maxes[p.Kind]}
+		if parsed[p.Kind] != nil {
+			limit := p.Limit
+			b.Limit = &limit
+		}
+		out = append(out, b)
 	}
 	return out
 }

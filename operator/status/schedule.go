@@ -1,19 +1,16 @@
 package status
 
 import (
-	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/fleet"
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
-// schedule rebuilds the operator's window.Schedule from the windows and exclusions it published and
-// judges it at now. The operator publishes them as given (window.Schedule.Specs), so they parse as
-// they did when it started; FLUO's window, which has no spec of its own, is published as its String
-// and read back by parseFLUO.
+// schedule rebuilds the operator's window.Schedule from the windows, exclusions and FLUO window it
+// published and judges it at now. The operator publishes them as given (window.Schedule.Specs,
+// window.Window.Spec), so they parse as they did when it started.
 func schedule(st fleet.Status, published bool, now time.Time) Schedule {
 	s := Schedule{
 		Windows:    append([]string{}, st.Windows...),
@@ -23,10 +20,13 @@ func schedule(st fleet.Status, published bool, now time.Time) Schedule {
 		s.Error = "the operator has published no status"
 		return s
 	}
-	sched, err := parseSchedule(st.Windows, st.Exclusions)
+	sched, err := parseSchedule(st)
 	if err != nil {
 		s.Error = err.Error()
 		return s
+	}
+	if w := sched.FLUO(); w != nil {
+		s.Windows = append([]string{w.String()}, s.Windows...)
 	}
 	s.Known = true
 	s.Open = sched.Open(now)
@@ -37,21 +37,27 @@ func schedule(st fleet.Status, published bool, now time.Time) Schedule {
 	return s
 }
 
-func parseSchedule(windows, exclusions []string) (*window.Schedule, error) {
+func parseSchedule(st fleet.Status) (*window.Schedule, error) {
 	var fluo *window.Window
-	var rules []*window.Rule
-	var excl []window.Exclusion
-	for _, spec := range windows {
-		if r, err := window.ParseWindow(spec); err == nil {
-			rules = append(rules, r)
-			continue
-		} else if w, ferr := parseFLUO(spec); ferr == nil && fluo == nil {
-			fluo = w
-		} else {
+	if w := st.FLUOWindow; w != nil {
+		loc, err := time.LoadLocation(w.TimeZone)
+		if err != nil {
+			return nil, fmt.Errorf("FLUO window time zone %q: %w", w.TimeZone, err)
+		}
+		if fluo, err = window.Parse(w.Start, w.Length, loc); err != nil {
 			return nil, err
 		}
 	}
-	for _, spec := range exclusions {
+	var rules []*window.Rule
+	for _, spec := range st.Windows {
+		r, err := window.ParseWindow(spec)
+		if err != nil {
+			return nil, err
+		}
+		rules = append(rules, r)
+	}
+	var excl []window.Exclusion
+	for _, spec := range st.Exclusions {
 		e, err := window.ParseExclusion(spec)
 		if err != nil {
 			return nil, err
@@ -59,25 +65,4 @@ func parseSchedule(windows, exclusions []string) (*window.Schedule, error) {
 		excl = append(excl, e)
 	}
 	return window.NewSchedule(fluo, rules, excl), nil
-}
-
-// fluoString matches window.Window's String: "Thu 14:00 for 1h30m0s (Europe/Berlin)", "daily 14:00
-// for 1h0m0s (UTC)". TestFLUOWindowReadBack keeps the two in step.
-var fluoString = regexp.MustCompile(`^(daily|Sun|Mon|Tue|Wed|Thu|Fri|Sat) (\d\d:\d\d) for (\S+) \((\S+)\)$`)
-
-// parseFLUO reads FLUO's window back from its String.
-func parseFLUO(s string) (*window.Window, error) {
-	m := fluoString.FindStringSubmatch(s)
-	if m == nil {
-		return nil, errors.New("not FLUO's window")
-	}
-	loc, err := time.LoadLocation(m[4])
-	if err != nil {
-		return nil, fmt.Errorf("FLUO window %q: %w", s, err)
-	}
-	start := m[2]
-	if m[1] != "daily" {
-		start = m[1] + " " + start
-	}
-	return window.Parse(start, m[3], loc)
 }

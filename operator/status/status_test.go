@@ -33,23 +33,26 @@ func TestFLUOWindowReadBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := parseFLUO(w.String())
+		// As the operator publishes it (fleetstate.go) and the view reads it back.
+		start, length, zone := w.Spec()
+		sched, err := parseSchedule(fleet.Status{FLUOWindow: &fleet.FLUOWindow{Start: start, Length: length, TimeZone: zone}})
 		if err != nil {
 			t.Fatalf("%q: %v", w.String(), err)
 		}
-		if got.String() != w.String() {
-			t.Errorf("%q read back as %q", w.String(), got.String())
+		got := sched.FLUO()
+		if got == nil || got.String() != w.String() {
+			t.Fatalf("%q read back as %v", w.String(), got)
 		}
 		// And the same instants open: a week in 7-minute steps.
 		t0 := time.Date(2026, 3, 23, 0, 0, 0, 0, time.UTC)
 		for at := t0; at.Before(t0.AddDate(0, 0, 8)); at = at.Add(7 * time.Minute) {
-			if got.Contains(at) != w.Contains(at) {
+			if got.Contains(at) != w.Contains(at) || sched.Open(at) != w.Contains(at) {
 				t.Fatalf("%q: read back differs at %s", w.String(), at)
 			}
 		}
 	}
-	if _, err := parseFLUO("Mon-Fri 22:00-05:00"); err == nil {
-		t.Error("a window spec read as FLUO's window")
+	if _, err := parseSchedule(fleet.Status{FLUOWindow: &fleet.FLUOWindow{Start: "Moonday 14:00", Length: "1h", TimeZone: "UTC"}}); err == nil {
+		t.Error("a bad published FLUO window must be an error, not a schedule")
 	}
 }
 
@@ -70,7 +73,12 @@ func TestSchedule(t *testing.T) {
 			Known: true, NextOpen: at("2026-11-23T21:00:00Z"), ClosedBy: "outside the reboot windows",
 		}},
 		{"open", status([]string{"Sat,Sun 00:00-24:00", "08:00-10:00 UTC"}, nil), true, Schedule{Known: true, Open: true}},
-		{"FLUO's window among them", status([]string{"daily 08:30 for 1h0m0s (UTC)"}, nil), true, Schedule{Known: true, Open: true}},
+		{"FLUO's window among them", fleet.Status{MaxUnavailable: "1", Windows: []string{"Sat 00:00-01:00"},
+			FLUOWindow: &fleet.FLUOWindow{Start: "08:30", Length: "1h", TimeZone: "UTC"}}, true, Schedule{Known: true, Open: true}},
+		{"FLUO's window alone, closed", fleet.Status{MaxUnavailable: "1",
+			FLUOWindow: &fleet.FLUOWindow{Start: "Tue 08:30", Length: "1h", TimeZone: "UTC"}}, true, Schedule{
+			Known: true, NextOpen: at("2026-11-24T08:30:00Z"), ClosedBy: "outside the reboot windows",
+		}},
 		{"excluded", status(nil, []string{"2026-11-20/2026-11-24"}), true, Schedule{
 			Known: true, NextOpen: at("2026-11-25T00:00:00Z"), ClosedBy: "reboot exclusion 2026-11-20/2026-11-24 UTC",
 		}},

@@ -166,15 +166,11 @@ func (s *Schedule) String() string {
 	return b.String()
 }
 
-// Specs returns the windows and exclusions as they were given (blanks collapsed), for publishing. FLUO's
-// window, if any, comes first among the windows, described as its String does (e.g. "Thu 14:00 for
-// 1h30m0s (UTC)"), since it has no spec of its own. Both are nil when there are none.
+// Specs returns the windows and exclusions as they were given (blanks collapsed), for publishing;
+// FLUO's window, which has a form of its own, is FLUO. Both are nil when there are none.
 func (s *Schedule) Specs() (windows, exclusions []string) {
 	if s == nil {
 		return nil, nil
-	}
-	if s.fluo != nil {
-		windows = append(windows, s.fluo.String())
 	}
 	for _, r := range s.windows {
 		windows = append(windows, r.Spec())
@@ -183,4 +179,12 @@ func (s *Schedule) Specs() (windows, exclusions []string) {
 		exclusions = append(exclusions, e.Spec())
 	}
 	return windows, exclusions
+}
+
+// FLUO is FLUO's window in the schedule (nil: none).
+func (s *Schedule) FLUO() *Window {
+	if s == nil {
+		return nil
+	}
+	return s.fluo
 }

@@ -132,3 +132,16 @@ func (w *Window) String() string {
 	}
 	return fmt.Sprintf("%s %02d:%02d for %s (%s)", day, w.hour, w.minute, w.length, w.Location)
 }
+
+// Spec is the window as Parse takes it (start, length, zone name), for publishing: Parse(Spec()) gives
+// the same window (TestWindowSpecRoundTrip).
+func (w *Window) Spec() (start, length, zone string) {
+	if w == nil {
+		return "", "", ""
+	}
+	start = fmt.Sprintf("%02d:%02d", w.hour, w.minute)
+	if w.weekly {
+		start = w.weekday.String()[:3] + " " + start
+	}
+	return start, w.length.String(), w.Location.String()
+}

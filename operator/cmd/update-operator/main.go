@@ -42,11 +42,13 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/version"
 	"github.com/slipway-dev/slipway/operator"
+	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/blocker"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/fence"
 	"github.com/slipway-dev/slipway/operator/fleetlock"
 	"github.com/slipway-dev/slipway/operator/notify"
+	"github.com/slipway-dev/slipway/operator/stall"
 	"github.com/slipway-dev/slipway/operator/status"
 	"github.com/slipway-dev/slipway/operator/window"
 )
@@ -118,7 +120,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.StringVar(&o.groupLabel, "group-label", "", "node label whose values are budget groups, e.g. topology.kubernetes.io/zone; nodes without it form one group (a FleetLock node without it: the group its Zincati asks in)")
 	fs.StringVar(&o.maxPerGroup, "max-unavailable-per-group", "", "nodes of one group that may be unavailable at once (count or % of the group); empty: groups share --max-unavailable only. Both limits hold at every instant")
 	fs.StringVar(&o.maxControlPlane, "max-unavailable-control-plane", "1", "control-plane nodes (label node-role.kubernetes.io/control-plane) that may be unavailable at once (count or %)")
-	fs.StringVar(&o.controlPlaneOrder, "control-plane-order", string(operator.OrderNone), "\"none\" (workers and control plane compete for the budget), \"workers-first\" (no control-plane node starts while a worker waits or is in its cycle) or \"control-plane-first\"")
+	fs.StringVar(&o.controlPlaneOrder, "control-plane-order", string(admission.OrderNone), "\"none\" (workers and control plane compete for the budget), \"workers-first\" (no control-plane node starts while a worker waits or is in its cycle) or \"control-plane-first\"")
 	fs.IntVar(&o.maxFailedReboots, "max-failed-reboots", 0, "pause the whole fleet once this many nodes of the current roll-out stalled after their reboot was granted (see --reboot-timeout); a person resumes it (kubectl slipway resume); 0 never")
 	fs.Var(&o.podsOnNode, "blocking-pod-selector", "label selector (kubectl syntax, e.g. app=backup): a node waits while an unfinished pod matching it runs on that node; repeatable (kured's flag, same meaning)")
 	fs.Var(&o.podsInCluster, "blocking-pod-selector-in-cluster", "label selector: no node starts a reboot while an unfinished matching pod exists anywhere in the cluster; repeatable")
@@ -140,10 +142,10 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.DurationVar(&o.drainGrace, "drain-grace-period", -1*time.Second, "termination grace period for evicted pods; negative uses each pod's own")
 	fs.BoolVar(&o.forceDrain, "force-drain", false, "also evict pods that no controller manages (they are gone for good)")
 	fs.StringVar(&o.drainPolicy, "drain-failure-policy", string(operator.DrainRetry), "after a failed or timed-out drain: \"retry\" (keep cordoned, no reboot-ok, retry with backoff) or \"force\" (grant reboot-ok anyway)")
-	fs.DurationVar(&o.drainRetryBase, "drain-retry-base", 10*time.Second, "first delay before retrying a failed drain (doubles per failure)")
-	fs.DurationVar(&o.drainRetryMax, "drain-retry-max", 5*time.Minute, "longest delay between drain retries")
+	fs.DurationVar(&o.drainRetryBase, "drain-retry-base", operator.DefaultDrainRetryBase, "first delay before retrying a failed drain (doubles per failure)")
+	fs.DurationVar(&o.drainRetryMax, "drain-retry-max", operator.DefaultDrainRetryMax, "longest delay between drain retries")
 	fs.DurationVar(&o.rebootTimeout, "reboot-timeout", 30*time.Minute, "time a node may spend in one stage of its cycle (hooks, drain, reboot, coming back Ready) before it is reported stalled: annotation update.slipway.dev/stalled, a Stalled Warning Event, slipway_operator_stalled_nodes; 0 never")
-	fs.StringVar(&o.stallPolicy, "stall-policy", string(operator.StallHold), "a stalled node: \"hold\" keeps its budget slot (safe); \"release\" frees it once the node stalled after its reboot was granted, so the roll-out goes on without it")
+	fs.StringVar(&o.stallPolicy, "stall-policy", string(stall.Hold), "a stalled node: \"hold\" keeps its budget slot (safe); \"release\" frees it once the node stalled after its reboot was granted, so the roll-out goes on without it")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader-election Lease (default $POD_NAMESPACE)")
 	fs.StringVar(&o.leaseName, "lease-name", "slipway-update-operator", "name of the leader-election Lease")
 	fs.StringVar(&o.identity, "identity", os.Getenv("POD_NAME"), "this instance's leader-election identity (default $POD_NAME, else hostname plus a random suffix)")
@@ -203,15 +205,16 @@ func (o *options) config() (operator.Config, error) {
 		}
 		excl = append(excl, e)
 	}
-	var schedule operator.Schedule
-	if len(rules)+len(excl) > 0 {
+	// FLUO's window is one more window of the one schedule (nil when there is nothing to gate on).
+	var schedule admission.Schedule
+	if w != nil || len(rules)+len(excl) > 0 {
 		schedule = window.NewSchedule(w, rules, excl)
 	}
 	policy, err := operator.ParseDrainPolicy(o.drainPolicy)
 	if err != nil {
 		return cfg, fmt.Errorf("drain-failure-policy: %w", err)
 	}
-	stall, err := operator.ParseStallPolicy(o.stallPolicy)
+	stall, err := stall.ParsePolicy(o.stallPolicy)
 	if err != nil {
 		return cfg, fmt.Errorf("stall-policy: %w", err)
 	}
@@ -233,7 +236,7 @@ func (o *options) config() (operator.Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("max-unavailable-control-plane: %w", err)
 	}
-	order, err := operator.ParseControlPlaneOrder(o.controlPlaneOrder)
+	order, err := admission.ParseOrder(o.controlPlaneOrder)
 	if err != nil {
 		return cfg, fmt.Errorf("control-plane-order: %w", err)
 	}
@@ -295,7 +298,6 @@ func (o *options) config() (operator.Config, error) {
 	return operator.Config{
 		Hooks:          protocol.Hooks{Before: o.before, After: o.after},
 		MaxUnavailable: max,
-		Window:         w,
 		RebootTimeout:  o.rebootTimeout,
 		StallPolicy:    stall,
 

@@ -1,0 +1,139 @@
+package admission
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Config configures an Admitter.
+type Config struct {
+	Limits   Limits
+	Order    Order
+	Schedule Schedule // nil: always open
+	Blockers []Blocker
+	// CheckTimeout bounds one blocker's Check (DefaultCheckTimeout when 0).
+	CheckTimeout time.Duration
+}
+
+// planTTL bounds how long one plan is reused while nothing it reads changed: per-node blockers (pods,
+// min-ready) may change without the index noticing.
+const planTTL = time.Second
+
+// Admitter decides admissions one at a time against its Index.
+type Admitter struct {
+	index   *Index
+	limits  Limits
+	order   Order
+	chain   Chain
+	perNode []Blocker
+	fleet   []Blocker // fleet-wide
+
+	mu   sync.Mutex // one decision at a time; guards plan
+	plan *Plan
+}
+
+// NewAdmitter builds the chain of cfg over index: window, pause, fleet-wide blockers, order, budget,
+// per-node blockers. Every blocker is Bounded by cfg.CheckTimeout.
+func NewAdmitter(cfg Config, index *Index) *Admitter {
+	var bs []Blocker
+	for _, b := range cfg.Blockers {
+		bs = append(bs, Bounded(b, cfg.CheckTimeout))
+	}
+	fleetWide, perNode := Split(bs)
+	if cfg.Order == "" {
+		cfg.Order = OrderNone
+	}
+	return &Admitter{index: index, limits: cfg.Limits, order: cfg.Order, perNode: perNode, fleet: fleetWide, chain: Chain{
+		WindowGate(cfg.Schedule),
+		PauseGate(),
+		FleetBlockersGate(fleetWide),
+		OrderGate(cfg.Order),
+		BudgetGate(),
+		NodeBlockersGate(),
+	}}
+}
+
+// Index is the index the Admitter decides against.
+func (a *Admitter) Index() *Index { return a.index }
+
+// Fleet is what the gates of one decision share: the index as it was when the decision began, the
+// pause switch, and the plan (built on first use).
+type Fleet struct {
+	Snapshot *Snapshot
+	Switch   Switch
+	// ActiveBlockers are the fleet-wide blockers that block (name -> reason), set by
+	// FleetBlockersGate; nil when the chain stopped before it.
+	ActiveBlockers map[string]string
+	plan           func() *Plan
+}
+
+// Plan is the budget plan for this decision.
+func (f *Fleet) Plan() *Plan { return f.plan() }
+
+// Decision is the answer for one node.
+type Decision struct {
+	Verdict // Passes() when admitted
+	// ActiveBlockers: see Fleet.ActiveBlockers.
+	ActiveBlockers map[string]string
+	// Release ends the reservation an admitted node holds in every pool; call it once its admission
+	// was written (and the write is in the index) or failed. Nil when not admitted.
+	Release func() bool
+}
+
+// Admitted reports whether the node may start its cycle now.
+func (d Decision) Admitted() bool { return d.Passes() }
+
+// Decide runs the chain for name, whose Node is obj; lookup gives the Node of any other waiting node
+// for per-node blockers (ok false: gone). An admitted node is reserved in every pool before Decide
+// returns, so the next decision counts it even before its write lands.
+func (a *Admitter) Decide(ctx context.Context, name string, obj *corev1.Node, sw Switch, now time.Time,
+	lookup func(name string) (*corev1.Node, bool)) Decision {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.index.Snapshot()
+	e, ok := s.Waiting[name]
+	if !ok {
+		return Decision{Verdict: Held(KindGone, "no longer waiting", 0)}
+	}
+	f := &Fleet{Snapshot: &s, Switch: sw}
+	f.plan = func() *Plan {
+		if p := a.plan; p != nil && p.Gen == s.Gen && !now.Before(p.At) && now.Sub(p.At) < planTTL {
+			return p
+		}
+		a.plan = BuildPlan(&s, a.limits, a.order, sw, now, func(cand string) Verdict {
+			n, ok := lookup(cand)
+			if !ok {
+				return Held(KindGone, "node gone", 0)
+			}
+			if rs := CheckAll(ctx, a.perNode, n); len(rs) > 0 {
+				return Held(Kind(rs[0].Name), rs[0].Reason, BlockerRetry)
+			}
+			return Pass
+		})
+		return a.plan
+	}
+	v := a.chain.Run(ctx, Input{Name: name, Node: e, Obj: obj, Now: now, Fleet: f})
+	d := Decision{Verdict: v, ActiveBlockers: f.ActiveBlockers}
+	if v.Passes() {
+		d.Release = a.index.Reserve(name)
+	}
+	return d
+}
+
+// Pools are the budgets as admission counts them now (reservations included).
+func (a *Admitter) Pools() []Pool {
+	s := a.index.Snapshot()
+	return s.Pools(a.limits)
+}
+
+// FleetWideFiring asks the fleet-wide blockers about n (outside any decision) and returns the first
+// that blocks as "name: reason", "" when none does: a node back while one fires counts as failed.
+func (a *Admitter) FleetWideFiring(ctx context.Context, n *corev1.Node) string {
+	if rs := CheckAll(ctx, a.fleet, n); len(rs) > 0 {
+		return rs[0].String()
+	}
+	return ""
+}

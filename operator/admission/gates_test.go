@@ -1,0 +1,204 @@
+package admission
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/budget"
+	"github.com/slipway-dev/slipway/operator/window"
+)
+
+var t0 = time.Date(2026, 11, 19, 9, 0, 0, 0, time.UTC) // a Thursday
+
+func max(t *testing.T, s string) budget.Max {
+	t.Helper()
+	m, err := budget.ParseMax(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func obj(name string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+
+// fleetOf indexes the entries (name -> entry) and returns a decision's view of them.
+func fleetOf(entries map[string]Node, sw Switch) (*Index, *Fleet) {
+	x := NewIndex()
+	for name, e := range entries {
+		e := e
+		x.Update(name, t0, func() (Node, bool) { return e, true })
+	}
+	s := x.Snapshot()
+	return x, &Fleet{Snapshot: &s, Switch: sw}
+}
+
+var (
+	waiting = Node{State: protocol.NeedsReboot}
+	cycling = Node{State: protocol.Draining, Counts: true}
+	idle    = Node{State: protocol.Idle}
+)
+
+func TestWindowGate(t *testing.T) {
+	thu, err := window.Parse("Thu 14:00", "1h", time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	never, err := window.ParseExclusion("2026-01-01/2028-01-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		s     Schedule
+		now   time.Time
+		want  string
+		retry time.Duration
+	}{
+		{"no schedule", nil, t0, "", 0},
+		{"closed: retry when it opens", window.NewSchedule(thu, nil, nil), t0, "window: closed until 2026-11-19T14:00:00Z", 5*time.Hour + time.Second},
+		{"open", window.NewSchedule(thu, nil, nil), t0.Add(5*time.Hour + 30*time.Minute), "", 0},
+		{"never opens", window.NewSchedule(nil, nil, []window.Exclusion{never}), t0, "window: no reboot window opens in the next 400 days (", 0},
+	} {
+		v := WindowGate(c.s).Check(context.Background(), Input{Name: "a", Now: c.now})
+		if !strings.HasPrefix(v.String(), c.want) || (c.want == "") != v.Passes() || v.Retry != c.retry {
+			t.Errorf("%s: %q retry %s, want %q retry %s", c.name, v, v.Retry, c.want, c.retry)
+		}
+	}
+}
+
+func TestPauseGate(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		sw    fleet.Switch
+		group string
+		want  string
+	}{
+		{"nothing paused", fleet.Switch{}, "a", ""},
+		{"fleet paused", fleet.Switch{Paused: true, Reason: "incident 42"}, "a", "paused: fleet paused: incident 42"},
+		{"own group paused", fleet.Switch{Groups: map[string]string{"a": "AZ maintenance"}}, "a", "paused: group a paused: AZ maintenance"},
+		{"other group paused", fleet.Switch{Groups: map[string]string{"b": "x"}}, "a", ""},
+	} {
+		_, f := fleetOf(nil, c.sw)
+		if v := PauseGate().Check(context.Background(), Input{Node: Node{Group: c.group}, Fleet: f}); v.String() != c.want {
+			t.Errorf("%s: %q, want %q", c.name, v, c.want)
+		}
+	}
+}
+
+func TestFleetBlockersGateAsksEveryBlocker(t *testing.T) {
+	asked := 0
+	fire := func(name, reason string) Blocker {
+		return Func{N: name, Fleet: true, F: func(context.Context, *corev1.Node) (bool, string) { asked++; return reason != "", reason }}
+	}
+	_, f := fleetOf(nil, fleet.Switch{})
+	v := FleetBlockersGate([]Blocker{fire("quiet", ""), fire("prometheus-alerts", "NodeDown firing"), fire("min-ready-nodes", "2 of 5 Ready")}).
+		Check(context.Background(), Input{Obj: obj("a"), Fleet: f})
+	if v.String() != "prometheus-alerts: NodeDown firing" || v.Retry != BlockerRetry {
+		t.Errorf("verdict %q retry %s", v, v.Retry)
+	}
+	if asked != 3 || len(f.ActiveBlockers) != 2 || f.ActiveBlockers["min-ready-nodes"] != "2 of 5 Ready" {
+		t.Errorf("asked %d, active %v: every blocker is asked so the status lists all", asked, f.ActiveBlockers)
+	}
+}
+
+func TestOrderGate(t *testing.T) {
+	worker, cp := Node{State: protocol.NeedsReboot}, Node{State: protocol.NeedsReboot, ControlPlane: true}
+	for _, c := range []struct {
+		name  string
+		o     Order
+		fleet map[string]Node
+		node  Node
+		want  Kind
+	}{
+		{"none", OrderNone, map[string]Node{"w": worker, "c": cp}, cp, ""},
+		{"workers first, a worker waits", OrderWorkersFirst, map[string]Node{"w": worker, "c": cp}, cp, KindOrder},
+		{"workers first, a paused worker does not count", OrderWorkersFirst, map[string]Node{"w": {State: protocol.NeedsReboot, Paused: true}, "c": cp}, cp, ""},
+		{"workers first, the worker itself", OrderWorkersFirst, map[string]Node{"w": worker, "c": cp}, worker, ""},
+		{"control plane first, one in its cycle", OrderControlPlaneFirst, map[string]Node{"w": worker, "c": {State: protocol.Rebooting, ControlPlane: true, Counts: true}}, worker, KindOrder},
+		{"control plane first, all idle", OrderControlPlaneFirst, map[string]Node{"w": worker, "c": {State: protocol.Idle, ControlPlane: true}}, worker, ""},
+	} {
+		_, f := fleetOf(c.fleet, fleet.Switch{})
+		if v := OrderGate(c.o).Check(context.Background(), Input{Node: c.node, Fleet: f}); v.Kind != c.want {
+			t.Errorf("%s: %q, want kind %q", c.name, v, c.want)
+		}
+	}
+}
+
+func TestBudgetAndNodeBlockerGates(t *testing.T) {
+	l := Limits{Fleet: max(t, "2"), ControlPlane: max(t, "1")}
+	g1 := max(t, "1")
+	cases := []struct {
+		name    string
+		limits  Limits
+		fleet   map[string]Node
+		since   map[string]time.Duration // waited this long before t0
+		held    map[string]string        // per-node blockers
+		node    string
+		want    string
+		nodeGot string // NodeBlockersGate's verdict
+	}{
+		{"room", l, map[string]Node{"a": waiting, "b": idle}, nil, nil, "a", "", ""},
+		{"fleet full", l, map[string]Node{"a": waiting, "x": cycling, "y": cycling}, nil, nil, "a", "budget: full (max-unavailable)", ""},
+		{"longest waiting first", l, map[string]Node{"a": waiting, "b": waiting, "x": cycling}, map[string]time.Duration{"b": time.Hour, "a": time.Minute}, nil, "a", "budget: full (max-unavailable)", ""},
+		{"ahead in order, pool not full", l, map[string]Node{"a": waiting, "b": waiting, "c": waiting}, map[string]time.Duration{"a": time.Minute, "b": time.Hour, "c": time.Hour}, nil, "a", "budget: full (max-unavailable)", ""},
+		{"already unavailable goes free", l, map[string]Node{"a": {State: protocol.NeedsReboot, Counts: true}, "x": cycling, "b": waiting},
+			map[string]time.Duration{"b": time.Hour}, nil, "a", "", ""},
+		{"...and the pool it already fills is full for the others", l, map[string]Node{"a": {State: protocol.NeedsReboot, Counts: true}, "x": cycling, "b": waiting},
+			map[string]time.Duration{"b": time.Hour}, nil, "b", "budget: full (max-unavailable)", ""},
+		{"group full", Limits{Fleet: max(t, "5"), PerGroup: &g1, ControlPlane: max(t, "1")},
+			map[string]Node{"a": {State: protocol.NeedsReboot, Group: "z"}, "x": {State: protocol.Draining, Counts: true, Group: "z"}}, nil, nil, "a", "budget: full (group/z)", ""},
+		{"control plane full", l, map[string]Node{"a": {State: protocol.NeedsReboot, ControlPlane: true}, "x": {State: protocol.Rebooting, Counts: true, ControlPlane: true}}, nil, nil, "a", "budget: full (control-plane)", ""},
+		{"a held node takes no budget", Limits{Fleet: max(t, "1"), ControlPlane: max(t, "1")}, map[string]Node{"a": waiting, "b": waiting},
+			map[string]time.Duration{"b": time.Hour}, map[string]string{"b": "pods-on-node: db-0 running"}, "a", "", ""},
+		{"the held node passes the budget, not the blockers", l, map[string]Node{"b": waiting}, nil, map[string]string{"b": "pods-on-node: db-0 running"}, "b", "", "pods-on-node: db-0 running"},
+	}
+	for _, c := range cases {
+		x, _ := fleetOf(nil, fleet.Switch{})
+		for name, e := range c.fleet {
+			e := e
+			at := t0.Add(-c.since[name])
+			x.Update(name, at, func() (Node, bool) { return e, true })
+		}
+		s := x.Snapshot()
+		f := &Fleet{Snapshot: &s, Switch: fleet.Switch{}}
+		f.plan = func() *Plan {
+			return BuildPlan(&s, c.limits, OrderNone, f.Switch, t0, func(name string) Verdict {
+				if r, ok := c.held[name]; ok {
+					k, reason, _ := strings.Cut(r, ": ")
+					return Held(Kind(k), reason, BlockerRetry)
+				}
+				return Pass
+			})
+		}
+		in := Input{Name: c.node, Node: c.fleet[c.node], Now: t0, Fleet: f}
+		if v := BudgetGate().Check(context.Background(), in); v.String() != c.want {
+			t.Errorf("%s: budget %q, want %q", c.name, v, c.want)
+		}
+		if v := NodeBlockersGate().Check(context.Background(), in); v.String() != c.nodeGot {
+			t.Errorf("%s: node blockers %q, want %q", c.name, v, c.nodeGot)
+		}
+	}
+}
+
+func TestKinds(t *testing.T) {
+	for why, want := range map[string]Kind{"budget: full (max-unavailable)": KindBudget, "pods-on-node: x: y": KindPodsOnNode, "odd": "odd", "": ""} {
+		if got := KindOf(why); got != want {
+			t.Errorf("KindOf(%q) = %q, want %q", why, got, want)
+		}
+	}
+	for _, k := range Kinds {
+		if k.Quiet() != (k == KindBudget || k == KindWindow || k == KindOrder) {
+			t.Errorf("%s quiet = %v", k, k.Quiet())
+		}
+	}
+	if s := Held(KindPaused, "fleet paused: x", 0).String(); s != "paused: fleet paused: x" || Pass.String() != "" {
+		t.Errorf("String: %q", s)
+	}
+}

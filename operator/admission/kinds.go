@@ -1,0 +1,77 @@
+package admission
+
+import (
+	"strings"
+	"time"
+)
+
+// Kind says what holds a waiting node back. It is the text before the first colon of the node's
+// update.slipway.dev/blocked-by annotation, the reason label of slipway_operator_blocked_nodes, the
+// kind of a `blocked` notification and the status view's grouping.
+type Kind string
+
+const (
+	KindWindow Kind = "window" // outside the reboot windows, or in an exclusion
+	KindPaused Kind = "paused" // the fleet or the node's group is paused
+	KindOrder  Kind = "order"  // --control-plane-order keeps it back
+	KindBudget Kind = "budget" // a budget pool it is in is full
+	// The blockers' names (package blocker): each blocker's Name() is its kind.
+	KindPodsOnNode    Kind = "pods-on-node"
+	KindPodsInCluster Kind = "pods-in-cluster"
+	KindAlerts        Kind = "prometheus-alerts"
+	KindMinReadyNodes Kind = "min-ready-nodes"
+	// KindGone: the node vanished while its admission was decided (never written anywhere).
+	KindGone Kind = "gone"
+)
+
+// Kinds lists every kind a controller reports, for metrics that report zeros too.
+var Kinds = []Kind{KindWindow, KindPaused, KindOrder, KindBudget, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes}
+
+// QuietKinds are the plan working (budget, window, order): a Normal `Waiting` Event and never a
+// `blocked` notification. Every other kind is something a person may want to look at: a Warning
+// `Blocked` Event, and a notification after --notify-blocked-after.
+var QuietKinds = []Kind{KindBudget, KindWindow, KindOrder}
+
+// Quiet reports whether k is one of QuietKinds.
+func (k Kind) Quiet() bool {
+	for _, q := range QuietKinds {
+		if k == q {
+			return true
+		}
+	}
+	return false
+}
+
+// KindOf is the kind of a blocked-by value ("<kind>: <reason>").
+func KindOf(why string) Kind {
+	k, _, _ := strings.Cut(why, ":")
+	return Kind(strings.TrimSpace(k))
+}
+
+// Verdict is one gate's answer for one node: Kind "" lets it pass; otherwise it is held with Reason,
+// and Retry > 0 says when only time can change the answer (0: a change of some object will, and the
+// controller looks again then).
+type Verdict struct {
+	Kind   Kind
+	Reason string
+	Retry  time.Duration
+}
+
+// Pass lets the node through a gate.
+var Pass = Verdict{}
+
+// Held builds a verdict that holds the node.
+func Held(k Kind, reason string, retry time.Duration) Verdict {
+	return Verdict{Kind: k, Reason: reason, Retry: retry}
+}
+
+// Passes reports whether the gate let the node through.
+func (v Verdict) Passes() bool { return v.Kind == "" }
+
+// String is the blocked-by value: "<kind>: <reason>" ("" when it passes).
+func (v Verdict) String() string {
+	if v.Passes() {
+		return ""
+	}
+	return string(v.Kind) + ": " + v.Reason
+}

@@ -1,0 +1,72 @@
+package admission
+
+import (
+	"time"
+
+	"github.com/slipway-dev/slipway/operator/budget"
+)
+
+// Plan is the budget's answer for every waiting node at once, computed once per change of the fleet
+// (Index.Gen) rather than once per waiting node.
+type Plan struct {
+	Gen      uint64
+	At       time.Time
+	Admitted map[string]bool
+	HeldBy   map[string]Verdict // per-node blockers that held a node the budget had room for
+	Full     map[string]bool    // pool keys full after the admissions above
+}
+
+// BuildPlan orders the waiting nodes that the switch and the order do not keep back (budget.Order:
+// already unavailable first, then the longest waiting) and admits each while every pool it is in has
+// room. check is asked, in that order, about each node the budget has room for; a node it holds is not
+// admitted and uses nothing.
+func BuildPlan(s *Snapshot, l Limits, o Order, sw Switch, now time.Time, check func(name string) Verdict) *Plan {
+	pools := map[string]budget.Pool{}
+	for _, p := range s.Pools(l) {
+		if p.Limited {
+			pools[p.Key] = budget.Pool{Limit: p.Limit, Used: p.Used}
+		}
+	}
+	var cands []budget.Candidate
+	for name, e := range s.Waiting {
+		if e.Paused || o.keptBack(e, s) {
+			// Candidates the order keeps out must not take budget from the others either.
+			continue
+		}
+		if held, _ := sw.Holds(e.Group); held {
+			continue
+		}
+		since, ok := s.Since[name]
+		if !ok {
+			since = now
+		}
+		keys := e.PoolKeys()
+		cands = append(cands, budget.Candidate{Name: name, Unavailable: e.Counts, Pools: keys[1:], Since: since})
+	}
+	p := &Plan{Gen: s.Gen, At: now, Admitted: map[string]bool{}, HeldBy: map[string]Verdict{}, Full: map[string]bool{}}
+	skip := func(name string) bool {
+		if v := check(name); !v.Passes() {
+			p.HeldBy[name] = v
+			return true
+		}
+		return false
+	}
+	used := map[string]int{}
+	for k, pool := range pools {
+		used[k] = pool.Used
+	}
+	for _, name := range budget.AdmitPools(pools, cands, skip) {
+		p.Admitted[name] = true
+		if e := s.Waiting[name]; !e.Counts {
+			for _, k := range e.PoolKeys() {
+				used[k]++
+			}
+		}
+	}
+	for k, pool := range pools {
+		if used[k] >= pool.Limit {
+			p.Full[k] = true
+		}
+	}
+	return p
+}

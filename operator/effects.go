@@ -1,0 +1,323 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/slipway-dev/slipway/internal/nodes"
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/notify"
+)
+
+// step is one decided cycle step about to be carried out on n (the Node before its PATCH).
+type step struct {
+	n     *corev1.Node
+	f     protocol.Facts
+	from  protocol.State
+	row   protocol.Row
+	now   time.Time
+	hooks protocol.Hooks
+}
+
+// admission: the step starts the node's cycle.
+func (s step) admission() bool { return s.from == protocol.NeedsReboot && s.row.Next.InCycle() }
+
+// since is how long ago the RFC 3339 time in annotation key was (ok false: none).
+func (s step) since(key string) (time.Duration, bool) {
+	t, err := time.Parse(time.RFC3339, s.n.Annotations[key])
+	return s.now.Sub(t), err == nil
+}
+
+func (s step) uncordons() bool { return s.f.SlipwayCordoned || s.f.FLUOCordoned }
+
+// effect is what carrying out one protocol.Action does: the PATCH, the Event, the notification and
+// the metrics. The table below is the only place that says so; README's "What each step does" is
+// printed from it (TestREADMEEffectsTable).
+type effect struct {
+	Do protocol.Action
+	// Writes says in words what the PATCH does; patch builds it.
+	Writes string
+	patch  func(s step) *nodes.Patch
+	// Event is the reason of the Event recorded on the Node, Warning when Warning; message its text.
+	Event   string
+	Warning bool
+	message func(s step) string
+	// Notify is the --notify-url kind sent ("" none); OnAdmission: only when the step admits the node.
+	Notify      string
+	OnAdmission bool
+	// Cycles is the result counted in slipway_operator_cycles_total ("" none); Observes names the
+	// histograms observe feeds.
+	Cycles   string
+	Observes string
+	observe  func(m *Metrics, s step)
+	// EndsWait: the node's wait for admission ends (the need-to-grant time is measured).
+	EndsWait bool
+	// EndsDrains: the drainer forgets the node's attempts.
+	EndsDrains bool
+	// FreesSlot: the node stops counting against the budget; FailsIf says when it spends the
+	// failure budget as it does (checked after the write, before the slot is freed).
+	FreesSlot bool
+	FailsIf   string
+}
+
+// effects is the table: one row per action that writes the Node (None, Wait and Drain write nothing
+// here; a drain's failures are recorded by drain.go).
+var effects = []effect{
+	{
+		Do:     protocol.MarkBeforeReboot,
+		Writes: "label before-reboot=true; clear the before-reboot hook annotations, blocked-by; cycle-started=now",
+		patch:  func(s step) *nodes.Patch { return markBeforeReboot(s) },
+		Event:  "BeforeRebootHooks",
+		message: func(s step) string {
+			return fmt.Sprintf("reboot admitted; waiting for before-reboot annotations %v", s.hooks.Before)
+		},
+		Notify: notify.KindCycleStarted, OnAdmission: true,
+	},
+	{
+		Do:     protocol.StartDrain,
+		Writes: "cordon (cordoned=true, unless already unschedulable); drain-started=now; clear drain-error, blocked-by, label before-reboot and its hook annotations; cycle-started=now when admitted straight into the drain",
+		patch:  startDrain,
+		Event:  "Draining",
+		message: func(s step) string {
+			if s.n.Spec.Unschedulable {
+				return "already cordoned by someone else (will stay cordoned); evicting pods before reboot"
+			}
+			return "cordoned; evicting pods before reboot"
+		},
+		Notify: notify.KindCycleStarted, OnAdmission: true,
+	},
+	{
+		Do:     protocol.GrantReboot,
+		Writes: "reboot-ok=true; reboot-boot-id=the current boot ID; reboot-ok-time=now; clear drain-started, drain-error",
+		patch:  grantReboot,
+		Event:  "RebootGranted",
+		message: func(s step) string {
+			return fmt.Sprintf("drained; reboot-ok granted at boot ID %q", protocol.GrantBootID(s.n))
+		},
+		Observes: "slipway_operator_drain_seconds, slipway_operator_need_to_grant_seconds",
+		observe: func(m *Metrics, s step) {
+			if d, ok := s.since(protocol.DrainStarted); ok {
+				m.drainSeconds.Observe(d.Seconds())
+			}
+		},
+		EndsWait: true, EndsDrains: true,
+	},
+	{
+		Do:     protocol.MarkAfterReboot,
+		Writes: "label after-reboot=true; clear the after-reboot hook annotations",
+		patch:  markAfterReboot,
+		Event:  "AfterRebootHooks",
+		message: func(s step) string {
+			return fmt.Sprintf("rebooted (boot ID changed); waiting for after-reboot annotations %v", s.hooks.After)
+		},
+	},
+	{
+		Do:     protocol.Finish,
+		Writes: "end the cycle (below); last-reboot-time=now",
+		patch: func(s step) *nodes.Patch {
+			p := endCycle(s)
+			p.SetAnnotation(s.n, protocol.LastRebootTime, s.now.UTC().Format(time.RFC3339))
+			return p
+		},
+		Event: "RebootCompleted",
+		message: func(s step) string {
+			msg := "reboot verified (boot ID changed, node Ready); cycle finished"
+			if s.uncordons() {
+				msg += ", uncordoned"
+			}
+			return msg
+		},
+		Notify: notify.KindCycleFinished,
+		Cycles: "finished", Observes: "slipway_operator_grant_to_back_seconds",
+		observe: func(m *Metrics, s step) {
+			if d, ok := s.since(protocol.RebootOKTime); ok {
+				m.grantToBack.Observe(d.Seconds())
+			}
+		},
+		EndsDrains: true, FreesSlot: true, FailsIf: "a fleet-wide blocker fires when it is back",
+	},
+	{
+		Do:      protocol.Abort,
+		Writes:  "end the cycle (below)",
+		patch:   endCycle,
+		Event:   "CycleAborted",
+		Warning: true,
+		message: func(s step) string { return "cycle ended without a verified reboot: " + s.row.When },
+		Notify:  notify.KindCycleAborted,
+		Cycles:  "aborted", EndsWait: true, EndsDrains: true, FreesSlot: true,
+	},
+}
+
+// endCycleWrites is what ending a cycle writes (Finish and Abort).
+const endCycleWrites = "reboot-ok=false (if present); drop labels before-reboot, after-reboot and every hook annotation; uncordon if Slipway (or a replaced FLUO agent: agent-made-unschedulable=false) cordoned; drop cordoned, drain-started, drain-error, reboot-boot-id, reboot-ok-time, cycle-started, stalled, blocked-by"
+
+// effectOf is the table's row for a.
+func effectOf(a protocol.Action) effect {
+	for _, e := range effects {
+		if e.Do == a {
+			return e
+		}
+	}
+	panic("operator: no effect for action " + string(a)) // TestEveryWritingActionHasAnEffect
+}
+
+// record carries out what the step does besides its PATCH, which has landed.
+func (c *Controller) record(ctx context.Context, e effect, s step) {
+	typ := corev1.EventTypeNormal
+	if e.Warning {
+		typ = corev1.EventTypeWarning
+	}
+	c.cfg.Recorder.Event(s.n, typ, e.Event, e.message(s))
+	m := c.cfg.Metrics
+	if m != nil {
+		m.actions.WithLabelValues(string(e.Do)).Inc()
+		if e.Cycles != "" {
+			m.cycles.WithLabelValues(e.Cycles).Inc()
+		}
+		if e.observe != nil {
+			e.observe(m, s)
+		}
+	}
+	if e.EndsWait {
+		if t, ok := c.index.EndWait(s.n.Name); ok && m != nil && e.Do == protocol.GrantReboot {
+			m.needToGrant.Observe(s.now.Sub(t).Seconds())
+		}
+	}
+	if e.EndsDrains {
+		c.drains.forget(s.n.Name)
+	}
+	if e.FailsIf != "" && c.cfg.MaxFailedReboots > 0 {
+		// Back, but a fleet-wide blocker fires right after its reboot: it counts as failed.
+		if why := c.firingAfterReturn(ctx, s.n); why != "" {
+			c.failedReboot(s.n, "came back while "+why)
+		}
+	}
+	if e.Notify != "" && (!e.OnAdmission || s.admission()) {
+		ev := notify.Event{Kind: e.Notify, Node: s.n.Name, Time: s.now}
+		switch e.Do {
+		case protocol.Finish:
+			if d, ok := s.since(protocol.CycleStarted); ok {
+				ev.Took = d
+			}
+			if s.uncordons() {
+				ev.Detail = "uncordoned"
+			}
+		case protocol.Abort:
+			ev.Reason = s.row.When
+		}
+		c.cfg.Notify.Notify(ev)
+	}
+}
+
+// The PATCHes.
+
+func clearHooks(p *nodes.Patch, n *corev1.Node, keys []string) {
+	for _, k := range keys {
+		p.DeleteAnnotation(n, k)
+	}
+}
+
+func markBeforeReboot(s step) *nodes.Patch {
+	p := &nodes.Patch{}
+	clearHooks(p, s.n, s.hooks.Before)
+	p.SetLabel(s.n, protocol.BeforeReboot, protocol.True)
+	p.SetAnnotation(s.n, protocol.CycleStarted, s.now.UTC().Format(time.RFC3339))
+	p.DeleteAnnotation(s.n, protocol.BlockedBy)
+	return p
+}
+
+func startDrain(s step) *nodes.Patch {
+	p := &nodes.Patch{}
+	n, now := s.n, s.now.UTC().Format(time.RFC3339)
+	if s.f.Needed && !s.f.BeforeLabel {
+		p.SetAnnotation(n, protocol.CycleStarted, now) // admitted straight into the drain
+	}
+	p.DeleteAnnotation(n, protocol.BlockedBy)
+	if !n.Spec.Unschedulable {
+		p.SetUnschedulable(n, true)
+		p.SetAnnotation(n, protocol.Cordoned, protocol.True)
+	}
+	p.SetAnnotation(n, protocol.DrainStarted, now)
+	p.DeleteAnnotation(n, protocol.DrainError)
+	p.DeleteLabel(n, protocol.BeforeReboot)
+	clearHooks(p, n, s.hooks.Before)
+	return p
+}
+
+func grantReboot(s step) *nodes.Patch {
+	p := &nodes.Patch{}
+	p.SetAnnotation(s.n, protocol.RebootOK, protocol.True)
+	if id := protocol.GrantBootID(s.n); id != "" {
+		p.SetAnnotation(s.n, protocol.RebootBootID, id)
+	}
+	p.SetAnnotation(s.n, protocol.RebootOKTime, s.now.UTC().Format(time.RFC3339))
+	p.DeleteAnnotation(s.n, protocol.DrainStarted)
+	p.DeleteAnnotation(s.n, protocol.DrainError)
+	return p
+}
+
+func markAfterReboot(s step) *nodes.Patch {
+	p := &nodes.Patch{}
+	clearHooks(p, s.n, s.hooks.After)
+	p.SetLabel(s.n, protocol.AfterReboot, protocol.True)
+	return p
+}
+
+func endCycle(s step) *nodes.Patch {
+	p := &nodes.Patch{}
+	n := s.n
+	if _, ok := n.Annotations[protocol.RebootOK]; ok {
+		p.SetAnnotation(n, protocol.RebootOK, protocol.False)
+	}
+	p.DeleteLabel(n, protocol.BeforeReboot)
+	p.DeleteLabel(n, protocol.AfterReboot)
+	clearHooks(p, n, s.hooks.Before)
+	clearHooks(p, n, s.hooks.After)
+	if s.uncordons() {
+		// What Slipway cordoned, and what a replaced FLUO agent cordoned and can no longer uncordon.
+		p.SetUnschedulable(n, false)
+	}
+	if s.f.FLUOCordoned {
+		p.SetAnnotation(n, protocol.AgentMadeUnschedulable, protocol.False)
+	}
+	for _, k := range []string{protocol.Cordoned, protocol.DrainStarted, protocol.DrainError, protocol.RebootBootID, protocol.RebootOKTime, protocol.CycleStarted, protocol.Stalled, protocol.BlockedBy} {
+		p.DeleteAnnotation(n, k)
+	}
+	return p
+}
+
+// EffectsTable is the effects table as README prints it.
+func EffectsTable() string {
+	var b strings.Builder
+	b.WriteString("| action | writes | Event | notification | metrics |\n|---|---|---|---|---|\n")
+	for _, e := range effects {
+		ev := e.Event
+		if e.Warning {
+			ev += " (Warning)"
+		}
+		nt := e.Notify
+		if nt == "" {
+			nt = "none"
+		}
+		if e.OnAdmission {
+			nt += " (when it admits)"
+		}
+		ms := []string{"slipway_operator_actions_total{action=" + string(e.Do) + "}"}
+		if e.Cycles != "" {
+			ms = append(ms, "slipway_operator_cycles_total{result="+e.Cycles+"}")
+		}
+		if e.Observes != "" {
+			ms = append(ms, e.Observes)
+		}
+		if e.FailsIf != "" {
+			ms = append(ms, "slipway_operator_failed_reboots_total when "+e.FailsIf)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", e.Do, e.Writes, ev, nt, strings.Join(ms, ", "))
+	}
+	fmt.Fprintf(&b, "\nEnding a cycle: %s.\n", endCycleWrites)
+	return b.String()
+}

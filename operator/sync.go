@@ -1,0 +1,128 @@
+package operator
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
+)
+
+// sync carries out the next step of one node: observe it, keep its stall report true, let admission
+// decide if it waits to start, let the cycle table decide the action, and act. It returns how long to
+// wait before looking again when only time can change the answer.
+func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {
+	n, err := c.node(name)
+	if apierrors.IsNotFound(err) {
+		c.forgetNode(name)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	log := c.log.WithValues("node", name)
+	f := c.observe(n, log)
+	state := protocol.Classify(f)
+	n, retry, err := c.markStall(ctx, n, state, &f, log)
+	if err != nil {
+		return 0, err
+	}
+	// The index holds this node as this sync sees it (an informer handler may still be on its way).
+	c.reindex(name)
+	n, admitted, wait, done, err := c.admit(ctx, n, state, f, log)
+	// An admitted node is held against every pool until the admission PATCH below has returned (and
+	// our own write is in the index) or failed: admissions decided meanwhile count it.
+	defer done()
+	if err != nil {
+		return 0, err
+	}
+	f.Admitted = admitted
+	f.DrainDone = c.drainDone(n, state, log)
+	state, row := protocol.Decide(f)
+	retry = minRetry(retry, wait)
+	switch row.Do {
+	case protocol.None:
+		return 0, nil
+	case protocol.Wait:
+		log.V(2).Info("waiting", "state", state, "because", row.When)
+		return retry, nil
+	case protocol.Drain:
+		d, err := c.drain(ctx, n, log)
+		return minRetry(d, retry), err
+	}
+	return 0, c.act(ctx, step{n: n, f: f, from: state, row: row, now: c.cfg.Now(), hooks: c.cfg.Hooks}, log)
+}
+
+// observe reads the node's facts and reports malformed values once per change of them.
+func (c *Controller) observe(n *corev1.Node, log klog.Logger) protocol.Facts {
+	f := protocol.Observe(n, c.cfg.Hooks)
+	bad := strings.Join(f.Malformed, ", ")
+	var old string
+	if v, ok := c.malformed.Load(n.Name); ok {
+		old = v.(string)
+	}
+	if bad == old {
+		return f
+	}
+	if bad == "" {
+		c.malformed.Delete(n.Name) // one entry per node with bad values, not per node
+		return f
+	}
+	c.malformed.Store(n.Name, bad)
+	log.Info("malformed values (read as false; reboot-paused as paused)", "values", f.Malformed)
+	c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "MalformedAnnotation", "malformed values read as false (reboot-paused: as paused): %s", bad)
+	return f
+}
+
+// act carries out a cycle step that writes the Node: the effects table says what it writes, records,
+// notifies and counts (effects.go).
+func (c *Controller) act(ctx context.Context, s step, log klog.Logger) error {
+	e := effectOf(s.row.Do)
+	name := s.n.Name
+	p := e.patch(s)
+	p.ResourceVersion = s.n.ResourceVersion
+	actx := ctx
+	if s.admission() && c.cfg.Fence != nil {
+		// An admission: only in this leadership term, and written before the lease could pass on.
+		term, err := c.cfg.Fence(ctx)
+		if err != nil {
+			return err
+		}
+		p.SetAnnotation(s.n, protocol.AdmittedBy, term.Name)
+		var cancel context.CancelFunc
+		actx, cancel = context.WithDeadline(ctx, term.Deadline)
+		defer cancel()
+	}
+	if e.FreesSlot {
+		// The node keeps its slot until what it spends of the failure budget is counted: no admission
+		// may fall between the two, or one node starts after the fleet should have paused itself.
+		defer c.hold(name)()
+	}
+	if _, err := c.apply(actx, p, s.n); err != nil {
+		return err
+	}
+	log.Info("cycle step", "from", s.from, "action", s.row.Do, "to", s.row.Next, "because", s.row.When)
+	c.record(ctx, e, s)
+	if s.row.Next.InCycle() != s.from.InCycle() {
+		c.enqueueWaiting()
+	}
+	return nil
+}
+
+func minRetry(a, b time.Duration) time.Duration {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

@@ -1,0 +1,93 @@
+package operator
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/operator/budget"
+	"github.com/slipway-dev/slipway/operator/stall"
+	"github.com/slipway-dev/slipway/operator/status"
+)
+
+// The status view (kubectl slipway) and the operator count every pool alike under both stall
+// policies: the view from the Nodes and the Status the operator publishes (its stall policy
+// included), the operator from its index. A node that stalled after its grant is the case where they
+// used to differ: the operator stopped counting it under --stall-policy=release, the view did not.
+func TestViewAndOperatorAgree(t *testing.T) {
+	zone := "topology.kubernetes.io/zone"
+	mk := func(name, z string, ann map[string]string, cp, ready, cordoned bool) *corev1.Node {
+		n := node(name, ann, map[string]string{zone: z})
+		if cp {
+			n.Labels["node-role.kubernetes.io/control-plane"] = ""
+		}
+		if !ready {
+			n.Status.Conditions[0].Status = corev1.ConditionFalse
+		}
+		n.Spec.Unschedulable = cordoned
+		return n
+	}
+	stalledAfterGrant := map[string]string{"F/reboot-ok": "true", "F/reboot-needed": "true", "S/reboot-boot-id": "b1", "S/boot-id": "b1",
+		"S/reboot-ok-time": "2026-11-19T08:00:00Z", "S/stalled": "reboot-timeout", "S/cordoned": "true"}
+	nodes := []*corev1.Node{
+		mk("a1", "a", stalledAfterGrant, false, true, true),
+		mk("a2", "a", map[string]string{"F/reboot-needed": "true", "S/drain-started": "2026-11-19T08:59:00Z"}, false, true, true),
+		mk("a3", "a", nil, false, false, false),
+		mk("b1", "b", map[string]string{"F/reboot-needed": "true"}, false, true, false),
+		mk("b2", "b", nil, false, true, true),
+		mk("c1", "", stalledAfterGrant, true, false, true),
+		mk("c2", "", nil, true, true, false),
+	}
+	perGroup, _ := budget.ParseMax("1")
+	for _, policy := range []stall.Policy{stall.Hold, stall.Release} {
+		t.Run(string(policy), func(t *testing.T) {
+			f := newFixture(t, func(c *Config) {
+				c.StallPolicy = policy
+				c.GroupLabel = zone
+				c.MaxUnavailable, _ = budget.ParseMax("50%")
+				c.MaxUnavailablePerGroup = &perGroup
+			}, nodes...)
+			f.c.fleet.loaded = true // publish without reading a ConfigMap
+			f.c.fleet.mu.Lock()
+			st := f.c.status()
+			f.c.fleet.mu.Unlock()
+			raw, err := json.Marshal(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleet.ConfigMapName}, Data: map[string]string{fleet.KeyStatus: string(raw)}}
+			var objs []corev1.Node
+			for _, n := range nodes {
+				objs = append(objs, *n)
+			}
+			view := status.Build(objs, cm, "slipway-system", now0)
+			var got, want []string
+			for _, b := range view.Fleet.Budgets {
+				limit := "none"
+				if b.Limit != nil {
+					limit = fmt.Sprint(*b.Limit)
+				}
+				got = append(got, fmt.Sprintf("%s/%s %d of %d, limit %s", b.Pool, b.Group, b.Unavailable, b.Nodes, limit))
+			}
+			for _, p := range f.c.Pools() {
+				limit := "none"
+				if p.Limited {
+					limit = fmt.Sprint(p.Limit)
+				}
+				want = append(want, fmt.Sprintf("%s/%s %d of %d, limit %s", p.Kind, p.Group, p.Used, p.Nodes, limit))
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("view %q\noperator %q", got, want)
+			}
+			// And the two stalled nodes are what tells the policies apart.
+			fleetUsed := map[stall.Policy]int{stall.Hold: 6, stall.Release: 4}[policy]
+			if p := f.c.Pools()[0]; p.Used != fleetUsed {
+				t.Errorf("fleet pool used %d under %s, want %d", p.Used, policy, fleetUsed)
+			}
+		})
+	}
+}
