@@ -12,24 +12,6 @@ type Client struct {
 	conn *dbus.Conn
 }
 
-// ConnectSystemBus opens a private connection to the system bus. godbus honours
-// DBUS_SYSTEM_BUS_ADDRESS, which is how tests and containers point it at their bus. It is a Dialer.
-func ConnectSystemBus(opts ...dbus.ConnOption) (*dbus.Conn, error) {
-	conn, err := dbus.SystemBusPrivate(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to the system bus (is /run/dbus/system_bus_socket mounted? DBUS_SYSTEM_BUS_ADDRESS set?): %w", err)
-	}
-	if err := conn.Auth(nil); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("authenticating to the system bus: %w", err)
-	}
-	if err := conn.Hello(); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("saying hello to the system bus: %w", err)
-	}
-	return conn, nil
-}
-
 // NewClient uses conn, which the caller owns and closes.
 func NewClient(conn *dbus.Conn) *Client { return &Client{conn: conn} }
 

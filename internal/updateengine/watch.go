@@ -6,10 +6,9 @@ import (
 
 	"github.com/godbus/dbus/v5"
 	"k8s.io/apimachinery/pkg/util/wait"
-)
 
-// Dialer opens a new bus connection with opts applied (Watch passes its own signal handler).
-type Dialer func(opts ...dbus.ConnOption) (*dbus.Conn, error)
+	"github.com/slipway-dev/slipway/internal/sysbus"
+)
 
 // Watch delivers update_engine's status to out until ctx ends: on every (re)connect first whatever
 // GetStatus says, then every StatusUpdate signal, all through ParseBody's bounds. Signals wait in a
@@ -17,7 +16,7 @@ type Dialer func(opts ...dbus.ConnOption) (*dbus.Conn, error)
 // GetStatus is asked again. A lost bus connection (dbus restarted, update_engine not up yet) is
 // retried with capped backoff instead of ending the agent. problems receives what went wrong (bad
 // bodies, mended new_versions, dropped signals included); the caller logs them.
-func Watch(ctx context.Context, dial Dialer, out chan<- Status, problems func(error)) {
+func Watch(ctx context.Context, dial sysbus.Dialer, out chan<- Status, problems func(error)) {
 	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 8, Cap: 30 * time.Second}
 	for ctx.Err() == nil {
 		if err := watchOnce(ctx, dial, out, problems); err != nil && ctx.Err() == nil {
@@ -34,7 +33,7 @@ func Watch(ctx context.Context, dial Dialer, out chan<- Status, problems func(er
 	}
 }
 
-func watchOnce(ctx context.Context, dial Dialer, out chan<- Status, problems func(error)) error {
+func watchOnce(ctx context.Context, dial sysbus.Dialer, out chan<- Status, problems func(error)) error {
 	q := newSignalQueue(signalQueueLen)
 	conn, err := dial(dbus.WithSignalHandler(q))
 	if err != nil {

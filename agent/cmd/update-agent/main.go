@@ -22,6 +22,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/fluoflags"
 	"github.com/slipway-dev/slipway/internal/kubeclient"
 	"github.com/slipway-dev/slipway/internal/login1"
+	"github.com/slipway-dev/slipway/internal/sysbus"
 	"github.com/slipway-dev/slipway/internal/updateengine"
 	"github.com/slipway-dev/slipway/internal/version"
 )
@@ -58,7 +59,7 @@ func main() {
 }
 
 func sendNeedReboot() int {
-	conn, err := updateengine.ConnectSystemBus()
+	conn, err := sysbus.Connect()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "update-agent send-need-reboot:", err)
 		return 1
@@ -152,7 +153,7 @@ func run() int {
 		NodeName: o.node,
 		Client:   client,
 		Status: func(ctx context.Context, out chan<- updateengine.Status, problems func(error)) {
-			updateengine.Watch(ctx, updateengine.ConnectSystemBus, out, problems)
+			updateengine.Watch(ctx, sysbus.Connect, out, problems)
 		},
 		Rebooter:           systemRebooter{},
 		BootID:             strings.TrimSpace(string(bootID)),
@@ -180,7 +181,7 @@ func run() int {
 type systemRebooter struct{}
 
 func (systemRebooter) Reboot(ctx context.Context) error {
-	conn, err := updateengine.ConnectSystemBus()
+	conn, err := sysbus.Connect()
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/standin"
+	"github.com/slipway-dev/slipway/internal/sysbus"
 	"github.com/slipway-dev/slipway/internal/updateengine"
 )
 
@@ -46,7 +47,7 @@ func run(newVersion, stateDir, osRelease, rebootRequired string, stepDelay time.
 		}
 		_ = os.Remove(staged)
 	}
-	conn, err := updateengine.ConnectSystemBus()
+	conn, err := sysbus.Connect()
 	if err != nil {
 		return err
 	}
