@@ -118,9 +118,36 @@ func TestFLUOWindowIsOneMoreWindow(t *testing.T) {
 	if got := s.String(); got != "windows [Thu 14:00 for 1h30m0s (UTC) | Sat 10:00-11:00 UTC], exclusions [2026-11-26 UTC]" {
 		t.Errorf("String() = %q", got)
 	}
+	// Published: the windows and exclusions as given, FLUO's window as its own fields.
 	w, e := s.Specs()
-	if !reflect.DeepEqual(w, []string{"Thu 14:00 for 1h30m0s (UTC)", "Sat 10:00-11:00"}) || !reflect.DeepEqual(e, []string{"2026-11-26"}) {
-		t.Errorf("Specs() = %q, %q", w, e)
+	if !reflect.DeepEqual(w, []string{"Sat 10:00-11:00"}) || !reflect.DeepEqual(e, []string{"2026-11-26"}) || s.FLUO() != fluo {
+		t.Errorf("Specs() = %q, %q; FLUO() = %v", w, e, s.FLUO())
+	}
+}
+
+// What Spec publishes, Parse reads back as the same window.
+func TestWindowSpecRoundTrip(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ start, length string }{{"14:00", "1h"}, {"Thu 14:00", "1h30m"}, {"sun 00:05", "30m"}, {"23:59", "23h"}} {
+		w, err := Parse(c.start, c.length, berlin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start, length, zone := w.Spec()
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := Parse(start, length, loc)
+		if err != nil || back.String() != w.String() {
+			t.Errorf("%q/%q: Spec %q %q %q read back as %v (%v)", c.start, c.length, start, length, zone, back, err)
+		}
+	}
+	if start, length, zone := (*Window)(nil).Spec(); start+length+zone != "" {
+		t.Error("a nil window has no spec")
 	}
 }
 
