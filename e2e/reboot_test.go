@@ -178,9 +178,28 @@ func waitPods(t *testing.T, ctx context.Context, c kubernetes.Interface, selecto
 // Every node signalled at once with max-unavailable=1: the reboots happen strictly one after another
 // (a watch on every Node change proves at most one unavailable at any instant). One node is fired
 // through update_engine's own AttemptUpdate path, the others locksmithctl-style.
+// All nodes ask at once under budget 1 with a before-reboot hook, and the operator is SIGKILLed while
+// the first node waits for its hook. One scenario, three real reboots, proves what took three
+// scenarios and six reboots before: strictly sequential reboots (never two nodes unavailable, each
+// reboot-ok after the previous node was back), the hook holding every node until it answers, and a
+// new operator process finishing the cycle from the Nodes alone with the budget intact.
 func TestAllNodesAtOnceOneByOne(t *testing.T) {
-	f := features.New("all nodes at once, budget 1").
-		Assess("strictly sequential real reboots", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+	const hook = "e2e.slipway.dev/hook-ok"
+	const delay = 30 * time.Second
+	f := features.New("all nodes at once, budget 1, a before-reboot hook, the operator killed mid-cycle").
+		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			skipIfNeeded(t)
+			if cluster == nil {
+				return ctx // an external cluster: its operator as deployed, no hook, no kill
+			}
+			cluster.KillOperator()
+			if err := cluster.StartOperator("--before-reboot-annotations=" + hook); err != nil {
+				t.Fatal(err)
+			}
+			hookDaemonSet(t, ctx, clientset(t, cfg), hook, delay)
+			return ctx
+		}).
+		Assess("strictly sequential real reboots, each held by the hook, across an operator kill", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			skipIfNeeded(t)
 			c := clientset(t, cfg)
 			names := nodeNames(t, ctx, c)
@@ -197,13 +216,35 @@ func TestAllNodesAtOnceOneByOne(t *testing.T) {
 					fireLocksmith(t, ctx, c, n)
 				}
 			}
+			if cluster != nil {
+				// Mid-cycle: the first node admitted waits for the hook (30 s) in before-reboot.
+				var first string
+				for deadline := time.Now().Add(2 * time.Minute); first == "" && time.Now().Before(deadline); {
+					for _, n := range names {
+						if node, err := c.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err == nil && node.Labels[protocol.BeforeReboot] == protocol.True {
+							first = n
+						}
+					}
+					time.Sleep(500 * time.Millisecond)
+				}
+				if first == "" {
+					t.Fatal("no node entered the cycle")
+				}
+				cluster.KillOperator()
+				t.Logf("operator killed while %s waits in before-reboot", first)
+				time.Sleep(5 * time.Second) // a gap with no operator at all
+				if err := cluster.StartOperator("--before-reboot-annotations=" + hook); err != nil {
+					t.Fatal(err)
+				}
+			}
 			for _, s := range states {
 				waitRebooted(t, ctx, c, s, time.Duration(len(names))*rebootLimit)
 			}
 			if p := timeline.PeakUnavailable(); p > 1 {
 				t.Errorf("more than one node unavailable at one instant (peak %d) with --max-unavailable=1", p)
 			}
-			// Sequential: each reboot-ok came after the previous node was back in service.
+			// Sequential: each reboot-ok came after the previous node was back in service; and the
+			// hook held each node at least its delay between the before-reboot label and the cordon.
 			type span struct{ ok, done time.Time }
 			var spans []span
 			for _, n := range names {
@@ -213,6 +254,14 @@ func TestAllNodesAtOnceOneByOne(t *testing.T) {
 				}
 				last := cs[len(cs)-1]
 				spans = append(spans, span{last["reboot-ok"], last["uncordoned"]})
+				if cluster != nil {
+					labelled, cordoned := last["hooks"], last["cordon"]
+					if labelled.IsZero() || cordoned.IsZero() {
+						t.Errorf("%s: no before-reboot label or no cordon recorded: %v", n, last)
+					} else if held := cordoned.Sub(labelled); held < delay-5*time.Second {
+						t.Errorf("%s: drain started %s after the before-reboot label; the hook holds for %s", n, held, delay)
+					}
+				}
 			}
 			sort.Slice(spans, func(i, j int) bool { return spans[i].ok.Before(spans[j].ok) })
 			for i := 1; i < len(spans); i++ {
@@ -263,98 +312,6 @@ func hookDaemonSet(t *testing.T, ctx context.Context, c kubernetes.Interface, an
 	if _, err := c.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// A before-reboot hook holds the reboot until it sets its annotation.
-func TestBeforeRebootHookHolds(t *testing.T) {
-	const hook = "e2e.slipway.dev/hook-ok"
-	const delay = 30 * time.Second
-	f := features.New("before-reboot hook").
-		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			skipIfNeeded(t)
-			if cluster == nil {
-				t.Skip("needs the local cluster: the operator's flags are set by the harness")
-			}
-			cluster.KillOperator()
-			if err := cluster.StartOperator("--before-reboot-annotations=" + hook); err != nil {
-				t.Fatal(err)
-			}
-			hookDaemonSet(t, ctx, clientset(t, cfg), hook, delay)
-			return ctx
-		}).
-		Assess("the node waits for the hook, then reboots", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			skipIfNeeded(t)
-			c := clientset(t, cfg)
-			target := nodeNames(t, ctx, c)[1]
-			s := before(t, ctx, c, target)
-			fireLocksmith(t, ctx, c, target)
-			labelled, err := waitFor(ctx, c, target, 2*time.Minute, func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
-			if err != nil {
-				t.Fatalf("no before-reboot label: %v", err)
-			}
-			cordoned, err := waitFor(ctx, c, target, 4*time.Minute, func(n *corev1.Node) bool { return n.Spec.Unschedulable })
-			if err != nil {
-				t.Fatalf("never cordoned after the hook: %v", err)
-			}
-			if held := cordoned.Sub(labelled); held < delay-5*time.Second {
-				t.Errorf("drain started %s after the before-reboot label; the hook held it for %s", held, delay)
-			}
-			waitRebooted(t, ctx, c, s, rebootLimit)
-			return ctx
-		}).Feature()
-	testEnv.Test(t, f)
-}
-
-// The operator killed (SIGKILL) while a node is mid-cycle: a new operator process finishes that
-// cycle from the Nodes alone, and no second node starts early.
-func TestOperatorKilledMidCycle(t *testing.T) {
-	const hook = "e2e.slipway.dev/hook-ok"
-	f := features.New("operator killed mid-cycle").
-		Assess("the cycle completes, the budget holds", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
-			skipIfNeeded(t)
-			if cluster == nil {
-				t.Skip("needs the local cluster: the harness owns the operator process")
-			}
-			c := clientset(t, cfg)
-			names := nodeNames(t, ctx, c)
-			targets := []string{names[0], names[len(names)-1]}
-			var states []nodeState
-			for _, n := range targets {
-				states = append(states, before(t, ctx, c, n))
-			}
-			for _, n := range targets {
-				fireLocksmith(t, ctx, c, n)
-			}
-			// Mid-cycle: one node waits for the hook (30 s) in before-reboot.
-			var first string
-			deadline := time.Now().Add(2 * time.Minute)
-			for first == "" && time.Now().Before(deadline) {
-				for _, n := range targets {
-					node, err := c.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-					if err == nil && node.Labels[protocol.BeforeReboot] == protocol.True {
-						first = n
-					}
-				}
-				time.Sleep(500 * time.Millisecond)
-			}
-			if first == "" {
-				t.Fatal("no node entered the cycle")
-			}
-			cluster.KillOperator()
-			t.Logf("operator killed while %s waits in before-reboot", first)
-			time.Sleep(5 * time.Second)
-			if err := cluster.StartOperator("--before-reboot-annotations=" + hook); err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range states {
-				waitRebooted(t, ctx, c, s, 2*rebootLimit)
-			}
-			if p := timeline.PeakUnavailable(); p > 1 {
-				t.Errorf("budget 1 exceeded: %d nodes unavailable at one instant", p)
-			}
-			return ctx
-		}).Feature()
-	testEnv.Test(t, f)
 }
 
 func waitFor(ctx context.Context, c kubernetes.Interface, node string, timeout time.Duration, cond func(*corev1.Node) bool) (time.Time, error) {

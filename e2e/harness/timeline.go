@@ -18,7 +18,8 @@ import (
 )
 
 // Milestones of one node's reboot, in the order they happen.
-var Milestones = []string{"signal", "cordon", "reboot-ok", "down", "up", "ready", "uncordoned"}
+// "hooks" is the before-reboot label (only when hooks are configured).
+var Milestones = []string{"signal", "hooks", "cordon", "reboot-ok", "down", "up", "ready", "uncordoned"}
 
 // Timeline watches every Node (a watch, not sampling) and records, per node and cycle, when each
 // milestone was first seen, plus the largest number of nodes unavailable at one instant.
@@ -95,6 +96,7 @@ func (t *Timeline) observe(n *corev1.Node) {
 			cur[m] = now
 		}
 	}
+	mark("hooks", n.Labels[protocol.BeforeReboot] == protocol.True)
 	mark("cordon", n.Spec.Unschedulable)
 	mark("reboot-ok", f.OK)
 	mark("down", f.InProgress)
