@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0
 LDFLAGS := -s -w -X github.com/slipway-dev/slipway/internal/version.Version=$(VERSION)
 export CGO_ENABLED ?= 0
 
-.PHONY: build test lint deps controlplane demo bench bench-fleet chaos render image clean e2e e2e-deps cluster cluster-down butane flatcar-image terraform-deps
+.PHONY: build test unit lint deps controlplane demo bench bench-fleet chaos render image clean e2e e2e-deps cluster cluster-down butane flatcar-image terraform-deps
 
 ## build: the binaries into bin/ (update-agent, update-operator, kubectl-slipway), version-stamped
 build:
@@ -31,17 +31,29 @@ lint:
 terraform-deps:
 	@hack/install-terraform-deps.sh
 
+## unit: the fast tier: every pure test of every module (go test -short -count=1, no -race), nothing
+##       real started (no control plane, dbus-daemon, Prometheus, QEMU, terraform, helm/kubectl, go build:
+##       internal/testenv refuses them under -short and hack/unit.sh shadows them); under 60 s warm
+unit:
+	@hack/unit.sh
+
 ## test: everything: unit + integration (real apiserver, etcd, kube-controller-manager, dbus-daemon,
 ##       systemd in VMs, terraform + libvirtd), then the e2e suites on local QEMU VMs that really reboot.
 ##       Modules: the product (.), the test machinery (e2e/: chaos, fleet bench, terraform, VM harness),
-##       hack/ociimage, butane/, deploy/helmtest/
-test: controlplane terraform-deps lint build
-	CGO_ENABLED=1 go test -race -count=1 ./...
-	cd e2e && CGO_ENABLED=1 go test -race -count=1 ./...
-	cd hack/ociimage && go test -count=1 ./...
-	cd butane && go test -count=1 ./...
-	cd deploy/helmtest && go test -count=1 ./...
-	$(MAKE) e2e
+##       hack/ociimage, butane/, deploy/helmtest/. Says how long each stage took, and sums up at the end
+STAGES := $(CURDIR)/bin/test-stages.txt
+STAGE = SLIPWAY_STAGES=$(STAGES) $(CURDIR)/hack/stage.sh
+test:
+	@mkdir -p bin && : >$(STAGES)
+	@$(STAGE) "control plane build" $(MAKE) --no-print-directory controlplane
+	@$(STAGE) "deps+lint+build" $(MAKE) --no-print-directory terraform-deps lint build
+	@$(STAGE) "unit+integration ." env CGO_ENABLED=1 go test -race -count=1 ./...
+	@cd e2e && $(STAGE) "unit+integration e2e/" env CGO_ENABLED=1 go test -race -count=1 ./...
+	@cd hack/ociimage && $(STAGE) "unit+integration hack/ociimage" go test -count=1 ./...
+	@cd butane && $(STAGE) "unit+integration butane/" go test -count=1 ./...
+	@cd deploy/helmtest && $(STAGE) "unit+integration deploy/helmtest" go test -count=1 ./...
+	@$(STAGE) "e2e" $(MAKE) --no-print-directory e2e
+	@echo "make test: every stage passed:"; cat $(STAGES)
 
 ## demo: a local control plane, simulated nodes with real agents on real D-Bus, a rolling reboot
 demo: controlplane

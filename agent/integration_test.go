@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,35 +23,51 @@ import (
 	"github.com/slipway-dev/slipway/internal/updateengine"
 )
 
+// A real etcd + kube-apiserver for the package, started by the first test that calls needCluster
+// (the unit tests, and every test under -short, start nothing), and the update-agent binary, built
+// by the first test that calls needAgentBinary. TestMain stops what was started.
 var (
-	client kubernetes.Interface
-	bins   string // directory with the built update-agent binary
+	shared      = &testenv.Shared{Name: "agent"}
+	client      kubernetes.Interface // set by needCluster
+	bins        string               // directory with the built update-agent binary, set by needAgentBinary
+	clusterOnce sync.Once
+	binsOnce    sync.Once
+	binsErr     error
 )
 
-var shared = &testenv.Shared{Name: "agent"}
-
 func TestMain(m *testing.M) {
-	os.Exit(func() int {
-		defer shared.Close()
-		cp, err := shared.Get()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "starting the control plane:", err)
-			return 1
+	code := m.Run()
+	shared.Close()
+	os.Exit(code)
+}
+
+// needCluster is the first call of every test that needs the control plane (and dbus-daemons): it
+// skips the test under -short and otherwise fills client.
+func needCluster(t *testing.T) {
+	t.Helper()
+	testenv.NeedRealParts(t, "dbus-daemon")
+	cp := shared.Need(t)
+	clusterOnce.Do(func() { client = cp.Client() })
+}
+
+// needAgentBinary is needCluster plus the update-agent binary in bins (built on first use).
+func needAgentBinary(t *testing.T) {
+	t.Helper()
+	needCluster(t)
+	binsOnce.Do(func() {
+		dir := filepath.Join(shared.Dir(), "bin")
+		if binsErr = testenv.GoBuild(context.Background(), "", "-o", dir+"/", "./cmd/update-agent"); binsErr == nil {
+			bins = dir
 		}
-		client = cp.Client()
-		bins = filepath.Join(shared.Dir(), "bin")
-		build := exec.Command("go", "build", "-o", bins+"/", "./cmd/update-agent")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building update-agent:", err)
-			return 1
-		}
-		return m.Run()
-	}())
+	})
+	if binsErr != nil {
+		t.Fatalf("building update-agent: %v", binsErr)
+	}
 }
 
 func newNode(t *testing.T, name string) *simnode.Node {
 	t.Helper()
+	needCluster(t)
 	sn, err := simnode.New(context.Background(), name, simnode.Options{Client: client, Dir: t.TempDir(), Log: klog.Background(), RebootDelay: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -86,6 +103,7 @@ func setAnnotation(t *testing.T, name, key, value string) {
 // the operator's seat: report, reboot on reboot-ok (retrying a refused Reboot), reset after the reboot,
 // and never reuse a stale reboot-ok.
 func TestAgentReportsAndReboots(t *testing.T) {
+	needCluster(t)
 	sn := newNode(t, "agent-0")
 	n := getNode(t, "agent-0")
 	for k, want := range map[string]string{protocol.ID: "flatcar", protocol.Version: "4459.2.1", protocol.Group: "stable", protocol.RebootNeeded: protocol.False} {
@@ -144,6 +162,7 @@ func TestAgentReportsAndReboots(t *testing.T) {
 // An agent restarted within the same boot (pod restart) keeps the node's flags and goes on with a
 // granted reboot; it does not pretend the node rebooted.
 func TestAgentRestartSameBoot(t *testing.T) {
+	needCluster(t)
 	sn := newNode(t, "agent-1")
 	sn.Login.FailNext(1000) // logind refuses: the node stays up in the middle of its reboot
 	if err := sn.SendNeedReboot(); err != nil {
@@ -173,6 +192,7 @@ func TestAgentRestartSameBoot(t *testing.T) {
 
 // Bad input changes nothing: StatusUpdate bodies of the wrong shape, and an unreadable os-release.
 func TestAgentBadInput(t *testing.T) {
+	needCluster(t)
 	sn := newNode(t, "agent-2")
 	rv := getNode(t, "agent-2").ResourceVersion
 	conn, err := sn.Bus.Connect()
@@ -228,6 +248,7 @@ func TestAgentBadInput(t *testing.T) {
 // The shipped binary's send-need-reboot, pointed at a node's bus through DBUS_SYSTEM_BUS_ADDRESS,
 // emits a signal the agent takes as locksmithctl's.
 func TestSendNeedRebootCommand(t *testing.T) {
+	needAgentBinary(t)
 	sn := newNode(t, "agent-3")
 	cmd := exec.Command(filepath.Join(bins, "update-agent"), "send-need-reboot")
 	cmd.Env = append(os.Environ(), "DBUS_SYSTEM_BUS_ADDRESS="+sn.Bus.Address)
@@ -248,6 +269,7 @@ func TestSendNeedRebootCommand(t *testing.T) {
 
 // /run/reboot-required (Flatcar >= 3067, what kured watches) alone is enough to ask for a reboot.
 func TestRebootRequiredFile(t *testing.T) {
+	needCluster(t)
 	sn := newNode(t, "agent-4")
 	path := filepath.Join(sn.Dir, "run", "reboot-required-0")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -265,6 +287,7 @@ func TestRebootRequiredFile(t *testing.T) {
 // FLUO's README test on a node running Slipway's agent: an admin's reboot-needed=true is honoured
 // (not overwritten with update_engine's idle status), and the granted reboot happens.
 func TestAgentHonoursManualRebootNeeded(t *testing.T) {
+	needCluster(t)
 	sn := newNode(t, "agent-5")
 	setAnnotation(t, "agent-5", protocol.RebootNeeded, protocol.True)
 	time.Sleep(time.Second)
@@ -285,6 +308,7 @@ func TestAgentHonoursManualRebootNeeded(t *testing.T) {
 // A reboot-ok the operator granted in this boot (it recorded this boot's ID) is fresh even if the
 // agent never saw reboot-ok go false in between; one left from the previous boot is not.
 func TestAgentFreshGrantByBootID(t *testing.T) {
+	needCluster(t)
 	sn := newNode(t, "agent-6")
 	if err := sn.SendNeedReboot(); err != nil {
 		t.Fatal(err)
@@ -311,6 +335,7 @@ func TestAgentFreshGrantByBootID(t *testing.T) {
 // yet) must never become a second reboot -- not even when the agent pod restarts within that boot,
 // which used to re-arm it. Both with a recorded grant boot (Slipway's operator) and without one (FLUO's).
 func TestAgentRestartNeverReusesStaleGrant(t *testing.T) {
+	needCluster(t)
 	for _, recorded := range []bool{true, false} {
 		name := map[bool]string{true: "agent-7", false: "agent-8"}[recorded]
 		sn := newNode(t, name)
@@ -350,6 +375,7 @@ func TestAgentRestartNeverReusesStaleGrant(t *testing.T) {
 // Why 5: reboot-paused freezes the node on the agent's side too, even after reboot-ok; and a typo
 // ("True") holds as well.
 func TestAgentHonoursPauseAfterGrant(t *testing.T) {
+	needCluster(t)
 	sn := newNode(t, "agent-9")
 	if err := sn.SendNeedReboot(); err != nil {
 		t.Fatal(err)
@@ -373,6 +399,7 @@ func TestAgentHonoursPauseAfterGrant(t *testing.T) {
 // PATCH of the agent fail, reboot-in-progress included: a granted node never rebooted. It is now cut
 // to 128 bytes, said so in the log, and the node reboots.
 func TestAgentOversizedNewVersion(t *testing.T) {
+	needCluster(t)
 	sn := newNode(t, "agent-10")
 	huge := strings.Repeat("4", 300<<10)
 	if err := sn.UE.Set(updateengine.Status{CurrentOperation: updateengine.StatusUpdatedNeedReboot, NewVersion: huge}); err != nil {

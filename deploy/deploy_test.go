@@ -23,6 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/slipway-dev/slipway/internal/testenv"
@@ -78,9 +80,22 @@ func can(t *testing.T, c kubernetes.Interface, verb, group, resource, sub, names
 	return r.Status.Allowed
 }
 
-// kustomize renders dir (relative to deploy/) with the control plane's kubectl.
+// kustomize renders dir (relative to deploy/) with the control plane's kubectl; under -short (no
+// control-plane binaries) with kustomize's API in-process, which is what kubectl embeds (deploy/helmtest's
+// TestKubectlKustomize checks that both render the same objects).
 func kustomize(t *testing.T, dir string) string {
 	t.Helper()
+	if testenv.Short() {
+		rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+		if err != nil {
+			t.Fatalf("kustomize %s: %v", dir, err)
+		}
+		y, err := rm.AsYaml()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(y)
+	}
 	bin, err := testenv.BinDir()
 	if err != nil {
 		t.Fatal(err)
@@ -109,11 +124,8 @@ func TestMain(m *testing.M) {
 // controlPlane returns the shared control plane with `kubectl kustomize deploy/` applied to it.
 func controlPlane(t *testing.T) *testenv.ControlPlane {
 	t.Helper()
+	cp := shared.Need(t)
 	rendered := kustomize(t, ".")
-	cp, err := shared.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
 	applyOnce.Do(func() {
 		bin, _ := testenv.BinDir()
 		apply := exec.Command(filepath.Join(bin, "kubectl"), "--kubeconfig", cp.Kubeconfig, "apply", "--server-side", "-f", "-")

@@ -40,6 +40,7 @@ func TestFLUOMigrationOverlay(t *testing.T) {
 			t.Errorf("the migration overlay renders a %s: FLUO's own stay in place", kind)
 		}
 	}
+	testenv.NeedRealParts(t, "a control plane (etcd, kube-apiserver)")
 	dir := t.TempDir()
 	cp, err := testenv.StartControlPlane(ctx, dir, testenv.Options{})
 	if err != nil {

@@ -19,11 +19,14 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/slipway-dev/slipway/internal/testenv"
 )
 
 // promtool finds promtool, or skips the test saying how to get it.
 func promtool(t *testing.T) string {
 	t.Helper()
+	testenv.NeedRealParts(t, "promtool (Prometheus's rule engine)")
 	p, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Skip("promtool not found: it ships in Debian's prometheus package, which hack/install-deps.sh installs (apt-get install prometheus)")

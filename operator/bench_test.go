@@ -61,6 +61,7 @@ func percentile(d []time.Duration, p float64) time.Duration {
 // nothing to drain, the time from a locksmithctl-style StatusUpdate signal to the watch delivering
 // reboot-ok=true. Run with -benchtime 1x: each run takes a fixed sample of full cycles.
 func BenchmarkSignalToRebootOK(b *testing.B) {
+	needCluster(b)
 	const samples = 100
 	cleanup := []func(){}
 	defer func() {
@@ -130,6 +131,7 @@ func waitFinished(b *testing.B, name string, boots int) {
 // causes in one minute, on every resource but the apiserver's own endpoints and leases. Every
 // mutating request is logged by resource. The target is zero.
 func BenchmarkIdleFleetWrites(b *testing.B) {
+	needCluster(b)
 	nodes := benchNodes(b, "idle", 100)
 	defer func() {
 		for _, sn := range nodes {

@@ -56,6 +56,7 @@ func annotate(t *testing.T, node string, kv map[string]*string) {
 // the Eviction API and gets reboot-ok. Then the test plays FLUO's own agent (which writes none of
 // Slipway's keys) through a reboot, and the cycle ends in FLUO's final state.
 func TestFLUOReadmeAnnotateAndFLUOAgent(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	ctx := context.Background()
 	if _, err := testenv.CreateNode(ctx, client, "fluo-0", "boot-a", nil); err != nil {
@@ -100,6 +101,7 @@ func TestFLUOReadmeAnnotateAndFLUOAgent(t *testing.T) {
 // A FLUO agent restarted without a reboot resets its flags in the same boot: the operator must not
 // count that as a reboot. It ends the cycle (reboot-ok=false) so the agent can ask again.
 func TestResetWithoutRebootIsNotAReboot(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	if _, err := testenv.CreateNode(context.Background(), client, "noreboot-0", "boot-a", nil); err != nil {
 		t.Fatal(err)
@@ -122,6 +124,7 @@ func TestResetWithoutRebootIsNotAReboot(t *testing.T) {
 // 10 nodes with real agents over real D-Bus signal at once; max-unavailable=3. A watch on every Node
 // change proves no instant had more than 3 unavailable; every node rebooted exactly once.
 func TestTenNodesMaxUnavailableThree(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	nodes := simNodes(t, "ten", 10)
 	w := watchBudget(t, protocol.Hooks{})
@@ -158,6 +161,7 @@ func TestTenNodesMaxUnavailableThree(t *testing.T) {
 // A PDB that forbids the eviction: no reboot-ok while it blocks, the failure is on the Node (annotation
 // + Event), and the cycle goes on once the PDB allows.
 func TestPDBBlocksUntilAllowed(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	ctx := context.Background()
 	if _, err := testenv.CreateNode(ctx, client, "pdb-0", "boot-a", nil); err != nil {
@@ -210,6 +214,7 @@ func TestPDBBlocksUntilAllowed(t *testing.T) {
 
 // A paused node is left alone while another node goes through a whole cycle.
 func TestPausedNodeSkipped(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	nodes := simNodes(t, "pause", 2)
 	annotate(t, nodes[0].Name, map[string]*string{protocol.RebootPaused: ptr(protocol.True)})
@@ -232,6 +237,7 @@ func TestPausedNodeSkipped(t *testing.T) {
 
 // Before- and after-reboot hooks hold the node until their annotations are "true".
 func TestHooksHoldTheNode(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	nodes := simNodes(t, "hooks", 1)
 	sn := nodes[0]
@@ -276,6 +282,7 @@ func TestHooksHoldTheNode(t *testing.T) {
 // Outside the reboot window nothing new starts; an operator started inside it (same cluster state)
 // carries on.
 func TestRebootWindow(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	nodes := simNodes(t, "window", 1)
 	sn := nodes[0]
@@ -284,7 +291,7 @@ func TestRebootWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := startOperator(t, opOptions{now: func() time.Time { return closed }, window: func(c *operatorConfig) { c.Window = w }})
+	stop := startOperator(t, opOptions{now: func() time.Time { return closed }, window: func(c *operatorConfig) { c.Schedule = window.NewSchedule(w, nil, nil) }})
 	if err := sn.SendNeedReboot(); err != nil {
 		t.Fatal(err)
 	}
@@ -296,12 +303,13 @@ func TestRebootWindow(t *testing.T) {
 	}
 	stop()
 	open := time.Date(2026, 11, 19, 14, 30, 0, 0, time.UTC)
-	startOperator(t, opOptions{now: func() time.Time { return open }, window: func(c *operatorConfig) { c.Window = w }})
+	startOperator(t, opOptions{now: func() time.Time { return open }, window: func(c *operatorConfig) { c.Schedule = window.NewSchedule(w, nil, nil) }})
 	waitNode(t, sn.Name, 30*time.Second, "cycle finished inside the window", finished)
 }
 
 // A node the admin cordoned stays cordoned after its cycle; Slipway records no cordon of its own.
 func TestAdminCordonStays(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	nodes := simNodes(t, "admin", 1)
 	sn := nodes[0]
@@ -321,6 +329,7 @@ func TestAdminCordonStays(t *testing.T) {
 
 // Garbage in the protocol annotations changes nothing: no cordon, no grant, a warning Event.
 func TestMalformedAnnotationsChangeNothing(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	if _, err := testenv.CreateNode(context.Background(), client, "garbage-0", "boot-a", nil); err != nil {
 		t.Fatal(err)
@@ -358,6 +367,7 @@ func TestMalformedAnnotationsChangeNothing(t *testing.T) {
 
 // FLUO's README test on a node running Slipway's real agent: the whole cycle, with a reboot.
 func TestFLUOReadmeAnnotateWithSlipwayAgent(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	sn := simNodes(t, "readme", 1)[0]
 	startOperator(t, opOptions{})

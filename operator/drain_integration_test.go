@@ -22,6 +22,7 @@ import (
 // A pod no controller manages is not evicted without --force-drain (it would be gone for good), so
 // the node is not granted; with --force-drain it is evicted and the cycle goes on.
 func TestUnownedPodNeedsForceDrain(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	ctx := context.Background()
 	if _, err := testenv.CreateNode(ctx, client, "bare-0", "boot-a", nil); err != nil {
@@ -48,6 +49,7 @@ func TestUnownedPodNeedsForceDrain(t *testing.T) {
 
 // --drain-failure-policy=force grants reboot-ok after a failed drain (FLUO's behaviour, opt-in).
 func TestDrainFailurePolicyForce(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	ctx := context.Background()
 	if _, err := testenv.CreateNode(ctx, client, "forced-0", "boot-a", nil); err != nil {
@@ -71,6 +73,7 @@ func TestDrainFailurePolicyForce(t *testing.T) {
 
 // The binary serves /healthz and /metrics, with per-state node counts from its cache.
 func TestHTTPEndpoints(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	if _, err := testenv.CreateNode(context.Background(), client, "http-0", "boot-a", nil); err != nil {
 		t.Fatal(err)

@@ -70,6 +70,7 @@ func zincati(t *testing.T, base, op, id string) (int, string) {
 // "reboots" (new boot ID); steady-state lets the operator verify and finish. Agent nodes and unknown
 // ids are refused and change nothing.
 func TestFleetLockCycle(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	ctx := context.Background()
 	const machineID, id = "3d1219c7c4c5404aaa1f6d2a48adfda4", "975228d46dc94622b9bbe16671e2b58d"
@@ -184,6 +185,7 @@ func TestFleetLockCycle(t *testing.T) {
 // Zincati that asks and then reports steady state without being granted (it changed its mind, or
 // was stopped) withdraws the request: the operator leaves the node alone.
 func TestFleetLockWithdrawnWhileWaiting(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	ctx := context.Background()
 	const machineID, id = "3d1219c7c4c5404aaa1f6d2a48adfda4", "975228d46dc94622b9bbe16671e2b58d"
@@ -219,6 +221,7 @@ func TestFleetLockWithdrawnWhileWaiting(t *testing.T) {
 // reports a new boot) a pre-reboot that arrives before the operator cleared reboot-ok is refused,
 // changes nothing and never rides on the old grant; a paused node is held even once granted.
 func TestFleetLockGrantTiedToBoot(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	ctx := context.Background()
 	const machineID = "4d1219c7c4c5404aaa1f6d2a48adfda4"
@@ -267,6 +270,7 @@ func TestFleetLockGrantTiedToBoot(t *testing.T) {
 // Zincati asks in) is paused is recorded and answered 409 fleet_paused with the reason, so Zincati's
 // log and metrics say why it waits.
 func TestFleetLockSaysPaused(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	ctx := context.Background()
 	const machineID = "5d1219c7c4c5404aaa1f6d2a48adfda4"

@@ -13,6 +13,7 @@ import (
 // annotations, the operator's cordon and drain, Reboot(false) on logind, the agent back with a new
 // boot ID, and the cycle closed: uncordoned, reboot-ok=false, FLUO's final state.
 func TestFullAgentPath(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	nodes := simNodes(t, "full", 1)
 	sn := nodes[0]

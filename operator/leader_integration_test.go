@@ -57,6 +57,7 @@ func leaseHolder(t *testing.T) string {
 // The other takes over from the Nodes alone, finishes every cycle, and the budget of 1 is never
 // exceeded at any instant.
 func TestLeaderKilledMidCycle(t *testing.T) {
+	needOperatorBinary(t)
 	cleanNodes(t)
 	ctx := context.Background()
 	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "slipway-leader"}}, metav1.CreateOptions{})

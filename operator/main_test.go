@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -28,39 +27,59 @@ import (
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/fence"
+	"github.com/slipway-dev/slipway/operator/stall"
 )
 
-// One real control plane (etcd, kube-apiserver, kube-controller-manager) for the whole package.
+// One real control plane (etcd, kube-apiserver, kube-controller-manager) for the whole package,
+// started by the first test that calls needCluster (a run of only the unit tests, like `make unit`'s
+// -short, starts nothing), and the update-operator binary, built by the first test that calls
+// needOperatorBinary. TestMain stops what was started.
 var (
 	shared = &testenv.Shared{Name: "operator", Options: testenv.Options{ControllerManager: true}}
-	cp     *testenv.ControlPlane
-	client kubernetes.Interface
-	bins   string // directory with the built update-operator binary
+	cp     *testenv.ControlPlane // set by needCluster
+	client kubernetes.Interface  // set by needCluster
+	bins   string                // directory with the built update-operator binary, set by needOperatorBinary
+
+	clusterOnce sync.Once
+	kubeletStop context.CancelFunc = func() {}
+	binsOnce    sync.Once
+	binsErr     error
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
+	code := m.Run()
+	kubeletStop()
+	shared.Close()
+	os.Exit(code)
 }
 
-func runMain(m *testing.M) int {
-	defer shared.Close()
-	var err error
-	if cp, err = shared.Get(); err != nil {
-		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
-		return 1
+// needCluster is the first call of every test that needs the control plane: it skips the test
+// under -short, and otherwise fills cp and client (starting the control plane and the pod kubelet
+// stand-in on first use).
+func needCluster(t testing.TB) {
+	t.Helper()
+	c := shared.Need(t)
+	clusterOnce.Do(func() {
+		cp, client = c, c.Client()
+		var ctx context.Context
+		ctx, kubeletStop = context.WithCancel(context.Background())
+		testenv.PodKubelet(ctx, client)
+	})
+}
+
+// needOperatorBinary is needCluster plus the update-operator binary in bins (built on first use).
+func needOperatorBinary(t testing.TB) {
+	t.Helper()
+	needCluster(t)
+	binsOnce.Do(func() {
+		dir := filepath.Join(shared.Dir(), "bin")
+		if binsErr = testenv.GoBuild(context.Background(), "", "-o", dir+"/", "./cmd/update-operator"); binsErr == nil {
+			bins = dir
+		}
+	})
+	if binsErr != nil {
+		t.Fatalf("building update-operator: %v", binsErr)
 	}
-	client = cp.Client()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	testenv.PodKubelet(ctx, client)
-	bins = filepath.Join(shared.Dir(), "bin")
-	build := exec.Command("go", "build", "-o", bins+"/", "./cmd/update-operator")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building update-operator:", err)
-		return 1
-	}
-	return m.Run()
 }
 
 // cleanNodes deletes every Node (and the test namespace's pods) when the test ends: the budget counts
@@ -88,7 +107,7 @@ type opOptions struct {
 	policy     operator.DrainPolicy
 	// Trust: stall reporting, admission fencing, metrics.
 	rebootTimeout time.Duration
-	stallPolicy   operator.StallPolicy
+	stallPolicy   stall.Policy
 	fence         func(context.Context) (fence.Term, error)
 	metrics       *operator.Metrics
 	// tweak changes the Config last (policies).

@@ -27,9 +27,11 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testenv"
 	"github.com/slipway-dev/slipway/operator"
+	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/blocker"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/notify"
+	"github.com/slipway-dev/slipway/operator/stall"
 )
 
 const zoneLabel = "topology.kubernetes.io/zone"
@@ -119,6 +121,7 @@ func perGroup(t *testing.T, s string) *budget.Max {
 // Issue 11, budgets per group: two zones with a budget of 1 each (global 2) reboot one node per zone
 // at a time, both zones at once; a NotReady node in zone a holds zone a only.
 func TestGroupBudgets(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	ctx := context.Background()
 	nodes := simNodes(t, "zone", 4)
@@ -178,11 +181,12 @@ func TestGroupBudgets(t *testing.T) {
 
 // Issue 11, control plane: its own budget (1) and --control-plane-order=workers-first.
 func TestControlPlaneBudgetAndOrder(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	nodes := simNodes(t, "cpo", 4)
 	cps := nodes[:2]
 	for _, sn := range cps {
-		label(t, sn.Name, map[string]string{operator.ControlPlaneLabel: ""})
+		label(t, sn.Name, map[string]string{protocol.ControlPlaneLabel: ""})
 	}
 	var mu sync.Mutex
 	var order []string
@@ -190,12 +194,12 @@ func TestControlPlaneBudgetAndOrder(t *testing.T) {
 		sn.OnReboot = func(n *simnode.Node, boot int) { mu.Lock(); order = append(order, n.Name); mu.Unlock() }
 	}
 	w := watchGroups(t, func(n *corev1.Node) string {
-		if _, cp := n.Labels[operator.ControlPlaneLabel]; cp {
+		if _, cp := n.Labels[protocol.ControlPlaneLabel]; cp {
 			return "control-plane"
 		}
 		return "worker"
 	})
-	startOperator(t, opOptions{max: "4", tweak: func(c *operator.Config) { c.ControlPlaneOrder = operator.OrderWorkersFirst }})
+	startOperator(t, opOptions{max: "4", tweak: func(c *operator.Config) { c.ControlPlaneOrder = admission.OrderWorkersFirst }})
 	for _, sn := range nodes {
 		if err := sn.SendNeedReboot(); err != nil {
 			t.Fatal(err)
@@ -217,6 +221,7 @@ func TestControlPlaneBudgetAndOrder(t *testing.T) {
 // Issue 11, fleet pause: the ConfigMap switch stops new cycles for the whole fleet or one group; a
 // node in its cycle finishes; resuming lets the rest go.
 func TestFleetPause(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	ctx := context.Background()
 	const ns = "slipway-pause"
@@ -290,6 +295,7 @@ func TestFleetPause(t *testing.T) {
 // Prometheus holds every node (blocked-by, a Blocked Warning, the metric) and an excluded one does not;
 // an unfinished pod matching --blocking-pod-selector holds its own node only, until it is gone.
 func TestBlockersHoldAdmission(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	ctx := context.Background()
 	prom, err := testenv.StartPrometheus(t.TempDir(), `groups:
@@ -311,7 +317,7 @@ func TestBlockersHoldAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes := simNodes(t, "blk", 2)
-	alerts := func(exclude string) operator.Blocker {
+	alerts := func(exclude string) admission.Blocker {
 		cfg := blocker.AlertsConfig{URL: prom.URL, TTL: 500 * time.Millisecond}
 		if exclude != "" {
 			cfg.Exclude = regexp.MustCompile(exclude)
@@ -324,7 +330,7 @@ func TestBlockersHoldAdmission(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	stop := startOperator(t, opOptions{max: "2", metrics: operator.NewMetrics(reg), tweak: func(c *operator.Config) {
-		c.Blockers = []operator.Blocker{alerts("")}
+		c.Blockers = []admission.Blocker{alerts("")}
 	}})
 	if err := nodes[0].SendNeedReboot(); err != nil {
 		t.Fatal(err)
@@ -362,7 +368,7 @@ func TestBlockersHoldAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	startOperator(t, opOptions{max: "2", tweak: func(c *operator.Config) {
-		c.Blockers = []operator.Blocker{alerts("^SlipwayTestFiring$"), onNode}
+		c.Blockers = []admission.Blocker{alerts("^SlipwayTestFiring$"), onNode}
 		c.BlockerInformers = []cache.SharedIndexInformer{pods}
 	}})
 	if err := nodes[1].SendNeedReboot(); err != nil {
@@ -391,6 +397,7 @@ func gauge(t *testing.T, reg *prometheus.Registry, name, reason string) float64 
 // fleet by itself (the switch says why, the status lists them); nothing new starts until a person
 // resumes, which starts a new count.
 func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	ctx := context.Background()
 	const ns = "slipway-failed"
@@ -400,7 +407,7 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 	nodes[0].NeverComeBack()
 	nodes[1].NeverComeBack()
 	reg := prometheus.NewRegistry()
-	startOperator(t, opOptions{max: "1", rebootTimeout: 2 * time.Second, stallPolicy: operator.StallRelease, metrics: operator.NewMetrics(reg),
+	startOperator(t, opOptions{max: "1", rebootTimeout: 2 * time.Second, stallPolicy: stall.Release, metrics: operator.NewMetrics(reg),
 		tweak: func(c *operator.Config) { c.Namespace = ns; c.MaxFailedReboots = 2; c.Identity = "op-test" }})
 	// The two lost nodes ask first (together: which of them goes first is the workers' race); the
 	// third asks once one is granted (the longest waiting goes first, so it comes after both).
@@ -506,6 +513,7 @@ func gaugeLabel(t *testing.T, reg *prometheus.Registry, name, label, value strin
 // Issue 11, notifications through the controller: a node's cycle sends "started" and "finished" to a
 // shoutrrr generic webhook (a local HTTP server), as --notify-url would.
 func TestNotificationsOfACycle(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	var mu sync.Mutex
 	var got []string

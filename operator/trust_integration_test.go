@@ -19,6 +19,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/updateengine"
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/fence"
+	"github.com/slipway-dev/slipway/operator/stall"
 )
 
 func inCycle(n *corev1.Node) bool {
@@ -34,6 +35,7 @@ func stalledGauge(t *testing.T, reg *prometheus.Registry, reason string) float64
 // annotation, Warning Event, metric -- and holds its budget slot (the default): the next node waits.
 // With --stall-policy=release the slot is freed and the next node goes.
 func TestNeverReturningNodeStalls(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	nodes := simNodes(t, "stall", 2)
 	lost, next := nodes[0], nodes[1]
@@ -48,13 +50,13 @@ func TestNeverReturningNodeStalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := waitNode(t, lost.Name, 30*time.Second, "stalled annotation", func(n *corev1.Node) bool { return n.Annotations[protocol.Stalled] != "" })
-	if got := n.Annotations[protocol.Stalled]; got != operator.StallRebootTimeout {
-		t.Errorf("stalled = %q, want %q", got, operator.StallRebootTimeout)
+	if got := n.Annotations[protocol.Stalled]; got != stall.RebootTimeout {
+		t.Errorf("stalled = %q, want %q", got, stall.RebootTimeout)
 	}
 	if !waitEvent(t, lost.Name, "Stalled") {
 		t.Error("no Stalled Warning Event")
 	}
-	if v := stalledGauge(t, reg, operator.StallRebootTimeout); v != 1 {
+	if v := stalledGauge(t, reg, stall.RebootTimeout); v != 1 {
 		t.Errorf("slipway_operator_stalled_nodes{reason=reboot-timeout} = %v, want 1", v)
 	}
 	// Hold (default): the slot stays taken.
@@ -65,12 +67,12 @@ func TestNeverReturningNodeStalls(t *testing.T) {
 	stop()
 
 	// Release: the stalled node's slot is free; the next node goes through its cycle.
-	startOperator(t, opOptions{max: "1", rebootTimeout: 2 * time.Second, stallPolicy: operator.StallRelease})
+	startOperator(t, opOptions{max: "1", rebootTimeout: 2 * time.Second, stallPolicy: stall.Release})
 	waitNode(t, next.Name, 30*time.Second, "next node's cycle finished", finished)
 	if next.Boots() != 1 {
 		t.Errorf("next node booted %d times, want 1", next.Boots())
 	}
-	if n := getNode(t, lost.Name); n.Annotations[protocol.Stalled] != operator.StallRebootTimeout || !n.Spec.Unschedulable {
+	if n := getNode(t, lost.Name); n.Annotations[protocol.Stalled] != stall.RebootTimeout || !n.Spec.Unschedulable {
 		t.Errorf("the lost node must stay cordoned and reported: unschedulable=%v %v", n.Spec.Unschedulable, n.Annotations)
 	}
 }
@@ -80,6 +82,7 @@ func TestNeverReturningNodeStalls(t *testing.T) {
 // reboot-ok to go false -- cordoned forever. Now the kubelet's new boot plus the agent having spoken in
 // it finish the cycle, and the second update gets a cycle of its own.
 func TestNeededAgainBeforeFinish(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	sn := simNodes(t, "again", 1)[0]
 	w := watchBudget(t, protocol.Hooks{})
@@ -121,6 +124,7 @@ func TestNeededAgainBeforeFinish(t *testing.T) {
 // Why 5: a node FLUO's agent cordoned (agent-made-unschedulable=true) whose FLUO agent was replaced by
 // Slipway's mid-cycle. Nobody else will uncordon it: the operator does when the cycle ends.
 func TestFLUOAgentCordonUncordoned(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	sn := simNodes(t, "fluocordon", 1)[0]
 	ctx := context.Background()
@@ -144,6 +148,7 @@ func TestFLUOAgentCordonUncordoned(t *testing.T) {
 // An admin's cordon still stays (only FLUO's agent's and Slipway's own are undone); see also
 // TestAdminCordonStays. Here: reboot-paused with a typo holds the node (fail closed).
 func TestMalformedPauseHolds(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	sn := simNodes(t, "typo", 1)[0]
 	annotate(t, sn.Name, map[string]*string{protocol.RebootPaused: ptr("True")})
@@ -163,6 +168,7 @@ func TestMalformedPauseHolds(t *testing.T) {
 // Why 5: admissions are fenced by leadership. An operator that does not hold the Lease (a stalled old
 // leader after a failover) admits nothing; once it holds it, it admits and writes its term.
 func TestAdmissionFencedByLease(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	ctx := context.Background()
 	const ns = "slipway-fence"
@@ -204,6 +210,7 @@ func TestAdmissionFencedByLease(t *testing.T) {
 // Event allowance (25, then one per 5 minutes) and starved the node's other Warnings. Now it is
 // reported once per change, and a later Stalled Warning still arrives.
 func TestNoisyWarningDoesNotStarveOthers(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	ctx := context.Background()
 	if _, err := testenv.CreateNode(ctx, client, "noisy-0", "boot-a", nil); err != nil {
@@ -238,6 +245,7 @@ func TestNoisyWarningDoesNotStarveOthers(t *testing.T) {
 // middle of its cycle, and a node back in a new boot whose agent never reported in it (e.g. its image
 // could not be pulled). Each gets its reason, a Stalled Event, and loses the annotation when it moves on.
 func TestStallReasons(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	ctx := context.Background()
 	for _, n := range []string{"st-drain", "st-paused", "st-silent"} {
@@ -270,7 +278,7 @@ func TestStallReasons(t *testing.T) {
 	if _, err := testenv.SetNodeStatus(ctx, client, "st-silent", "boot-b", true); err != nil {
 		t.Fatal(err)
 	}
-	for node, reason := range map[string]string{"st-drain": operator.StallDrainFailing, "st-paused": operator.StallPaused, "st-silent": operator.StallAgentSilent} {
+	for node, reason := range map[string]string{"st-drain": stall.DrainFailing, "st-paused": stall.Paused, "st-silent": stall.AgentSilent} {
 		n := waitNode(t, node, 30*time.Second, "stalled", func(n *corev1.Node) bool { return n.Annotations[protocol.Stalled] != "" })
 		if got := n.Annotations[protocol.Stalled]; got != reason {
 			t.Errorf("%s: stalled %q, want %q", node, got, reason)
@@ -291,6 +299,7 @@ func TestStallReasons(t *testing.T) {
 // is frozen (SIGSTOP) while a granted node's stall is due: the sync that reports it hangs in its PATCH,
 // readiness fails and names why; thawed, the write lands and readiness comes back.
 func TestReadyzWhenTheAPIServerHangs(t *testing.T) {
+	needCluster(t)
 	cleanNodes(t)
 	sn := simNodes(t, "wedge", 1)[0]
 	sn.NeverComeBack()
@@ -330,7 +339,7 @@ func TestReadyzWhenTheAPIServerHangs(t *testing.T) {
 	if !strings.Contains(notReady.Error(), "sync has been running") {
 		t.Errorf("readiness error %q does not say a sync is stuck", notReady)
 	}
-	waitNode(t, sn.Name, 60*time.Second, "stall reported after the thaw", func(n *corev1.Node) bool { return n.Annotations[protocol.Stalled] == operator.StallRebootTimeout })
+	waitNode(t, sn.Name, 60*time.Second, "stall reported after the thaw", func(n *corev1.Node) bool { return n.Annotations[protocol.Stalled] == stall.RebootTimeout })
 	for deadline := time.Now().Add(30 * time.Second); c.Ready() != nil; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("still not ready after the API server came back: %v", c.Ready())

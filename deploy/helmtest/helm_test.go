@@ -261,6 +261,9 @@ var clusterScoped = map[string]bool{"Namespace": true, "ClusterRole": true, "Clu
 // cluster-scoped object's namespace; `kubectl diff` shows nothing). Only that is forgiven, and only on
 // cluster-scoped kinds; every object it is forgiven on is logged.
 func TestKubectlKustomize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: needs the project's kubectl (hack/build-controlplane.sh)")
+	}
 	kubectl := kubectlBin(t)
 	for dir, vals := range map[string]map[string]any{
 		".":         nil,

@@ -706,6 +706,9 @@ func (r *runner) pdbRelaxer(ctx context.Context, _ *rand.Rand) {
 
 // buildOperator builds the real update-operator binary into dir.
 func buildOperator(ctx context.Context, dir, logDir string) (string, error) {
+	if err := testenv.RefuseUnderShort("go build of update-operator"); err != nil {
+		return "", err
+	}
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return "", err

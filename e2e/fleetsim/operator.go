@@ -19,6 +19,9 @@ import (
 // "", else from the commit rev alone (git archive into dir/src, so edits in the working tree do not
 // leak into the measurement). It returns the binary's path and the commit measured.
 func BuildOperator(ctx context.Context, rev, dir string) (bin, commit string, err error) {
+	if err := testenv.RefuseUnderShort("go build of update-operator"); err != nil {
+		return "", "", err
+	}
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return "", "", err

@@ -106,6 +106,9 @@ func Up(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := testenv.RefuseUnderShort("the VM cluster (node image, control plane, QEMU)"); err != nil {
+		return nil, err
+	}
 	c.logf("building the node image if its inputs changed (hack/build-node-image.sh)")
 	build := exec.CommandContext(ctx, filepath.Join(root, "hack", "build-node-image.sh"))
 	build.Stderr = os.Stderr

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/slipway-dev/slipway/internal/testenv"
 )
 
 // VM is one QEMU guest.
@@ -54,6 +56,9 @@ func Accel() string {
 
 // StartVM creates a copy-on-write overlay of the image and boots it.
 func StartVM(name, dir string, cfg VMConfig) (*VM, error) {
+	if err := testenv.RefuseUnderShort("a QEMU VM"); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 // and writes the kubeconfig, the wait for nodes gives up with a clear error (nothing boots), a second
 // Up is refused while the first is there, Down destroys everything and removes the state.
 func TestUpDownLifecycle(t *testing.T) {
+	testenv.NeedRealParts(t, "terraform and libvirtd")
 	if _, err := TerraformBinary(); err != nil {
 		t.Skip(err)
 	}

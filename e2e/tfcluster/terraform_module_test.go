@@ -37,6 +37,7 @@ func repoRoot(t *testing.T) string {
 
 func needTerraform(t *testing.T) {
 	t.Helper()
+	testenv.NeedRealParts(t, "terraform")
 	if _, err := tfcluster.TerraformBinary(); err != nil {
 		t.Skip(err)
 	}

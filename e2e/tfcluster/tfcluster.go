@@ -33,6 +33,9 @@ func CacheDir() string { return testenv.CacheDir("terraform") }
 
 // TerraformBinary finds terraform: on PATH, or the one hack/install-terraform-deps.sh built.
 func TerraformBinary() (string, error) {
+	if err := testenv.RefuseUnderShort("terraform"); err != nil {
+		return "", err
+	}
 	if p, err := exec.LookPath("terraform"); err == nil {
 		return p, nil
 	}
@@ -47,6 +50,9 @@ func TerraformBinary() (string, error) {
 // module proxy the first time (~30-60 s): `go install` cannot (the proxy refuses its version list),
 // building in a copy of the downloaded module can.
 func Mirror(ctx context.Context, logf func(string, ...interface{})) (string, error) {
+	if err := testenv.RefuseUnderShort("go build of terraform-provider-libvirt"); err != nil {
+		return "", err
+	}
 	unlock, err := Lock("mirror")
 	if err != nil {
 		return "", err

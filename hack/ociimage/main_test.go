@@ -24,6 +24,9 @@ import (
 // binaries for amd64 and arm64 and writes one OCI image index; read back from the archive it wrote,
 // each platform's image holds both binaries for its own architecture, static, at / and under /bin.
 func TestBuildImage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: needs go build of both binaries for two architectures (~1 min)")
+	}
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command to cross-compile with")
 	}

@@ -128,6 +128,9 @@ func ControlPlaneBinaries() (string, bool) {
 // BinDir returns the directory with the control-plane binaries: $SLIPWAY_CONTROLPLANE_DIR, or what
 // hack/build-controlplane.sh prints (building only what is missing from its cache).
 func BinDir() (string, error) {
+	if err := RefuseUnderShort("the control-plane binaries (hack/build-controlplane.sh)"); err != nil {
+		return "", err
+	}
 	if d := os.Getenv("SLIPWAY_CONTROLPLANE_DIR"); d != "" {
 		return d, nil
 	}
@@ -157,6 +160,9 @@ func FreePort() (int, error) {
 
 // StartControlPlane starts etcd and kube-apiserver in dir and waits for /readyz.
 func StartControlPlane(ctx context.Context, dir string, opt Options) (*ControlPlane, error) {
+	if err := RefuseUnderShort("etcd and kube-apiserver"); err != nil {
+		return nil, err
+	}
 	logf := opt.Log
 	if logf == nil {
 		logf = func(string, ...interface{}) {}

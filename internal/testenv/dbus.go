@@ -41,6 +41,9 @@ const busConfig = `<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Con
 
 // StartBus starts dbus-daemon in dir and waits until it accepts connections.
 func StartBus(dir string) (*Bus, error) {
+	if err := RefuseUnderShort("dbus-daemon"); err != nil {
+		return nil, err
+	}
 	bin, err := exec.LookPath("dbus-daemon")
 	if err != nil {
 		return nil, fmt.Errorf("dbus-daemon not found: install Debian's dbus-daemon package (make test does): %w", err)
@@ -91,7 +94,7 @@ type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
-// Connect opens a new private connection to the bus. It is an updateengine.Dialer.
+// Connect opens a new private connection to the bus. It is a sysbus.Dialer.
 func (b *Bus) Connect(opts ...dbus.ConnOption) (*dbus.Conn, error) {
 	return DialBus(b.Address, opts...)
 }

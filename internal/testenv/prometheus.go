@@ -27,6 +27,9 @@ func (p *Prometheus) Stop() { p.stop() }
 // StartPrometheus runs prometheus on a free loopback port with rules (a rule file's text, evaluated
 // every second) and waits until it is ready. Its data and log stay in dir.
 func StartPrometheus(dir, rules string) (*Prometheus, error) {
+	if err := RefuseUnderShort("prometheus"); err != nil {
+		return nil, err
+	}
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		return nil, ErrNoPrometheus

@@ -19,6 +19,7 @@ import (
 
 func startBus(t *testing.T) *testenv.Bus {
 	t.Helper()
+	testenv.NeedRealParts(t, "dbus-daemon")
 	bus, err := testenv.StartBus(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +111,7 @@ func TestWatchOverRealBus(t *testing.T) {
 // Watch survives the bus going away and picks update_engine up again when a bus is back at the same
 // address (dbus-daemon restarted), asking GetStatus again so nothing said meanwhile is lost.
 func TestWatchReconnects(t *testing.T) {
+	testenv.NeedRealParts(t, "dbus-daemon")
 	dir := t.TempDir()
 	serve := func(s updateengine.Status) *testenv.Bus {
 		bus, err := testenv.StartBus(dir)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/operator/admission"
 )
 
 // A real etcd + kube-apiserver, started by the first test that needs it (the unit tests and the
@@ -32,11 +33,7 @@ func TestMain(m *testing.M) {
 
 func apiServer(t *testing.T) kubernetes.Interface {
 	t.Helper()
-	cp, err := shared.Get()
-	if err != nil {
-		t.Fatalf("starting the control plane: %v", err)
-	}
-	return cp.Client()
+	return shared.Need(t).Client()
 }
 
 // eventually polls check until it returns "" (success) or 20 s pass; the informer's view lags the API.
@@ -52,7 +49,7 @@ func eventually(t *testing.T, what string, check func() string) {
 	}
 }
 
-func verdict(b Blocker, n *corev1.Node, wantReason string) func() string {
+func verdict(b admission.Blocker, n *corev1.Node, wantReason string) func() string {
 	return func() string {
 		blocked, reason := b.Check(context.Background(), n)
 		if blocked != (wantReason != "") || reason != wantReason {

@@ -41,6 +41,7 @@ const testRules = `groups:
 // SlipwayAlwaysFiring fires. It returns the base URL and a function that stops it (also run at cleanup).
 func startPrometheus(t *testing.T) (string, func()) {
 	t.Helper()
+	testenv.NeedRealParts(t, "prometheus")
 	dir := t.TempDir()
 	p, err := testenv.StartPrometheus(dir, testRules)
 	if errors.Is(err, testenv.ErrNoPrometheus) {

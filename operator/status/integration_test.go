@@ -41,10 +41,7 @@ func TestMain(m *testing.M) {
 
 func controlPlane(t *testing.T) (*testenv.ControlPlane, kubernetes.Interface) {
 	t.Helper()
-	cp, err := shared.Get()
-	if err != nil {
-		t.Fatalf("starting the control plane: %v", err)
-	}
+	cp := shared.Need(t)
 	return cp, cp.Client()
 }
 
@@ -60,10 +57,7 @@ func binary(t *testing.T) string {
 			return
 		}
 		bin = filepath.Join(shared.Dir(), "kubectl-slipway")
-		out, err := exec.Command("go", "build", "-C", root, "-o", bin, "./operator/cmd/kubectl-slipway").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("building kubectl-slipway: %v\n%s", err, out)
-		}
+		binErr = testenv.GoBuild(context.Background(), root, "-o", bin, "./operator/cmd/kubectl-slipway")
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
