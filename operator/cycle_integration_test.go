@@ -127,7 +127,7 @@ func TestTenNodesMaxUnavailableThree(t *testing.T) {
 	needCluster(t)
 	cleanNodes(t)
 	nodes := simNodes(t, "ten", 10)
-	w := watchBudget(t, protocol.Hooks{})
+	w := watchBudget(t)
 	startOperator(t, opOptions{max: "3"})
 	for _, sn := range nodes {
 		if err := sn.SendNeedReboot(); err != nil {

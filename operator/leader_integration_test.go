@@ -64,7 +64,7 @@ func TestLeaderKilledMidCycle(t *testing.T) {
 	_ = client.CoordinationV1().Leases("slipway-leader").Delete(ctx, "slipway-update-operator", metav1.DeleteOptions{})
 	hold := "example.com/hold"
 	nodes := simNodes(t, "leader", 3)
-	w := watchBudget(t, protocol.Hooks{Before: []string{hold}})
+	w := watchBudget(t)
 	flags := []string{"--max-unavailable=1", "--before-reboot-annotations=" + hold}
 	procs := map[string]*exec.Cmd{"op-a": runOperatorProcess(t, "op-a", flags...)}
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/slipway-dev/slipway/agent/simnode"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/referee"
 	"github.com/slipway-dev/slipway/internal/testenv"
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/budget"
@@ -205,16 +206,19 @@ func finished(n *corev1.Node) bool {
 }
 
 // budgetWatcher sees every change of every Node through a watch (not sampling) and tracks the largest
-// number of nodes counting against the budget at any instant.
+// number of nodes unavailable at any instant, judged by the independent referee (internal/referee:
+// reboot-ok, Slipway's cordon mark, unschedulable, NotReady, reboot-in-progress), not by
+// protocol.Observe, which is what the operator itself counts with: a mistake there must not be able to
+// hide from the test.
 type budgetWatcher struct {
 	testenv.Peak
 	mu     sync.Mutex
 	state  map[string]bool
-	starts map[string]int // times each node entered the cycle
+	starts map[string]int // times each node became unavailable
 	stop   func()
 }
 
-func watchBudget(t *testing.T, hooks protocol.Hooks) *budgetWatcher {
+func watchBudget(t *testing.T) *budgetWatcher {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &budgetWatcher{state: map[string]bool{}, starts: map[string]int{}, stop: cancel}
@@ -227,7 +231,7 @@ func watchBudget(t *testing.T, hooks protocol.Hooks) *budgetWatcher {
 		t.Fatal(err)
 	}
 	for i := range list.Items {
-		w.observe(&list.Items[i], hooks)
+		w.observe(&list.Items[i])
 	}
 	go func() {
 		for ev := range wi.ResultChan() {
@@ -242,15 +246,15 @@ func watchBudget(t *testing.T, hooks protocol.Hooks) *budgetWatcher {
 				w.Forget(n.Name)
 				continue
 			}
-			w.observe(n, hooks)
+			w.observe(n)
 		}
 	}()
 	t.Cleanup(cancel)
 	return w
 }
 
-func (w *budgetWatcher) observe(n *corev1.Node, hooks protocol.Hooks) {
-	in := protocol.Observe(n, hooks).Unavailable()
+func (w *budgetWatcher) observe(n *corev1.Node) {
+	in := len(referee.Unavailable(n)) > 0
 	w.Set(n.Name, in)
 	w.mu.Lock()
 	defer w.mu.Unlock()

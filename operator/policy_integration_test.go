@@ -25,6 +25,7 @@ import (
 	"github.com/slipway-dev/slipway/agent/simnode"
 	"github.com/slipway-dev/slipway/internal/fleet"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/referee"
 	"github.com/slipway-dev/slipway/internal/testenv"
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/admission"
@@ -71,7 +72,7 @@ func watchGroups(t *testing.T, groupOf func(*corev1.Node) string) *groupWatcher 
 }
 
 func (w *groupWatcher) observe(n *corev1.Node, groupOf func(*corev1.Node) string) {
-	un := protocol.Observe(n, protocol.Hooks{}).Unavailable()
+	un := len(referee.Unavailable(n)) > 0
 	w.all.Set(n.Name, un)
 	w.mu.Lock()
 	g := groupOf(n)

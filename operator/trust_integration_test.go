@@ -85,7 +85,7 @@ func TestNeededAgainBeforeFinish(t *testing.T) {
 	needCluster(t)
 	cleanNodes(t)
 	sn := simNodes(t, "again", 1)[0]
-	w := watchBudget(t, protocol.Hooks{})
+	w := watchBudget(t)
 	sn.BackNotReady = true
 	sn.OnReboot = func(n *simnode.Node, boot int) {
 		ctx := context.Background()

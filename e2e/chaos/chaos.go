@@ -31,8 +31,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/slipway-dev/slipway/agent/simnode"
-	"github.com/slipway-dev/slipway/e2e/chaos/invariant"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/referee"
 	"github.com/slipway-dev/slipway/internal/testenv"
 )
 
@@ -103,7 +103,7 @@ type Result struct {
 	Cycles     int // grants that ended after the machine came back (the checker's count)
 	Reboots    int // reboots the simulated machines completed
 	Staged     int // updates staged
-	Violations []invariant.Violation
+	Violations []referee.Violation
 	Faults     map[string]int
 	Notes      []string // checks that could not run, and why; other remarks
 	Elapsed    time.Duration
@@ -121,7 +121,7 @@ type runner struct {
 	start   time.Time
 	client  kubernetes.Interface
 	cp      *testenv.ControlPlane
-	check   *invariant.Checker
+	check   *referee.Checker
 	ops     *operators
 	nodes   []*simNode
 	faults  sync.Map // name -> *atomic.Int64
@@ -245,7 +245,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	testenv.PodKubelet(runCtx, r.client)
 
 	// The referee watches before anything happens.
-	r.check = invariant.NewAt(cfg.MaxUnavailable, time.Now)
+	r.check = referee.NewAt(cfg.MaxUnavailable, time.Now)
 	r.check.Since(r.start) // violations carry the same clock as the progress lines
 	select {
 	case <-r.check.Watch(runCtx, r.client, Namespace):
@@ -680,12 +680,12 @@ func (r *runner) neverBackInjector(ctx context.Context, _ *rand.Rand) {
 func (r *runner) watchLost(n *simNode) {
 	granted := false
 	for r.runCtx.Err() == nil {
-		if !granted && r.check.Annotation(n.Name, invariant.KeyRebootOK) == "true" && n.Down() {
+		if !granted && r.check.Annotation(n.Name, referee.KeyRebootOK) == "true" && n.Down() {
 			granted = true
 			r.say("%s was granted its reboot and is gone", n.Name)
 		}
-		if v := r.check.Annotation(n.Name, invariant.KeyStalled); granted && v != "" {
-			r.say("%s marked %s=%s", n.Name, invariant.KeyStalled, v)
+		if v := r.check.Annotation(n.Name, referee.KeyStalled); granted && v != "" {
+			r.say("%s marked %s=%s", n.Name, referee.KeyStalled, v)
 			return
 		}
 		_ = testenv.WaitCtx(r.runCtx, 200*time.Millisecond)

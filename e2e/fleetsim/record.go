@@ -11,13 +11,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/slipway-dev/slipway/e2e/chaos/invariant"
+	"github.com/slipway-dev/slipway/internal/referee"
 )
 
 // Recorder is the benchmark's own view of the fleet, from its own Node watch (not the simulator's):
 // how many nodes are unavailable or in their cycle at each instant and the peak, when each node of
 // the roll under way got reboot-ok, and when it was done. What counts as unavailable is the chaos
-// referee's definition (invariant.Unavailable: reboot-ok, Slipway's cordon mark, unschedulable, not
+// referee's definition (referee.Unavailable: reboot-ok, Slipway's cordon mark, unschedulable, not
 // Ready, reboot-in-progress), which shares no code with the operator it judges.
 type Recorder struct {
 	mu          sync.Mutex
@@ -73,8 +73,8 @@ func (r *Recorder) observe(obj interface{}) {
 		return
 	}
 	now := time.Now()
-	un := len(invariant.Unavailable(n)) > 0
-	okTrue := n.Annotations[invariant.KeyRebootOK] == "true"
+	un := len(referee.Unavailable(n)) > 0
+	okTrue := n.Annotations[referee.KeyRebootOK] == "true"
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.seen[n.Name] && n.Status.NodeInfo.BootID != "" && !un {
@@ -103,7 +103,7 @@ func (r *Recorder) observe(obj interface{}) {
 		}
 	}
 	t.ok = okTrue
-	if t.DoneAt.IsZero() && t.OKCount > 0 && !okTrue && !un && n.Annotations[invariant.KeyRebootNeeded] != "true" {
+	if t.DoneAt.IsZero() && t.OKCount > 0 && !okTrue && !un && n.Annotations[referee.KeyRebootNeeded] != "true" {
 		t.DoneAt = now
 		r.done++
 		r.lastDone = now

@@ -1,4 +1,4 @@
-package invariant
+package referee
 
 import (
 	"context"

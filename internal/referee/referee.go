@@ -1,7 +1,9 @@
-// Package invariant is the chaos run's referee: an invariant checker that shares no code with what it
-// judges. It imports neither internal/protocol nor the operator nor the agent; it re-declares the few
-// annotation keys it reads and keeps its own picture of the cluster from its own list+watch of Nodes,
-// Pods and PodDisruptionBudgets (watch.go). What it cannot see from the API (how often a simulated
+// Package referee is the independent judge of Slipway's budget and cycle: an invariant checker that
+// shares no code with what it judges. The chaos run, the fleet benchmark and the operator's
+// integration tests (their budget watchers) use it. It imports no Slipway package at all (not
+// internal/protocol, not the operator, not the agent: TestImportsNothingOfSlipway checks the whole
+// dependency graph); it re-declares the few annotation keys it reads and keeps its own picture of the
+// cluster from its own list+watch of Nodes, Pods and PodDisruptionBudgets (watch.go). What it cannot see from the API (how often a simulated
 // machine really rebooted, and how many updates were staged on it) the scenario tells it through
 // Staged and Rebooted.
 //
@@ -14,7 +16,7 @@
 // node by node, which would mix two moments) and breaks continuity: judgements that need two
 // consecutive states of a node (a boot ID change while reboot-ok was not true, two reboots for one
 // grant) are not made across a relist, and Relists says how often that happened.
-package invariant
+package referee
 
 import (
 	"fmt"
