@@ -40,7 +40,11 @@ unit:
 ## test: everything: unit + integration (real apiserver, etcd, kube-controller-manager, dbus-daemon,
 ##       systemd in VMs, terraform + libvirtd), then the e2e suites on local QEMU VMs that really reboot.
 ##       Modules: the product (.), the test machinery (e2e/: chaos, fleet bench, terraform, VM harness),
-##       hack/ociimage, butane/, deploy/helmtest/. Says how long each stage took, and sums up at the end
+##       hack/ociimage, butane/, deploy/helmtest/. Says how long each stage took, and sums up at the end.
+##       -race for the product's tests only: the e2e/ module runs the operator and agents as separate
+##       processes (chaos, fleet bench, VMs), so -race there would race-compile its whole dependency tree
+##       (e2e-framework, controller-runtime, terraform-exec) again for the harness code alone; without it
+##       its test build reuses what `make lint` compiled
 STAGES := $(CURDIR)/bin/test-stages.txt
 STAGE = SLIPWAY_STAGES=$(STAGES) $(CURDIR)/hack/stage.sh
 test:
@@ -48,7 +52,7 @@ test:
 	@$(STAGE) "control plane build" $(MAKE) --no-print-directory controlplane
 	@$(STAGE) "deps+lint+build" $(MAKE) --no-print-directory terraform-deps lint build
 	@$(STAGE) "unit+integration ." env CGO_ENABLED=1 go test -race -count=1 ./...
-	@cd e2e && $(STAGE) "unit+integration e2e/" env CGO_ENABLED=1 go test -race -count=1 ./...
+	@cd e2e && $(STAGE) "unit+integration e2e/" go test -count=1 ./...
 	@cd hack/ociimage && $(STAGE) "unit+integration hack/ociimage" go test -count=1 ./...
 	@cd butane && $(STAGE) "unit+integration butane/" go test -count=1 ./...
 	@cd deploy/helmtest && $(STAGE) "unit+integration deploy/helmtest" go test -count=1 ./...
