@@ -73,7 +73,7 @@ func TestDrainFailurePolicyForce(t *testing.T) {
 
 // The binary serves /healthz and /metrics, with per-state node counts from its cache.
 func TestHTTPEndpoints(t *testing.T) {
-	needCluster(t)
+	needOperatorBinary(t)
 	cleanNodes(t)
 	if _, err := testenv.CreateNode(context.Background(), client, "http-0", "boot-a", nil); err != nil {
 		t.Fatal(err)

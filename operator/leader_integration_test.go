@@ -19,6 +19,7 @@ import (
 // runOperatorProcess starts the real update-operator binary with leader election on.
 func runOperatorProcess(t *testing.T, identity string, extra ...string) *exec.Cmd {
 	t.Helper()
+	needOperatorBinary(t)
 	logPath := filepath.Join(t.TempDir(), identity+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
