@@ -79,7 +79,7 @@ func TestFLUOReadmeAnnotateAndFLUOAgent(t *testing.T) {
 
 	// FLUO's agent: reboot-in-progress, reboot, then reset both flags at start.
 	annotate(t, "fluo-0", map[string]*string{protocol.RebootInProgress: ptr(protocol.True)})
-	time.Sleep(300 * time.Millisecond)
+	settled(t, "fluo-0") // the operator has read reboot-in-progress=true and done what it does about it
 	if getNode(t, "fluo-0").Annotations[protocol.RebootOK] != protocol.True {
 		t.Fatal("reboot-ok withdrawn while the node reboots")
 	}
@@ -178,19 +178,19 @@ func TestPDBBlocksUntilAllowed(t *testing.T) {
 	if _, err := client.PolicyV1().PodDisruptionBudgets("pdb").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	history := watchNode(t, "pdb-0")
+	mark := opEvents.mark()
 	startOperator(t, opOptions{drainTO: 2 * time.Second, retryBase: 500 * time.Millisecond})
 	annotate(t, "pdb-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
 	n := waitNode(t, "pdb-0", 30*time.Second, "drain error reported", func(n *corev1.Node) bool { return n.Annotations[protocol.DrainError] != "" })
 	if n.Annotations[protocol.RebootOK] == protocol.True || !n.Spec.Unschedulable {
 		t.Fatalf("blocked drain: reboot-ok=%q unschedulable=%v", n.Annotations[protocol.RebootOK], n.Spec.Unschedulable)
 	}
-	// Keep watching through several retries: reboot-ok must never appear while the PDB blocks.
-	deadline := time.Now().Add(4 * time.Second)
-	for time.Now().Before(deadline) {
-		if getNode(t, "pdb-0").Annotations[protocol.RebootOK] == protocol.True {
-			t.Fatal("reboot-ok granted while the PDB blocks eviction")
-		}
-		time.Sleep(100 * time.Millisecond)
+	// Several retries, each a failed drain the operator reports; reboot-ok must never have appeared
+	// in between (every version of the Node, through a watch).
+	opEvents.waitCount(t, "pdb-0", mark, 3, 60*time.Second, "three failed drain attempts", func(e recordedEvent) bool { return e.Reason == "DrainFailed" })
+	if granted := history.ever(t, func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True }); granted != nil {
+		t.Fatalf("reboot-ok granted while the PDB blocks eviction: %v", granted.Annotations)
 	}
 	if podsOn(t, "pdb-0") != 2 {
 		t.Fatalf("pods evicted despite the PDB")
@@ -225,7 +225,9 @@ func TestPausedNodeSkipped(t *testing.T) {
 		}
 	}
 	waitNode(t, nodes[1].Name, 30*time.Second, "cycle finished", finished)
-	time.Sleep(500 * time.Millisecond)
+	// The paused node asked too, and the operator has read that and left it alone.
+	waitNode(t, nodes[0].Name, 20*time.Second, "paused node asks", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+	settled(t, nodes[0].Name)
 	n := getNode(t, nodes[0].Name)
 	if n.Spec.Unschedulable || n.Annotations[protocol.RebootOK] == protocol.True || n.Annotations[protocol.DrainStarted] != "" || nodes[0].Boots() != 0 {
 		t.Fatalf("paused node was touched: %v", n.Annotations)
@@ -247,13 +249,13 @@ func TestHooksHoldTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitNode(t, sn.Name, 30*time.Second, "before-reboot label", func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
-	time.Sleep(time.Second)
+	settled(t, sn.Name)
 	n := getNode(t, sn.Name)
 	if n.Spec.Unschedulable || n.Annotations[protocol.RebootOK] == protocol.True {
 		t.Fatal("node drained or granted before its before-reboot hook said true")
 	}
 	annotate(t, sn.Name, map[string]*string{before: ptr("false")})
-	time.Sleep(500 * time.Millisecond)
+	settled(t, sn.Name)
 	if getNode(t, sn.Name).Spec.Unschedulable {
 		t.Fatal("a hook annotation of \"false\" must keep holding")
 	}
@@ -265,7 +267,7 @@ func TestHooksHoldTheNode(t *testing.T) {
 	if _, ok := n.Annotations[before]; ok {
 		t.Error("before-reboot hook annotation must be cleared for the next cycle")
 	}
-	time.Sleep(time.Second)
+	settled(t, sn.Name)
 	if n := getNode(t, sn.Name); n.Annotations[protocol.RebootOK] != protocol.True || !n.Spec.Unschedulable {
 		t.Fatal("cycle finished before the after-reboot hook said true")
 	}
@@ -295,9 +297,8 @@ func TestRebootWindow(t *testing.T) {
 	if err := sn.SendNeedReboot(); err != nil {
 		t.Fatal(err)
 	}
-	waitNode(t, sn.Name, 20*time.Second, "reboot-needed", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
-	time.Sleep(2 * time.Second)
-	n := getNode(t, sn.Name)
+	// The operator looked and holds it: blocked-by says the window is closed.
+	n := blockedBy(t, sn.Name, "window")
 	if n.Spec.Unschedulable || n.Annotations[protocol.DrainStarted] != "" || n.Annotations[protocol.RebootOK] == protocol.True {
 		t.Fatalf("a cycle started outside the window: %v", n.Annotations)
 	}
@@ -343,6 +344,7 @@ func TestMalformedAnnotationsChangeNothing(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	settled(t, "garbage-0") // that sync has ended, and whatever it did is written
 	n := getNode(t, "garbage-0")
 	if n.Spec.Unschedulable || n.Annotations[protocol.RebootOK] != "maybe" || n.Annotations[protocol.DrainStarted] != "" {
 		t.Fatalf("malformed input changed the node: unschedulable=%v %v", n.Spec.Unschedulable, n.Annotations)
@@ -354,10 +356,23 @@ func TestMalformedAnnotationsChangeNothing(t *testing.T) {
 	}
 	again := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "garbage-0", Annotations: map[string]string{
 		protocol.RebootNeeded: "yes", protocol.RebootPaused: "perhaps", protocol.RebootOK: "maybe"}}}
-	if _, err := client.CoreV1().Nodes().Create(context.Background(), again, metav1.CreateOptions{}); err != nil {
+	created, err := client.CoreV1().Nodes().Create(context.Background(), again, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	for events(t, "garbage-0", "MalformedAnnotation") < 2 {
+	warned := func() bool {
+		l, err := client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=garbage-0,reason=MalformedAnnotation"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range l.Items {
+			if e.InvolvedObject.UID == created.UID {
+				return true
+			}
+		}
+		return false
+	}
+	for !warned() {
 		if time.Now().After(deadline.Add(15 * time.Second)) {
 			t.Fatal("the node created again was not warned about")
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,6 +48,37 @@ func startFleetLock(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return "http://" + addr.String()
+}
+
+var markers atomic.Int64
+
+// fleetlockCaughtUp returns once the FleetLock server at base has seen every Node change made before
+// the call, by its own answers: it creates a marker Node with a machine ID of its own and asks for it
+// until the server finds it (not_enrolled instead of unknown_node). The server keeps Nodes in one
+// informer, fed by one watch in the API server's order, so then it has every earlier change too.
+func fleetlockCaughtUp(t *testing.T, base string) {
+	t.Helper()
+	name := fmt.Sprintf("fl-marker-%d", markers.Add(1))
+	machineID := fmt.Sprintf("%032x", 0xfeed0000+markers.Load())
+	if _, err := testenv.CreateNode(context.Background(), client, name, "boot-"+name, nil); err != nil {
+		t.Fatal(err)
+	}
+	setMachineID(t, name, machineID)
+	id, err := fleetlock.NodeID(machineID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, kind := zincati(t, base, "pre-reboot", id); kind == fleetlock.KindNotEnrolled {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the FleetLock server never saw the marker node")
+		}
+	}
+	if err := client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // zincati posts what Zincati posts and returns the status and error kind.
@@ -159,10 +191,7 @@ func TestFleetLockCycle(t *testing.T) {
 		}
 		waitFor("cloned machine IDs seen", refused)
 		kubectl(t, "label", "node", "clone-a", "clone-b", protocol.FleetLockEnrolled+"=true")
-		waitFor("labels seen", func() bool {
-			return getNode(t, "clone-b").Labels[protocol.FleetLockEnrolled] == protocol.True
-		})
-		time.Sleep(500 * time.Millisecond) // let the server's informer catch up with the labels
+		fleetlockCaughtUp(t, base) // the server has the labels
 		if !refused() {
 			t.Error("cloned machine IDs not refused once enrolled")
 		}
@@ -200,6 +229,10 @@ func TestFleetLockWithdrawnWhileWaiting(t *testing.T) {
 		t.Fatalf("pre-reboot on a paused node: %d", code)
 	}
 	waitNode(t, "fcos-1", 10*time.Second, "reboot requested", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+	settled(t, "fcos-1") // the operator has seen the paused node ask, and left it alone
+	if n := getNode(t, "fcos-1"); n.Spec.Unschedulable || n.Annotations[protocol.RebootOK] == protocol.True {
+		t.Fatalf("a paused node was cordoned or granted: %v", n.Annotations)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		code, _ := zincati(t, base, "steady-state", id)
@@ -236,7 +269,7 @@ func TestFleetLockGrantTiedToBoot(t *testing.T) {
 	// A grant recorded in boot-a; the node is in boot-b now (no operator runs: nothing clears it).
 	annotate(t, "fcos-boot", map[string]*string{protocol.RebootNeeded: ptr(protocol.True), protocol.RebootOK: ptr(protocol.True), protocol.RebootBootID: ptr("boot-a")})
 	base := startFleetLock(t)
-	time.Sleep(500 * time.Millisecond) // the server's informer
+	fleetlockCaughtUp(t, base) // the server has the grant of boot-a
 	if code, _ := zincati(t, base, "pre-reboot", id); code == http.StatusOK {
 		t.Fatal("pre-reboot answered 200 on a grant given in an earlier boot: a second reboot")
 	}
@@ -245,7 +278,7 @@ func TestFleetLockGrantTiedToBoot(t *testing.T) {
 	}
 	// Granted in this boot, but paused: held.
 	annotate(t, "fcos-boot", map[string]*string{protocol.RebootBootID: ptr("boot-b"), protocol.RebootPaused: ptr("yes")})
-	time.Sleep(500 * time.Millisecond)
+	fleetlockCaughtUp(t, base) // the server has the grant of boot-b and the pause
 	if code, _ := zincati(t, base, "pre-reboot", id); code == http.StatusOK {
 		t.Fatal("pre-reboot answered 200 while reboot-paused was set")
 	}

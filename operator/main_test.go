@@ -143,7 +143,7 @@ func startOperator(t *testing.T, o opOptions) context.CancelFunc {
 		Hooks:          protocol.Hooks{Before: o.before, After: o.after},
 		MaxUnavailable: max,
 		Drain:          operator.DrainConfig{Timeout: o.drainTO, GracePeriod: -1, Force: o.forceDrain, Policy: o.policy, RetryBase: o.retryBase, RetryMax: 2 * time.Second},
-		Recorder:       broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "slipway-update-operator"}),
+		Recorder:       tapRecorder{broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "slipway-update-operator"})},
 		Log:            klog.Background().WithName(t.Name()),
 		Now:            o.now,
 		RebootTimeout:  o.rebootTimeout,

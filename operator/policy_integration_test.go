@@ -151,6 +151,7 @@ func TestGroupBudgets(t *testing.T) {
 		waitNode(t, sn.Name, 60*time.Second, "zone b cycle finished", finished)
 	}
 	for _, sn := range nodes[:2] {
+		settled(t, sn.Name) // looked at since zone b's slots came free
 		n := getNode(t, sn.Name)
 		if inCycle(n) || sn.Boots() != 0 {
 			t.Fatalf("%s started while zone a's only slot is held by a NotReady node", sn.Name)
@@ -241,7 +242,8 @@ func TestFleetPause(t *testing.T) {
 	label(t, nodes[1].Name, map[string]string{zoneLabel: "b"})
 	label(t, nodes[2].Name, map[string]string{zoneLabel: "a"})
 	hold := "example.com/hold"
-	startOperator(t, opOptions{max: "3", before: []string{hold}, tweak: func(c *operator.Config) {
+	reg := prometheus.NewRegistry()
+	startOperator(t, opOptions{max: "3", before: []string{hold}, metrics: operator.NewMetrics(reg), tweak: func(c *operator.Config) {
 		c.Namespace = ns
 		c.GroupLabel = zoneLabel
 	}})
@@ -251,7 +253,13 @@ func TestFleetPause(t *testing.T) {
 	}
 	waitNode(t, nodes[2].Name, 30*time.Second, "in its cycle", func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
 	patchCM(fleet.PausePatch("", "incident 42", "test", time.Now()))
-	time.Sleep(500 * time.Millisecond)
+	// The operator has read the pause (its fleet_paused gauge reads the switch it admits with)
+	// before the other nodes ask.
+	for deadline := time.Now().Add(30 * time.Second); gaugeLabel(t, reg, "slipway_operator_fleet_paused", "group", "") != 1; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the operator never saw the fleet paused")
+		}
+	}
 	for _, sn := range nodes[:2] {
 		if err := sn.SendNeedReboot(); err != nil {
 			t.Fatal(err)
@@ -270,6 +278,7 @@ func TestFleetPause(t *testing.T) {
 	annotate(t, nodes[2].Name, map[string]*string{hold: ptr(protocol.True)})
 	waitNode(t, nodes[2].Name, 30*time.Second, "in-flight cycle finished while paused", finished)
 	for _, sn := range nodes[:2] {
+		settled(t, sn.Name) // looked at since the slot came free
 		if n := getNode(t, sn.Name); inCycle(n) || sn.Boots() != 0 {
 			t.Fatalf("%s started while the fleet is paused", sn.Name)
 		}
@@ -348,7 +357,7 @@ func TestBlockersHoldAdmission(t *testing.T) {
 	if v := gauge(t, reg, "slipway_operator_blocked_nodes", blocker.NameAlerts); v != 1 {
 		t.Errorf("slipway_operator_blocked_nodes{reason=%s} = %v, want 1", blocker.NameAlerts, v)
 	}
-	time.Sleep(2 * time.Second)
+	// blocked-by is the last write of the sync that held it: the operator looked, and holds it.
 	if inCycle(getNode(t, nodes[0].Name)) {
 		t.Fatal("admitted while an alert fires")
 	}
@@ -417,18 +426,24 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	other := ""
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		a, b := getNode(t, "fmr-0"), getNode(t, "fmr-1")
-		if a.Annotations[protocol.RebootOK] == protocol.True || b.Annotations[protocol.RebootOK] == protocol.True {
+		if a.Annotations[protocol.RebootOK] == protocol.True {
+			other = "fmr-1"
+		} else if b.Annotations[protocol.RebootOK] == protocol.True {
+			other = "fmr-0"
+		}
+		if other != "" {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("neither lost node was granted")
 		}
 	}
-	waitNode(t, "fmr-0", 30*time.Second, "asking", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
-	waitNode(t, "fmr-1", 30*time.Second, "asking", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
-	time.Sleep(200 * time.Millisecond)
+	// The other lost node waits, and the operator knows it does (its blocked-by), so it has waited
+	// longer than the third node, which asks only now.
+	blockedBy(t, other, "budget")
 	if err := nodes[2].SendNeedReboot(); err != nil {
 		t.Fatal(err)
 	}
@@ -463,8 +478,8 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 	n := waitNode(t, "fmr-2", 30*time.Second, "held by the pause", func(n *corev1.Node) bool {
 		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "paused: fleet paused: max-failed-reboots")
 	})
-	time.Sleep(3 * time.Second)
-	if n = getNode(t, "fmr-2"); inCycle(n) || nodes[2].Boots() != 0 {
+	// blocked-by is the last write of the sync that held it: the operator looked, and holds it.
+	if inCycle(n) || nodes[2].Boots() != 0 {
 		t.Fatal("a node started after the failure budget was spent")
 	}
 	if v := gaugeLabel(t, reg, "slipway_operator_fleet_paused", "group", ""); v != 1 {

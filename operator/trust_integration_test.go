@@ -59,10 +59,11 @@ func TestNeverReturningNodeStalls(t *testing.T) {
 	if v := stalledGauge(t, reg, stall.RebootTimeout); v != 1 {
 		t.Errorf("slipway_operator_stalled_nodes{reason=reboot-timeout} = %v, want 1", v)
 	}
-	// Hold (default): the slot stays taken.
-	time.Sleep(3 * time.Second)
-	if n := getNode(t, next.Name); inCycle(n) || next.Boots() != 0 {
-		t.Fatalf("with --stall-policy=hold the next node started while the stalled one holds the only slot: %v", n.Annotations)
+	// Hold (default): the slot stays taken. The operator has looked at the next node since the stall
+	// and still holds it for the budget.
+	settled(t, next.Name)
+	if n := getNode(t, next.Name); inCycle(n) || next.Boots() != 0 || !strings.HasPrefix(n.Annotations[protocol.BlockedBy], "budget: ") {
+		t.Fatalf("with --stall-policy=hold the next node started (or was not held by the budget) while the stalled one holds the only slot: %v", n.Annotations)
 	}
 	stop()
 
@@ -115,7 +116,7 @@ func TestNeededAgainBeforeFinish(t *testing.T) {
 	if got := w.Starts()[sn.Name]; got != 2 {
 		t.Errorf("node entered the cycle %d times, want 2 (one per update)", got)
 	}
-	time.Sleep(time.Second)
+	// finished includes the agent's reboot-needed=false in its third boot: it looked, and asks no more.
 	if sn.Boots() != 2 {
 		t.Errorf("booted %d times for two updates", sn.Boots())
 	}
@@ -159,7 +160,9 @@ func TestMalformedPauseHolds(t *testing.T) {
 	if !waitEvent(t, sn.Name, "MalformedAnnotation") {
 		t.Error("no MalformedAnnotation Event for reboot-paused=True")
 	}
-	time.Sleep(2 * time.Second)
+	// The node asks, and the operator has read that (with the typo'd pause) and held it.
+	waitNode(t, sn.Name, 20*time.Second, "asking", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+	settled(t, sn.Name)
 	if n := getNode(t, sn.Name); inCycle(n) || sn.Boots() != 0 {
 		t.Fatalf("reboot-paused=True must hold the node: %v", n.Annotations)
 	}
@@ -191,11 +194,29 @@ func TestAdmissionFencedByLease(t *testing.T) {
 	setLease("new-leader", 4)
 	sn := simNodes(t, "fence", 1)[0]
 	f := &fence.Lease{Client: client.CoordinationV1(), Namespace: ns, Name: "fence", Identity: "old-leader", Margin: 5 * time.Second}
-	startOperator(t, opOptions{fence: f.Check})
+	// The operator asks the fence before every admission: a refusal is its own word that it wanted to
+	// admit the node and did not.
+	refused := make(chan error, 1)
+	check := func(ctx context.Context) (fence.Term, error) {
+		term, err := f.Check(ctx)
+		if err != nil {
+			select {
+			case refused <- err:
+			default:
+			}
+		}
+		return term, err
+	}
+	startOperator(t, opOptions{fence: check})
 	if err := sn.SendNeedReboot(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	select {
+	case err := <-refused:
+		t.Logf("the fence refused: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the operator never asked the fence to admit the node")
+	}
 	if n := getNode(t, sn.Name); inCycle(n) || n.Annotations[protocol.AdmittedBy] != "" {
 		t.Fatalf("admitted while another instance holds the Lease: %v", n.Annotations)
 	}
