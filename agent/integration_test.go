@@ -65,10 +65,32 @@ func needAgentBinary(t *testing.T) {
 	}
 }
 
+// agentLog is every line the simulated nodes' agents log (newNode taps them): the agent's own word
+// that it looked ("node side" state=..., "honouring it"), which checks that nothing happened wait for
+// instead of sleeping.
+var agentLog testenv.LogTap
+
+// agentSaid waits for the agent of node to log msg after line after, with the given values
+// ("state", "stale-grant", ...), and returns the line.
+func agentSaid(t *testing.T, node string, after int, msg string, kv ...string) testenv.LogLine {
+	t.Helper()
+	return agentLog.Wait(t, after, 20*time.Second, fmt.Sprintf("agent of %s: %q %v", node, msg, kv), func(l testenv.LogLine) bool {
+		if l.Values["simnode"] != node || l.Msg != msg {
+			return false
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if l.Values[kv[i]] != kv[i+1] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 func newNode(t *testing.T, name string) *simnode.Node {
 	t.Helper()
 	needCluster(t)
-	sn, err := simnode.New(context.Background(), name, simnode.Options{Client: client, Dir: t.TempDir(), Log: klog.Background(), RebootDelay: 100 * time.Millisecond})
+	sn, err := simnode.New(context.Background(), name, simnode.Options{Client: client, Dir: t.TempDir(), Log: agentLog.Logger(klog.Background()), RebootDelay: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,18 +165,21 @@ func TestAgentReportsAndReboots(t *testing.T) {
 		t.Error("reboot-error of the previous boot left on the node")
 	}
 
-	// A new update while the old cycle's reboot-ok is still set: reported, but no reboot on a stale grant.
+	// A new update while the old cycle's reboot-ok is still set: reported, but no reboot on a stale grant
+	// (the agent says it saw the grant as stale).
+	mark := agentLog.Mark()
 	if err := sn.SendNeedReboot(); err != nil {
 		t.Fatal(err)
 	}
 	waitNode(t, "agent-0", "reboot-needed again", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
-	time.Sleep(500 * time.Millisecond)
+	agentSaid(t, "agent-0", mark, "node side", "state", string(protocol.NodeStaleGrant))
 	if sn.Boots() != 1 || len(sn.Login.Calls()) != 3 {
 		t.Fatalf("rebooted on a stale reboot-ok (boots %d)", sn.Boots())
 	}
-	// The operator ends the old cycle and grants a new one: now it reboots.
+	// The operator ends the old cycle (the agent sees reboot-ok false) and grants a new one: now it reboots.
+	mark = agentLog.Mark()
 	setAnnotation(t, "agent-0", protocol.RebootOK, protocol.False)
-	time.Sleep(300 * time.Millisecond)
+	agentSaid(t, "agent-0", mark, "node side", "state", string(protocol.NodeAsking))
 	setAnnotation(t, "agent-0", protocol.RebootOK, protocol.True)
 	waitNode(t, "agent-0", "second reboot", func(n *corev1.Node) bool { return n.Annotations[protocol.BootID] == "agent-0-boot-2" })
 }
@@ -200,26 +225,40 @@ func TestAgentBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	ctx := context.Background()
+	changes, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=agent-2", ResourceVersion: rv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer changes.Stop()
+	mark := agentLog.Mark()
+	// The bad bodies, then a good one on the same connection (the bus keeps one sender's order, the
+	// agent takes statuses in order): the agent's write for the good one is its word that it has
+	// looked at every bad one before, and it must be the first change of the Node.
 	for _, body := range [][]interface{}{
 		{},
 		{"UPDATE_STATUS_UPDATED_NEED_REBOOT"},
 		{int32(0), 0.0, "UPDATE_STATUS_UPDATED_NEED_REBOOT", "", int64(0)},
 		{int64(0), 0.0, "UPDATE_STATUS_UPDATED_NEED_REBOOT", "", int64(0), "extra"},
 		{int64(0), 0.0, "", "", int64(0)},
+		{int64(0), 0.0, updateengine.StatusUpdatedNeedReboot, "", int64(0)},
 	} {
 		if err := conn.Emit(updateengine.ObjectPath, updateengine.Interface+".StatusUpdate", body...); err != nil {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(time.Second)
-	if n := getNode(t, "agent-2"); n.ResourceVersion != rv {
-		t.Fatalf("bad StatusUpdate bodies changed the node: %v", n.Annotations)
+	select {
+	case ev := <-changes.ResultChan():
+		n, ok := ev.Object.(*corev1.Node)
+		if !ok || n.Annotations[protocol.RebootNeeded] != protocol.True || n.Annotations[protocol.Status] != updateengine.StatusUpdatedNeedReboot {
+			t.Fatalf("the first change after the bad StatusUpdate bodies is not the good one's: %s %v", ev.Type, ev.Object)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the good StatusUpdate after the bad ones changed nothing: the agent is not alive")
 	}
-	// A good one right after still works: the agent is alive.
-	if err := sn.SendNeedReboot(); err != nil {
-		t.Fatal(err)
+	for i := 0; i < 4; i++ { // the four bodies of the wrong shape, each reported
+		mark = agentSaid(t, "agent-2", mark, "update_engine").Seq
 	}
-	waitNode(t, "agent-2", "reboot-needed", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
 
 	// os-release becomes unreadable (a directory) and update.conf disappears: the restarted agent
 	// leaves the id/version/group labels as they are and keeps working.
@@ -289,8 +328,11 @@ func TestRebootRequiredFile(t *testing.T) {
 func TestAgentHonoursManualRebootNeeded(t *testing.T) {
 	needCluster(t)
 	sn := newNode(t, "agent-5")
+	mark := agentLog.Mark()
 	setAnnotation(t, "agent-5", protocol.RebootNeeded, protocol.True)
-	time.Sleep(time.Second)
+	// The agent says it honours the admin's value, and writes the label to match.
+	agentSaid(t, "agent-5", mark, "reboot-needed=true set on the node by someone else; honouring it")
+	waitNode(t, "agent-5", "reboot-needed label", func(n *corev1.Node) bool { return n.Labels[protocol.RebootNeeded] != protocol.False })
 	n := getNode(t, "agent-5")
 	if n.Annotations[protocol.RebootNeeded] != protocol.True || n.Labels[protocol.RebootNeeded] != protocol.True {
 		t.Fatalf("the agent overwrote the admin's reboot-needed: %v", n.Annotations)
@@ -318,11 +360,12 @@ func TestAgentFreshGrantByBootID(t *testing.T) {
 	waitNode(t, "agent-6", "rebooted", func(n *corev1.Node) bool { return n.Annotations[protocol.BootID] == "agent-6-boot-1" })
 	// New update; the old grant (recording boot 0) is still there: no reboot on it.
 	setAnnotation(t, "agent-6", protocol.RebootBootID, "agent-6-boot-0")
+	mark := agentLog.Mark()
 	if err := sn.SendNeedReboot(); err != nil {
 		t.Fatal(err)
 	}
 	waitNode(t, "agent-6", "reboot-needed again", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
-	time.Sleep(500 * time.Millisecond)
+	agentSaid(t, "agent-6", mark, "node side", "state", string(protocol.NodeStaleGrant))
 	if sn.Boots() != 1 {
 		t.Fatal("rebooted on a grant recorded in the previous boot")
 	}
@@ -353,17 +396,19 @@ func TestAgentRestartNeverReusesStaleGrant(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitNode(t, name, "reboot-needed again", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+		mark := agentLog.Mark()
 		if err := sn.RestartAgent(); err != nil {
 			t.Fatal(err)
 		}
-		waitNode(t, name, "restarted agent reports", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
-		time.Sleep(time.Second)
+		// The restarted agent says it sees the grant as stale.
+		agentSaid(t, name, mark, "node side", "state", string(protocol.NodeStaleGrant))
 		if sn.Boots() != 1 {
 			t.Fatalf("recorded grant boot %v: a restarted agent rebooted on the finished cycle's reboot-ok (boots %d)", recorded, sn.Boots())
 		}
 		// The operator ends the old cycle and grants anew: one reboot, as asked.
+		mark = agentLog.Mark()
 		setAnnotation(t, name, protocol.RebootOK, protocol.False)
-		time.Sleep(300 * time.Millisecond)
+		agentSaid(t, name, mark, "node side", "state", string(protocol.NodeAsking))
 		if recorded {
 			setAnnotation(t, name, protocol.RebootBootID, sn.BootID())
 		}
@@ -381,10 +426,14 @@ func TestAgentHonoursPauseAfterGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitNode(t, "agent-9", "reboot-needed", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
-	setAnnotation(t, "agent-9", protocol.RebootPaused, "True")
-	setAnnotation(t, "agent-9", protocol.RebootBootID, sn.BootID())
-	setAnnotation(t, "agent-9", protocol.RebootOK, protocol.True)
-	time.Sleep(1500 * time.Millisecond)
+	// Paused (with a typo) and granted in this boot, in one write: the agent's first look at the grant
+	// sees the pause too, and it says it holds.
+	mark := agentLog.Mark()
+	body := fmt.Sprintf(`{"metadata":{"annotations":{%q:"True",%q:%q,%q:"true"}}}`, protocol.RebootPaused, protocol.RebootBootID, sn.BootID(), protocol.RebootOK)
+	if _, err := client.CoreV1().Nodes().Patch(context.Background(), "agent-9", types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	agentSaid(t, "agent-9", mark, "node side", "state", string(protocol.NodeHeld))
 	if sn.Boots() != 0 || len(sn.Login.Calls()) != 0 {
 		t.Fatalf("rebooted while reboot-paused was set (boots %d)", sn.Boots())
 	}

@@ -206,7 +206,15 @@ func TestWatchSignalFloodIsBounded(t *testing.T) {
 	out := make(chan updateengine.Status) // nobody reads while the flood runs: the agent is busy
 	var mu sync.Mutex
 	var problems []string
-	go updateengine.Watch(ctx, bus.Connect, out, func(err error) {
+	var watcher *dbus.Conn // the watcher's own connection, for the round trip below
+	dial := func(opts ...dbus.ConnOption) (*dbus.Conn, error) {
+		c, err := bus.Connect(opts...)
+		mu.Lock()
+		watcher = c
+		mu.Unlock()
+		return c, err
+	}
+	go updateengine.Watch(ctx, dial, out, func(err error) {
 		mu.Lock()
 		problems = append(problems, err.Error())
 		mu.Unlock()
@@ -237,7 +245,16 @@ func TestWatchSignalFloodIsBounded(t *testing.T) {
 	if _, err := updateengine.NewClient(flooder).GetStatus(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // let the watcher's reader take what the bus routed
+	// Then a round trip on the watcher's own connection: the bus answers after it has queued the flood
+	// to that connection, and godbus's reader hands every signal before the reply to the watcher's
+	// handler, so when the call returns the watcher has taken the whole flood.
+	mu.Lock()
+	wc := watcher
+	mu.Unlock()
+	var id string
+	if err := wc.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetId", 0).Store(&id); err != nil {
+		t.Fatal(err)
+	}
 	peak := runtime.NumGoroutine()
 	if grown := peak - before; grown > 20 {
 		t.Errorf("goroutines grew by %d during a flood of %d signals (before %d); the queue must bound them", grown, flood, before)
