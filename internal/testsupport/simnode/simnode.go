@@ -20,8 +20,8 @@ import (
 
 	"github.com/slipway-dev/slipway/agent"
 	"github.com/slipway-dev/slipway/internal/login1"
-	"github.com/slipway-dev/slipway/internal/standin"
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/standin"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/internal/updateengine"
 )
 

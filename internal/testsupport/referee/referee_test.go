@@ -308,7 +308,7 @@ func TestImportsNothingOfSlipway(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command")
 	}
-	const self = "github.com/slipway-dev/slipway/internal/referee"
+	const self = "github.com/slipway-dev/slipway/internal/testsupport/referee"
 	slipway := func(pkg string) []string {
 		out, err := exec.Command("go", "list", "-deps", pkg).Output()
 		if err != nil {
@@ -322,7 +322,7 @@ func TestImportsNothingOfSlipway(t *testing.T) {
 		}
 		return found
 	}
-	if got := slipway("github.com/slipway-dev/slipway/agent/simnode"); len(got) == 0 {
+	if got := slipway("github.com/slipway-dev/slipway/internal/testsupport/simnode"); len(got) == 0 {
 		t.Fatal("go list -deps finds no Slipway package under agent/simnode: the check below would prove nothing")
 	}
 	if got := slipway(self); len(got) > 0 {

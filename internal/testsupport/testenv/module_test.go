@@ -45,3 +45,32 @@ func TestProductModuleLean(t *testing.T) {
 		}
 	}
 }
+
+// The shipped binaries link no test support: internal/testsupport is for tests, the demo and e2e/
+// only (README "Layout").
+func TestBinariesLinkNoTestSupport(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "list", "-deps", "./agent/cmd/update-agent", "./operator/cmd/update-operator", "./operator/cmd/kubectl-slipway")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	seen := false
+	for _, d := range deps {
+		seen = seen || d == "github.com/slipway-dev/slipway/operator/admission"
+		if strings.Contains(d, "/internal/testsupport/") {
+			t.Errorf("a shipped binary links %s", d)
+		}
+	}
+	if !seen {
+		t.Fatalf("go list -deps does not list operator/admission: the check proves nothing (%d packages)", len(deps))
+	}
+}

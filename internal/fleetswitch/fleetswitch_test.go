@@ -1,4 +1,4 @@
-package fleet
+package fleetswitch
 
 import (
 	"encoding/json"

@@ -10,7 +10,7 @@
 //	kubectl slipway pause --group zone-b --reason "AZ maintenance"
 //
 // Pausing stops admissions only: nodes already in their cycle finish it.
-package fleet
+package fleetswitch
 
 import (
 	"encoding/json"
