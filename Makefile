@@ -33,7 +33,7 @@ terraform-deps:
 
 ## unit: the fast tier: every pure test of every module (go test -short -count=1, no -race), nothing
 ##       real started (no control plane, dbus-daemon, Prometheus, QEMU, terraform, helm/kubectl, go build:
-##       internal/testenv refuses them under -short and hack/unit.sh shadows them); under 60 s warm
+##       internal/testsupport/testenv refuses them under -short and hack/unit.sh shadows them); under 60 s warm
 unit:
 	@hack/unit.sh
 

@@ -24,7 +24,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 // agentLabelKeys are the agent's keys that are labels; every other agent key is an annotation

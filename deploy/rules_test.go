@@ -20,7 +20,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 // promtool finds promtool, or skips the test saying how to get it.

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 const ns = "slipway-e2e"

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/slipway-dev/slipway/e2e/harness"
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 // `update-agent node-config apply` against a real systemd (the VM's PID 1, over its system bus):

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 const rebootLimit = 8 * time.Minute // one TCG reboot takes ~1 min; several queue behind a budget of 1

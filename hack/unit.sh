@@ -4,7 +4,7 @@
 # helm or kubectl binary, and no `go build`/`go install`/`go run`.
 #
 # Two guards make "nothing real" a checked claim, not a hope:
-#   - in the tests: internal/testenv refuses to start any of those under -short (an error, so the test
+#   - in the tests: internal/testsupport/testenv refuses to start any of those under -short (an error, so the test
 #     fails) and tests that need them skip first (testenv.NeedRealParts);
 #   - here: every one of those commands is shadowed on PATH (and $SLIPWAY_CONTROLPLANE_DIR) by a stub
 #     that records the attempt and fails, `go` by a wrapper that refuses build/install/run; and a

@@ -37,7 +37,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
@@ -258,7 +258,7 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Namespace != "" {
 		// Only the one ConfigMap, by name: the switch costs a watch on one object.
 		c.cmFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + fleet.ConfigMapName }))
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + fleetswitch.ConfigMapName }))
 		c.fleetInf = c.cmFactory.Core().V1().ConfigMaps().Informer()
 		c.fleetCMs = c.cmFactory.Core().V1().ConfigMaps().Lister()
 		changed := func() { c.queue.Add(fleetKey); c.enqueueWaiting() }
@@ -487,7 +487,7 @@ func (c *Controller) fleetConfigMap() *corev1.ConfigMap {
 	if c.fleetCMs == nil {
 		return nil
 	}
-	cm, err := c.fleetCMs.ConfigMaps(c.cfg.Namespace).Get(fleet.ConfigMapName)
+	cm, err := c.fleetCMs.ConfigMaps(c.cfg.Namespace).Get(fleetswitch.ConfigMapName)
 	if err != nil {
 		return nil
 	}
@@ -498,7 +498,7 @@ func (c *Controller) fleetConfigMap() *corev1.ConfigMap {
 func (c *Controller) Nodes() []*corev1.Node { return c.allNodes() }
 
 // Switch is the pause switch as published (FleetView).
-func (c *Controller) Switch() fleet.Switch { return fleet.Read(c.fleetConfigMap()) }
+func (c *Controller) Switch() fleetswitch.Switch { return fleetswitch.Read(c.fleetConfigMap()) }
 
 // Pools are the budgets as admission counts them now (FleetView).
 func (c *Controller) Pools() []admission.Pool { return c.admitter.Pools() }

@@ -14,9 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/operator/fleetlock"
 )
 
@@ -312,13 +312,13 @@ func TestFleetLockSaysPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetlockNamespace}}, metav1.CreateOptions{})
-	_ = client.CoreV1().ConfigMaps(fleetlockNamespace).Delete(ctx, fleet.ConfigMapName, metav1.DeleteOptions{})
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleet.ConfigMapName}, Data: map[string]string{fleet.GroupPausePrefix + "default": "AZ maintenance"}}
+	_ = client.CoreV1().ConfigMaps(fleetlockNamespace).Delete(ctx, fleetswitch.ConfigMapName, metav1.DeleteOptions{})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName}, Data: map[string]string{fleetswitch.GroupPausePrefix + "default": "AZ maintenance"}}
 	if _, err := client.CoreV1().ConfigMaps(fleetlockNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = client.CoreV1().ConfigMaps(fleetlockNamespace).Delete(ctx, fleet.ConfigMapName, metav1.DeleteOptions{})
+		_ = client.CoreV1().ConfigMaps(fleetlockNamespace).Delete(ctx, fleetswitch.ConfigMapName, metav1.DeleteOptions{})
 	})
 	if _, err := testenv.CreateNode(ctx, client, "fcos-paused", "boot-a", enrolled); err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/operator/notify"
 	"github.com/slipway-dev/slipway/operator/window"
 )
@@ -23,7 +23,7 @@ import (
 const operatorIdentity = "slipway-update-operator"
 
 // fleetState is what the leader keeps about the fleet as a whole. It is rebuilt from the published
-// Status after a restart or a leader change. Its sync (fleetKey) publishes fleet.Status and keeps the
+// Status after a restart or a leader change. Its sync (fleetKey) publishes fleetswitch.Status and keeps the
 // failure budget, one worker at a time (the workqueue never hands a key to two).
 type fleetState struct {
 	mu     sync.Mutex // a leaf: nothing else is locked while it is held
@@ -32,7 +32,7 @@ type fleetState struct {
 	// pausing is the reason of a self-pause decided but not yet seen in the informer's copy of the
 	// switch: admissions treat the fleet as paused from the moment the budget is spent.
 	pausing  string
-	blockers map[string]fleet.Blocker // fleet-wide blockers active at the last admission
+	blockers map[string]fleetswitch.Blocker // fleet-wide blockers active at the last admission
 }
 
 // noteBlockers records which fleet-wide blockers held the last admission; a change republishes.
@@ -41,11 +41,11 @@ func (c *Controller) noteBlockers(active map[string]string) {
 	defer c.fleet.mu.Unlock()
 	now := c.cfg.Now()
 	changed := len(active) != len(c.fleet.blockers)
-	next := map[string]fleet.Blocker{}
+	next := map[string]fleetswitch.Blocker{}
 	for name, reason := range active {
 		b, ok := c.fleet.blockers[name]
 		if !ok {
-			b = fleet.Blocker{Name: name, Since: now.UTC().Truncate(time.Second)}
+			b = fleetswitch.Blocker{Name: name, Since: now.UTC().Truncate(time.Second)}
 		}
 		if b.Reason != reason {
 			changed = true
@@ -97,11 +97,11 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 	c.fleet.mu.Lock()
 	if !c.fleet.loaded {
 		c.fleet.loaded = true
-		if st, ok := fleet.ReadStatus(cm); ok {
+		if st, ok := fleetswitch.ReadStatus(cm); ok {
 			c.fleet.failed = append(c.fleet.failed, st.FailedReboots...)
 		}
 	}
-	sw := fleet.Read(cm)
+	sw := fleetswitch.Read(cm)
 	if sw.Paused {
 		c.fleet.pausing = "" // ours (or anyone's) pause is visible now
 	}
@@ -116,7 +116,7 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 		c.fleet.pausing = ""
 	case max > 0 && len(c.fleet.failed) >= max && !sw.Paused:
 		reason = c.pauseReason()
-		pause = fleet.PausePatch("", reason, operatorIdentity, c.cfg.Now())
+		pause = fleetswitch.PausePatch("", reason, operatorIdentity, c.cfg.Now())
 		c.log.Info("pausing the fleet: failure budget spent", "failed", c.fleet.failed)
 	}
 	st := c.status()
@@ -125,7 +125,7 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if pause == nil && cm != nil && cm.Data[fleet.KeyStatus] == string(raw) {
+	if pause == nil && cm != nil && cm.Data[fleetswitch.KeyStatus] == string(raw) {
 		return nil
 	}
 	var patch map[string]interface{}
@@ -136,18 +136,18 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 	} else {
 		patch = map[string]interface{}{"data": map[string]interface{}{}}
 	}
-	patch["data"].(map[string]interface{})[fleet.KeyStatus] = string(raw)
+	patch["data"].(map[string]interface{})[fleetswitch.KeyStatus] = string(raw)
 	body, _ := json.Marshal(patch)
 	cms := c.cfg.Client.CoreV1().ConfigMaps(c.cfg.Namespace)
-	_, err = cms.Patch(ctx, fleet.ConfigMapName, types.MergePatchType, body, metav1.PatchOptions{})
+	_, err = cms.Patch(ctx, fleetswitch.ConfigMapName, types.MergePatchType, body, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
-		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleet.ConfigMapName, Namespace: c.cfg.Namespace}}, metav1.CreateOptions{})
+		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName, Namespace: c.cfg.Namespace}}, metav1.CreateOptions{})
 		if err == nil || apierrors.IsAlreadyExists(err) {
-			_, err = cms.Patch(ctx, fleet.ConfigMapName, types.MergePatchType, body, metav1.PatchOptions{})
+			_, err = cms.Patch(ctx, fleetswitch.ConfigMapName, types.MergePatchType, body, metav1.PatchOptions{})
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("publishing the fleet status in ConfigMap %s/%s: %w", c.cfg.Namespace, fleet.ConfigMapName, err)
+		return fmt.Errorf("publishing the fleet status in ConfigMap %s/%s: %w", c.cfg.Namespace, fleetswitch.ConfigMapName, err)
 	}
 	if pause != nil {
 		if c.cfg.Metrics != nil {
@@ -161,13 +161,13 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 // selfPaused: the last pause recorded in the published status was ours (the failure list is full),
 // and now no pause is set: someone resumed.
 func (c *Controller) selfPaused(cm *corev1.ConfigMap) bool {
-	st, ok := fleet.ReadStatus(cm)
+	st, ok := fleetswitch.ReadStatus(cm)
 	return ok && len(st.FailedReboots) >= c.cfg.MaxFailedReboots
 }
 
 // status is the fleet Status to publish (fleet.mu held).
-func (c *Controller) status() fleet.Status {
-	st := fleet.Status{
+func (c *Controller) status() fleetswitch.Status {
+	st := fleetswitch.Status{
 		Leader:                     c.cfg.Identity,
 		GroupLabel:                 c.cfg.GroupLabel,
 		MaxUnavailable:             c.cfg.MaxUnavailable.String(),
@@ -184,7 +184,7 @@ func (c *Controller) status() fleet.Status {
 		st.Windows, st.Exclusions = s.Specs()
 		if w := s.FLUO(); w != nil {
 			start, length, zone := w.Spec()
-			st.FLUOWindow = &fleet.FLUOWindow{Start: start, Length: length, TimeZone: zone}
+			st.FLUOWindow = &fleetswitch.FLUOWindow{Start: start, Length: length, TimeZone: zone}
 		}
 	}
 	for _, b := range c.fleet.blockers {
@@ -201,8 +201,8 @@ func (c *Controller) pauseReason() string {
 
 // fleetSwitch is the pause switch as admissions must see it: the ConfigMap, plus a self-pause decided
 // but not yet visible in the informer.
-func (c *Controller) fleetSwitch() fleet.Switch {
-	sw := fleet.Read(c.fleetConfigMap())
+func (c *Controller) fleetSwitch() fleetswitch.Switch {
+	sw := fleetswitch.Read(c.fleetConfigMap())
 	c.fleet.mu.Lock()
 	defer c.fleet.mu.Unlock()
 	if !sw.Paused && c.fleet.pausing != "" {

@@ -21,10 +21,10 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
-	"github.com/slipway-dev/slipway/agent/simnode"
 	"github.com/slipway-dev/slipway/internal/protocol"
-	"github.com/slipway-dev/slipway/internal/referee"
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/referee"
+	"github.com/slipway-dev/slipway/internal/testsupport/simnode"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/fence"
@@ -206,7 +206,7 @@ func finished(n *corev1.Node) bool {
 }
 
 // budgetWatcher sees every change of every Node through a watch (not sampling) and tracks the largest
-// number of nodes unavailable at any instant, judged by the independent referee (internal/referee:
+// number of nodes unavailable at any instant, judged by the independent referee (internal/testsupport/referee:
 // reboot-ok, Slipway's cordon mark, unschedulable, NotReady, reboot-in-progress), not by
 // protocol.Observe, which is what the operator itself counts with: a mistake there must not be able to
 // hide from the test.

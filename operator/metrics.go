@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/stall"
@@ -14,7 +14,7 @@ import (
 // pause switch, the budgets as admission counts them. The Controller is one.
 type FleetView interface {
 	Nodes() []*corev1.Node
-	Switch() fleet.Switch
+	Switch() fleetswitch.Switch
 	Pools() []admission.Pool
 }
 

@@ -22,11 +22,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/slipway-dev/slipway/agent/simnode"
-	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
-	"github.com/slipway-dev/slipway/internal/referee"
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/referee"
+	"github.com/slipway-dev/slipway/internal/testsupport/simnode"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/blocker"
@@ -228,12 +228,12 @@ func TestFleetPause(t *testing.T) {
 	ctx := context.Background()
 	const ns = "slipway-pause"
 	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	_ = client.CoreV1().ConfigMaps(ns).Delete(ctx, fleet.ConfigMapName, metav1.DeleteOptions{})
-	if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleet.ConfigMapName}}, metav1.CreateOptions{}); err != nil {
+	_ = client.CoreV1().ConfigMaps(ns).Delete(ctx, fleetswitch.ConfigMapName, metav1.DeleteOptions{})
+	if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	patchCM := func(p []byte) {
-		if _, err := client.CoreV1().ConfigMaps(ns).Patch(ctx, fleet.ConfigMapName, types.MergePatchType, p, metav1.PatchOptions{}); err != nil {
+		if _, err := client.CoreV1().ConfigMaps(ns).Patch(ctx, fleetswitch.ConfigMapName, types.MergePatchType, p, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -252,7 +252,7 @@ func TestFleetPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitNode(t, nodes[2].Name, 30*time.Second, "in its cycle", func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
-	patchCM(fleet.PausePatch("", "incident 42", "test", time.Now()))
+	patchCM(fleetswitch.PausePatch("", "incident 42", "test", time.Now()))
 	// The operator has read the pause (its fleet_paused gauge reads the switch it admits with)
 	// before the other nodes ask.
 	for deadline := time.Now().Add(30 * time.Second); gaugeLabel(t, reg, "slipway_operator_fleet_paused", "group", "") != 1; time.Sleep(50 * time.Millisecond) {
@@ -284,8 +284,8 @@ func TestFleetPause(t *testing.T) {
 		}
 	}
 	// Only zone b paused: zone a's node goes, zone b's waits.
-	patchCM(fleet.PausePatch("b", "AZ maintenance", "test", time.Now()))
-	patchCM(fleet.ResumePatch(""))
+	patchCM(fleetswitch.PausePatch("b", "AZ maintenance", "test", time.Now()))
+	patchCM(fleetswitch.ResumePatch(""))
 	waitNode(t, nodes[0].Name, 30*time.Second, "hook asked", func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
 	annotate(t, nodes[0].Name, map[string]*string{hold: ptr(protocol.True)})
 	waitNode(t, nodes[0].Name, 30*time.Second, "zone a finished", finished)
@@ -295,7 +295,7 @@ func TestFleetPause(t *testing.T) {
 	if inCycle(n) {
 		t.Fatal("zone b started while paused")
 	}
-	patchCM(fleet.ResumePatch("b"))
+	patchCM(fleetswitch.ResumePatch("b"))
 	waitNode(t, nodes[1].Name, 30*time.Second, "hook asked after resume", func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
 	annotate(t, nodes[1].Name, map[string]*string{hold: ptr(protocol.True)})
 	waitNode(t, nodes[1].Name, 30*time.Second, "zone b finished after resume", finished)
@@ -412,7 +412,7 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 	ctx := context.Background()
 	const ns = "slipway-failed"
 	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	_ = client.CoreV1().ConfigMaps(ns).Delete(ctx, fleet.ConfigMapName, metav1.DeleteOptions{})
+	_ = client.CoreV1().ConfigMaps(ns).Delete(ctx, fleetswitch.ConfigMapName, metav1.DeleteOptions{})
 	nodes := simNodes(t, "fmr", 3)
 	nodes[0].NeverComeBack()
 	nodes[1].NeverComeBack()
@@ -451,8 +451,8 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var err error
-		cm, err = client.CoreV1().ConfigMaps(ns).Get(ctx, fleet.ConfigMapName, metav1.GetOptions{})
-		if err == nil && fleet.Read(cm).Paused {
+		cm, err = client.CoreV1().ConfigMaps(ns).Get(ctx, fleetswitch.ConfigMapName, metav1.GetOptions{})
+		if err == nil && fleetswitch.Read(cm).Paused {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -460,8 +460,8 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	sw := fleet.Read(cm)
-	st, ok := fleet.ReadStatus(cm)
+	sw := fleetswitch.Read(cm)
+	st, ok := fleetswitch.ReadStatus(cm)
 	failed := append([]string(nil), st.FailedReboots...)
 	sort.Strings(failed)
 	if !ok || strings.Join(failed, ",") != "fmr-0,fmr-1" || st.MaxFailedReboots != 2 || st.Leader != "op-test" || st.MaxUnavailable != "1" {
@@ -486,14 +486,14 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 		t.Errorf("slipway_operator_fleet_paused = %v, want 1", v)
 	}
 	// A person resumes: the next node goes, and the count starts again.
-	if _, err := client.CoreV1().ConfigMaps(ns).Patch(ctx, fleet.ConfigMapName, types.MergePatchType, fleet.ResumePatch(""), metav1.PatchOptions{}); err != nil {
+	if _, err := client.CoreV1().ConfigMaps(ns).Patch(ctx, fleetswitch.ConfigMapName, types.MergePatchType, fleetswitch.ResumePatch(""), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitNode(t, "fmr-2", 60*time.Second, "cycle finished after resume", finished)
 	deadline = time.Now().Add(30 * time.Second)
 	for {
-		cm, _ = client.CoreV1().ConfigMaps(ns).Get(ctx, fleet.ConfigMapName, metav1.GetOptions{})
-		if st, ok := fleet.ReadStatus(cm); ok && len(st.FailedReboots) == 0 {
+		cm, _ = client.CoreV1().ConfigMaps(ns).Get(ctx, fleetswitch.ConfigMapName, metav1.GetOptions{})
+		if st, ok := fleetswitch.ReadStatus(cm); ok && len(st.FailedReboots) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -13,7 +13,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/budget"
@@ -259,7 +259,7 @@ func TestSyncGates(t *testing.T) {
 		{name: "window", tweak: func(c *Config) { c.Schedule = window.NewSchedule(thu, nil, nil) },
 			patch: `{"metadata":{"annotations":{"S/blocked-by":"window: closed until 2026-11-19T14:00:00Z"},"resourceVersion":"1"}}`,
 			event: "Normal Waiting window: closed until 2026-11-19T14:00:00Z", retry: 5*time.Hour + time.Second},
-		{name: "fleet paused", tweak: func(c *Config) { c.Namespace = "slipway-system" }, switch_: map[string]string{fleet.KeyPaused: "incident 42"},
+		{name: "fleet paused", tweak: func(c *Config) { c.Namespace = "slipway-system" }, switch_: map[string]string{fleetswitch.KeyPaused: "incident 42"},
 			patch: `{"metadata":{"annotations":{"S/blocked-by":"paused: fleet paused: incident 42"},"resourceVersion":"1"}}`,
 			event: "Warning Blocked paused: fleet paused: incident 42"},
 		{name: "fleet-wide blocker", tweak: func(c *Config) { c.Blockers = []admission.Blocker{alerts} },
@@ -281,7 +281,7 @@ func TestSyncGates(t *testing.T) {
 			n := node("n", need, map[string]string{protocol.ControlPlaneLabel: ""})
 			f := newFixture(t, c.tweak, append([]*corev1.Node{n}, c.others...)...)
 			if c.switch_ != nil {
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleet.ConfigMapName, Namespace: "slipway-system"}, Data: c.switch_}
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName, Namespace: "slipway-system"}, Data: c.switch_}
 				if err := f.c.fleetInf.GetIndexer().Add(cm); err != nil {
 					t.Fatal(err)
 				}

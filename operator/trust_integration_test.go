@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/slipway-dev/slipway/agent/simnode"
 	"github.com/slipway-dev/slipway/internal/protocol"
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/simnode"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/internal/updateengine"
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/fence"

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/stall"
 	"github.com/slipway-dev/slipway/operator/status"
@@ -59,7 +59,7 @@ func TestViewAndOperatorAgree(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleet.ConfigMapName}, Data: map[string]string{fleet.KeyStatus: string(raw)}}
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName}, Data: map[string]string{fleetswitch.KeyStatus: string(raw)}}
 			var objs []corev1.Node
 			for _, n := range nodes {
 				objs = append(objs, *n)

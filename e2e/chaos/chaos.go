@@ -30,10 +30,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
-	"github.com/slipway-dev/slipway/agent/simnode"
 	"github.com/slipway-dev/slipway/internal/protocol"
-	"github.com/slipway-dev/slipway/internal/referee"
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/referee"
+	"github.com/slipway-dev/slipway/internal/testsupport/simnode"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 // Config is one scenario.

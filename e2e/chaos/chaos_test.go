@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 type testWriter struct{ t *testing.T }

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 // operators keeps a fixed number of real update-operator processes running, as a Deployment would:

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 // Namespace holds the chaos workloads (and is what the checker watches for pods and PDBs).

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 // TestFleetBenchSmall proves the simulator and the measurement on a small fleet against the real

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 // BuildOperator builds the real update-operator binary into dir: from the working tree when rev is

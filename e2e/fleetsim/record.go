@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/slipway-dev/slipway/internal/referee"
+	"github.com/slipway-dev/slipway/internal/testsupport/referee"
 )
 
 // Recorder is the benchmark's own view of the fleet, from its own Node watch (not the simulator's):

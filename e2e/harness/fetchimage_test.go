@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 // hack/fetch-flatcar-image.sh (make flatcar-image) against a local release server: the image is

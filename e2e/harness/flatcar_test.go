@@ -12,7 +12,7 @@ import (
 	v34 "github.com/coreos/ignition/v2/config/v3_4"
 	"github.com/vincent-petithory/dataurl"
 
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 // The per-node Ignition a Flatcar VM boots with, checked with Ignition's own parser (booting it needs a

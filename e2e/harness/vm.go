@@ -16,7 +16,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 // VM is one QEMU guest.

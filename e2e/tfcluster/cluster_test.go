@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 // Up and Down of `make cluster BACKEND=terraform` through terraform-exec against a real libvirtd, with

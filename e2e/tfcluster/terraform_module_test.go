@@ -23,7 +23,7 @@ import (
 
 	"github.com/slipway-dev/slipway/e2e/tfcluster"
 	"github.com/slipway-dev/slipway/internal/clusterpki"
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 func repoRoot(t *testing.T) string {

@@ -22,7 +22,7 @@ import (
 	"github.com/hashicorp/terraform-exec/tfexec"
 
 	"github.com/slipway-dev/slipway/internal/clusterpki"
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 // LibvirtProvider is the provider version terraform/ pins (versions.tf) and the mirror holds.

@@ -1,4 +1,4 @@
-// Package fleet is the one switch that stops the whole fleet (or one group of it) from starting new
+// Package fleetswitch is the one switch that stops the whole fleet (or one group of it) from starting new
 // reboot cycles, and what the operator publishes about itself for people and the status plugin.
 //
 // It lives in one ConfigMap, slipway-fleet, in the operator's namespace, rather than in a CRD: nothing

@@ -12,8 +12,8 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/slipway-dev/slipway/internal/login1"
-	"github.com/slipway-dev/slipway/internal/standin"
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/standin"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/internal/updateengine"
 )
 

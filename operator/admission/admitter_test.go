@@ -12,7 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 )
 
@@ -31,7 +31,7 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 		}}}}, x)
 		truth := map[string]Node{}
 		pending := map[string]func() bool{} // admitted, write not yet landed
-		sw := fleet.Switch{}
+		sw := fleetswitch.Switch{}
 		now := t0
 		admitted := 0
 		set := func(name string, e Node, present bool) {
@@ -63,7 +63,7 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 			case r < 5:
 				held[name] = rng.Intn(4) == 0
 			case r < 6:
-				sw = fleet.Switch{}
+				sw = fleetswitch.Switch{}
 				if rng.Intn(3) == 0 {
 					sw.Groups = map[string]string{"a": "x"}
 				}
@@ -150,18 +150,18 @@ func TestBlockersThatPanicOrHangBlock(t *testing.T) {
 	a := NewAdmitter(Config{Limits: Limits{Fleet: max(t, "3"), ControlPlane: max(t, "1")}, Blockers: []Blocker{panicky, hanging},
 		CheckTimeout: 50 * time.Millisecond}, x)
 	lookup := func(n string) (*corev1.Node, bool) { return obj(n), true }
-	d := a.Decide(context.Background(), "boom", obj("boom"), fleet.Switch{}, t0, lookup)
+	d := a.Decide(context.Background(), "boom", obj("boom"), fleetswitch.Switch{}, t0, lookup)
 	if d.Admitted() || d.Kind != KindPodsOnNode || !strings.Contains(d.Reason, "panic: index out of range") {
 		t.Fatalf("panicking blocker: %q, want held with the panic", d)
 	}
-	if d := a.Decide(context.Background(), "fine", obj("fine"), fleet.Switch{}, t0, lookup); !d.Admitted() {
+	if d := a.Decide(context.Background(), "fine", obj("fine"), fleetswitch.Switch{}, t0, lookup); !d.Admitted() {
 		t.Fatalf("after a panic the next node is decided as usual: %q", d)
 	} else {
 		d.Release()
 	}
 	goroutines := runtime.NumGoroutine()
 	for i := 0; i < 20; i++ {
-		d := a.Decide(context.Background(), "stuck", obj("stuck"), fleet.Switch{}, t0, lookup)
+		d := a.Decide(context.Background(), "stuck", obj("stuck"), fleetswitch.Switch{}, t0, lookup)
 		if d.Admitted() || d.Kind != KindAlerts || !strings.Contains(d.Reason, "check failed") {
 			t.Fatalf("hanging blocker, decision %d: %q, want held", i, d)
 		}
@@ -202,11 +202,11 @@ func TestDecideReserves(t *testing.T) {
 	}
 	a := NewAdmitter(Config{Limits: Limits{Fleet: max(t, "1"), ControlPlane: max(t, "1")}}, x)
 	lookup := func(n string) (*corev1.Node, bool) { return obj(n), true }
-	d := a.Decide(context.Background(), "a", obj("a"), fleet.Switch{}, t0, lookup)
+	d := a.Decide(context.Background(), "a", obj("a"), fleetswitch.Switch{}, t0, lookup)
 	if !d.Admitted() {
 		t.Fatalf("a: %q", d)
 	}
-	if d2 := a.Decide(context.Background(), "b", obj("b"), fleet.Switch{}, t0, lookup); d2.String() != "budget: full (max-unavailable)" {
+	if d2 := a.Decide(context.Background(), "b", obj("b"), fleetswitch.Switch{}, t0, lookup); d2.String() != "budget: full (max-unavailable)" {
 		t.Fatalf("b while a's admission is being written: %q", d2)
 	}
 	if !d.Release() {
@@ -214,10 +214,10 @@ func TestDecideReserves(t *testing.T) {
 	}
 	// a's write failed and a stopped asking meanwhile: its slot goes to b.
 	x.Update("a", t0, func() (Node, bool) { return idle, true })
-	if d2 := a.Decide(context.Background(), "b", obj("b"), fleet.Switch{}, t0, lookup); !d2.Admitted() {
+	if d2 := a.Decide(context.Background(), "b", obj("b"), fleetswitch.Switch{}, t0, lookup); !d2.Admitted() {
 		t.Fatalf("b after a's admission failed: %q", d2)
 	}
-	if d := a.Decide(context.Background(), "gone", obj("gone"), fleet.Switch{}, t0, lookup); d.Kind != KindGone {
+	if d := a.Decide(context.Background(), "gone", obj("gone"), fleetswitch.Switch{}, t0, lookup); d.Kind != KindGone {
 		t.Errorf("a node not waiting: %q", d)
 	}
 }

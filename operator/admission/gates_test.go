@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/window"
@@ -76,14 +76,14 @@ func TestWindowGate(t *testing.T) {
 func TestPauseGate(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		sw    fleet.Switch
+		sw    fleetswitch.Switch
 		group string
 		want  string
 	}{
-		{"nothing paused", fleet.Switch{}, "a", ""},
-		{"fleet paused", fleet.Switch{Paused: true, Reason: "incident 42"}, "a", "paused: fleet paused: incident 42"},
-		{"own group paused", fleet.Switch{Groups: map[string]string{"a": "AZ maintenance"}}, "a", "paused: group a paused: AZ maintenance"},
-		{"other group paused", fleet.Switch{Groups: map[string]string{"b": "x"}}, "a", ""},
+		{"nothing paused", fleetswitch.Switch{}, "a", ""},
+		{"fleet paused", fleetswitch.Switch{Paused: true, Reason: "incident 42"}, "a", "paused: fleet paused: incident 42"},
+		{"own group paused", fleetswitch.Switch{Groups: map[string]string{"a": "AZ maintenance"}}, "a", "paused: group a paused: AZ maintenance"},
+		{"other group paused", fleetswitch.Switch{Groups: map[string]string{"b": "x"}}, "a", ""},
 	} {
 		_, f := fleetOf(nil, c.sw)
 		if v := PauseGate().Check(context.Background(), Input{Node: Node{Group: c.group}, Fleet: f}); v.String() != c.want {
@@ -97,7 +97,7 @@ func TestFleetBlockersGateAsksEveryBlocker(t *testing.T) {
 	fire := func(name, reason string) Blocker {
 		return Func{N: name, Fleet: true, F: func(context.Context, *corev1.Node) (bool, string) { asked++; return reason != "", reason }}
 	}
-	_, f := fleetOf(nil, fleet.Switch{})
+	_, f := fleetOf(nil, fleetswitch.Switch{})
 	v := FleetBlockersGate([]Blocker{fire("quiet", ""), fire("prometheus-alerts", "NodeDown firing"), fire("min-ready-nodes", "2 of 5 Ready")}).
 		Check(context.Background(), Input{Obj: obj("a"), Fleet: f})
 	if v.String() != "prometheus-alerts: NodeDown firing" || v.Retry != BlockerRetry {
@@ -124,7 +124,7 @@ func TestOrderGate(t *testing.T) {
 		{"control plane first, one in its cycle", OrderControlPlaneFirst, map[string]Node{"w": worker, "c": {State: protocol.Rebooting, ControlPlane: true, Counts: true}}, worker, KindOrder},
 		{"control plane first, all idle", OrderControlPlaneFirst, map[string]Node{"w": worker, "c": {State: protocol.Idle, ControlPlane: true}}, worker, ""},
 	} {
-		_, f := fleetOf(c.fleet, fleet.Switch{})
+		_, f := fleetOf(c.fleet, fleetswitch.Switch{})
 		if v := OrderGate(c.o).Check(context.Background(), Input{Node: c.node, Fleet: f}); v.Kind != c.want {
 			t.Errorf("%s: %q, want kind %q", c.name, v, c.want)
 		}
@@ -160,14 +160,14 @@ func TestBudgetAndNodeBlockerGates(t *testing.T) {
 		{"the held node passes the budget, not the blockers", l, map[string]Node{"b": waiting}, nil, map[string]string{"b": "pods-on-node: db-0 running"}, "b", "", "pods-on-node: db-0 running"},
 	}
 	for _, c := range cases {
-		x, _ := fleetOf(nil, fleet.Switch{})
+		x, _ := fleetOf(nil, fleetswitch.Switch{})
 		for name, e := range c.fleet {
 			e := e
 			at := t0.Add(-c.since[name])
 			x.Update(name, at, func() (Node, bool) { return e, true })
 		}
 		s := x.Snapshot()
-		f := &Fleet{Snapshot: &s, Switch: fleet.Switch{}}
+		f := &Fleet{Snapshot: &s, Switch: fleetswitch.Switch{}}
 		f.plan = func() *Plan {
 			return BuildPlan(&s, c.limits, OrderNone, f.Switch, t0, func(name string) Verdict {
 				if r, ok := c.held[name]; ok {

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
 )
@@ -93,7 +93,7 @@ func (n *Nodes) PreReboot(ctx context.Context, id, group string) (bool, error) {
 		// Asked, and recorded; the operator will not admit it while the switch holds it.
 		// The group Zincati asked in; an admin's --group-label may place the node elsewhere, which
 		// the operator's blocked-by on the Node then says.
-		if held, why := fleet.Read(n.Switch()).Holds(group); held {
+		if held, why := fleetswitch.Read(n.Switch()).Holds(group); held {
 			return false, &Error{Status: http.StatusConflict, Kind: KindPaused, Value: why}
 		}
 	}

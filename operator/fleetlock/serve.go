@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/httpserve"
 	"github.com/slipway-dev/slipway/internal/nodes"
 )
@@ -47,7 +47,7 @@ func Serve(ctx context.Context, addr string, client kubernetes.Interface, namesp
 	var switchCM func() *corev1.ConfigMap
 	if namespace != "" {
 		cmFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(namespace),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + fleet.ConfigMapName }))
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + fleetswitch.ConfigMapName }))
 		lister := cmFactory.Core().V1().ConfigMaps().Lister()
 		cmFactory.Core().V1().ConfigMaps().Informer()
 		cmFactory.Start(ctx.Done())
@@ -57,7 +57,7 @@ func Serve(ctx context.Context, addr string, client kubernetes.Interface, namesp
 			}
 		}
 		switchCM = func() *corev1.ConfigMap {
-			cm, err := lister.ConfigMaps(namespace).Get(fleet.ConfigMapName)
+			cm, err := lister.ConfigMaps(namespace).Get(fleetswitch.ConfigMapName)
 			if err != nil {
 				return nil
 			}

@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/pager"
 
-	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/version"
 )
 
@@ -190,7 +190,7 @@ func parseArgs(args []string) (string, options, error) {
 		return "", o, errors.New("--namespace must not be empty")
 	}
 	if o.group != "" {
-		if bad := validation.IsConfigMapKey(fleet.GroupPausePrefix + o.group); len(bad) > 0 {
+		if bad := validation.IsConfigMapKey(fleetswitch.GroupPausePrefix + o.group); len(bad) > 0 {
 			return "", o, fmt.Errorf("--group %q: %s", o.group, strings.Join(bad, "; "))
 		}
 	}
@@ -245,12 +245,12 @@ func (c *client) explain(what string, err error) error {
 }
 
 func (c *client) fleetConfigMap(ctx context.Context, ns string) (*corev1.ConfigMap, error) {
-	cm, err := c.cs.CoreV1().ConfigMaps(ns).Get(ctx, fleet.ConfigMapName, metav1.GetOptions{})
+	cm, err := c.cs.CoreV1().ConfigMaps(ns).Get(ctx, fleetswitch.ConfigMapName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, c.explain("reading ConfigMap "+ns+"/"+fleet.ConfigMapName, err)
+		return nil, c.explain("reading ConfigMap "+ns+"/"+fleetswitch.ConfigMapName, err)
 	}
 	return cm, nil
 }
@@ -305,17 +305,17 @@ func (c *client) who(o options, e env) string {
 
 func (c *client) pause(ctx context.Context, w io.Writer, o options, e env) error {
 	by := c.who(o, e)
-	patch := fleet.PausePatch(o.group, o.reason, by, e.now())
-	what := "patching ConfigMap " + o.namespace + "/" + fleet.ConfigMapName
+	patch := fleetswitch.PausePatch(o.group, o.reason, by, e.now())
+	what := "patching ConfigMap " + o.namespace + "/" + fleetswitch.ConfigMapName
 	cms := c.cs.CoreV1().ConfigMaps(o.namespace)
-	_, err := cms.Patch(ctx, fleet.ConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err := cms.Patch(ctx, fleetswitch.ConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		// No switch yet (the operator creates it when it first publishes): make it.
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleet.ConfigMapName, Namespace: o.namespace}, Data: patchData(patch)}
-		what = "creating ConfigMap " + o.namespace + "/" + fleet.ConfigMapName
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName, Namespace: o.namespace}, Data: patchData(patch)}
+		what = "creating ConfigMap " + o.namespace + "/" + fleetswitch.ConfigMapName
 		_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) { // created in between: patch it after all
-			_, err = cms.Patch(ctx, fleet.ConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{})
+			_, err = cms.Patch(ctx, fleetswitch.ConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{})
 		}
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("namespace %s does not exist: is Slipway installed there? (see -n)", o.namespace)
@@ -337,7 +337,7 @@ func (c *client) resume(ctx context.Context, w io.Writer, o options) error {
 	if err != nil {
 		return err
 	}
-	sw := fleet.Read(cm)
+	sw := fleetswitch.Read(cm)
 	subject, was, paused := "fleet", sw.Reason, sw.Paused
 	if o.group != "" {
 		subject = "group " + o.group
@@ -350,9 +350,9 @@ func (c *client) resume(ctx context.Context, w io.Writer, o options) error {
 		}
 		return nil
 	}
-	_, err = c.cs.CoreV1().ConfigMaps(o.namespace).Patch(ctx, fleet.ConfigMapName, types.MergePatchType, fleet.ResumePatch(o.group), metav1.PatchOptions{})
+	_, err = c.cs.CoreV1().ConfigMaps(o.namespace).Patch(ctx, fleetswitch.ConfigMapName, types.MergePatchType, fleetswitch.ResumePatch(o.group), metav1.PatchOptions{})
 	if err != nil {
-		return c.explain("patching ConfigMap "+o.namespace+"/"+fleet.ConfigMapName, err)
+		return c.explain("patching ConfigMap "+o.namespace+"/"+fleetswitch.ConfigMapName, err)
 	}
 	fmt.Fprintf(w, "%s resumed (was paused: %s)\n", subject, orUnsaid(was))
 	if o.group == "" && len(sw.Groups) > 0 {
@@ -361,7 +361,7 @@ func (c *client) resume(ctx context.Context, w io.Writer, o options) error {
 	return nil
 }
 
-// patchData is the data a merge patch from package fleet sets (its nulls delete, so they set nothing).
+// patchData is the data a merge patch from package fleetswitch sets (its nulls delete, so they set nothing).
 func patchData(patch []byte) map[string]string {
 	var p struct{ Data map[string]*string }
 	_ = json.Unmarshal(patch, &p)

@@ -1,7 +1,7 @@
 // Package status is the fleet's reboot state as a person or a script reads it: the `kubectl slipway`
 // plugin (binary kubectl-slipway) and `update-operator status|pause|resume` both run [Main].
 //
-// It needs nothing but read access to Nodes and to the slipway-fleet ConfigMap (package fleet) in the
+// It needs nothing but read access to Nodes and to the slipway-fleet ConfigMap (package fleetswitch) in the
 // operator's namespace: every fact comes from the Nodes themselves (protocol.Observe, Classify,
 // StageSince, the operator's annotations) and from the Status the leading operator publishes in that
 // ConfigMap (budgets and windows as given, fleet-wide blockers, failed reboots). So it works from any

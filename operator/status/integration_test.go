@@ -17,9 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 // One real control plane (etcd + kube-apiserver) for the package, started by the first test that
@@ -167,7 +167,7 @@ func knownFleet(t *testing.T, c kubernetes.Interface, ns string) {
 		}},
 	})
 	createNamespace(t, c, ns)
-	st := fleet.Status{
+	st := fleetswitch.Status{
 		Leader:                     "update-operator-6d5f9-x2x4q",
 		GroupLabel:                 zoneKey,
 		MaxUnavailable:             "2",
@@ -175,15 +175,15 @@ func knownFleet(t *testing.T, c kubernetes.Interface, ns string) {
 		MaxUnavailableControlPlane: "1",
 		Windows:                    []string{"Mon-Fri 22:00-05:00 Europe/Berlin", "Sat,Sun 00:00-24:00 Europe/Berlin"},
 		Exclusions:                 []string{"2026-12-24/2026-12-26 Europe/Berlin"},
-		Blockers:                   []fleet.Blocker{{Name: "alerts", Reason: "1 alert firing: NodeFilesystemAlmostFull", Since: time.Date(2026, 11, 23, 8, 50, 0, 0, time.UTC)}},
+		Blockers:                   []fleetswitch.Blocker{{Name: "alerts", Reason: "1 alert firing: NodeFilesystemAlmostFull", Since: time.Date(2026, 11, 23, 8, 50, 0, 0, time.UTC)}},
 		FailedReboots:              []string{"node-x"},
 		MaxFailedReboots:           3,
 	}
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: fleet.ConfigMapName, Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName, Namespace: ns},
 		Data: map[string]string{
-			fleet.KeyStatus:                   mustJSON(t, st),
-			fleet.GroupPausePrefix + "zone-b": "AZ maintenance",
+			fleetswitch.KeyStatus:                   mustJSON(t, st),
+			fleetswitch.GroupPausePrefix + "zone-b": "AZ maintenance",
 		},
 	}
 	if _, err := c.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
@@ -298,13 +298,13 @@ func TestPauseResume(t *testing.T) {
 			t.Fatalf("%v: exit %d, stdout:\n%s\nstderr:\n%s\nwant stdout:\n%s", args, code, out, errOut, wantOut)
 		}
 	}
-	read := func() (fleet.Switch, *corev1.ConfigMap) {
+	read := func() (fleetswitch.Switch, *corev1.ConfigMap) {
 		t.Helper()
-		cm, err := c.CoreV1().ConfigMaps(ns).Get(context.Background(), fleet.ConfigMapName, metav1.GetOptions{})
+		cm, err := c.CoreV1().ConfigMaps(ns).Get(context.Background(), fleetswitch.ConfigMapName, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return fleet.Read(cm), cm
+		return fleetswitch.Read(cm), cm
 	}
 	statusLine := func(prefix string) string {
 		t.Helper()
@@ -342,7 +342,7 @@ NODE  STATE  FOR  GROUP  LAST-REBOOT  DETAIL
 	}
 
 	// The operator's published Status stays untouched by the switch's patches.
-	cm.Data[fleet.KeyStatus] = `{"maxUnavailable":"1"}`
+	cm.Data[fleetswitch.KeyStatus] = `{"maxUnavailable":"1"}`
 	if _, err := c.CoreV1().ConfigMaps(ns).Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ NODE  STATE  FOR  GROUP  LAST-REBOOT  DETAIL
 	}
 	do("group zone-b resumed (was paused: (no reason given))\n", "resume", "--group", "zone-b")
 	sw, cm = read()
-	if sw.Paused || len(sw.Groups) != 0 || cm.Data[fleet.KeyStatus] != `{"maxUnavailable":"1"}` || len(cm.Data) != 1 {
+	if sw.Paused || len(sw.Groups) != 0 || cm.Data[fleetswitch.KeyStatus] != `{"maxUnavailable":"1"}` || len(cm.Data) != 1 {
 		t.Errorf("after group resume: %+v, data %v", sw, cm.Data)
 	}
 	do("group zone-b is not paused\n", "resume", "--group", "zone-b")

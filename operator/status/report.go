@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/budget"
@@ -114,8 +114,8 @@ type Node struct {
 // Build derives the report from the Nodes and the slipway-fleet ConfigMap (nil when there is none) at
 // the instant now. It never fails: what the objects do not say is reported as unknown.
 func Build(nodes []corev1.Node, cm *corev1.ConfigMap, namespace string, now time.Time) Report {
-	st, published := fleet.ReadStatus(cm)
-	sw := fleet.Read(cm)
+	st, published := fleetswitch.ReadStatus(cm)
+	sw := fleetswitch.Read(cm)
 	r := Report{
 		APIVersion: APIVersion,
 		Time:       now.UTC(),
@@ -187,7 +187,7 @@ func node(n *corev1.Node, groupLabel string, policy stall.Policy) Node {
 // fleet; the control plane when it has nodes; every group (limited only under
 // --max-unavailable-per-group) when any node has one or a group label is configured. Limits are
 // known only when the operator published them.
-func budgets(entries []admission.Node, st fleet.Status, published bool) []Budget {
+func budgets(entries []admission.Node, st fleetswitch.Status, published bool) []Budget {
 	maxes := map[admission.PoolKind]string{admission.PoolFleet: st.MaxUnavailable, admission.PoolGroup: st.MaxUnavailablePerGroup,
 		admission.PoolControlPlane: st.MaxUnavailableControlPlane}
 	parsed := map[admission.PoolKind]*budget.Max{}

@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
 // schedule rebuilds the operator's window.Schedule from the windows, exclusions and FLUO window it
 // published and judges it at now. The operator publishes them as given (window.Schedule.Specs,
 // window.Window.Spec), so they parse as they did when it started.
-func schedule(st fleet.Status, published bool, now time.Time) Schedule {
+func schedule(st fleetswitch.Status, published bool, now time.Time) Schedule {
 	s := Schedule{
 		Windows:    append([]string{}, st.Windows...),
 		Exclusions: append([]string{}, st.Exclusions...),
@@ -37,7 +37,7 @@ func schedule(st fleet.Status, published bool, now time.Time) Schedule {
 	return s
 }
 
-func parseSchedule(st fleet.Status) (*window.Schedule, error) {
+func parseSchedule(st fleetswitch.Status) (*window.Schedule, error) {
 	var fluo *window.Window
 	if w := st.FLUOWindow; w != nil {
 		loc, err := time.LoadLocation(w.TimeZone)

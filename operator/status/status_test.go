@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/window"
 )
@@ -35,7 +35,7 @@ func TestFLUOWindowReadBack(t *testing.T) {
 		}
 		// As the operator publishes it (fleetstate.go) and the view reads it back.
 		start, length, zone := w.Spec()
-		sched, err := parseSchedule(fleet.Status{FLUOWindow: &fleet.FLUOWindow{Start: start, Length: length, TimeZone: zone}})
+		sched, err := parseSchedule(fleetswitch.Status{FLUOWindow: &fleetswitch.FLUOWindow{Start: start, Length: length, TimeZone: zone}})
 		if err != nil {
 			t.Fatalf("%q: %v", w.String(), err)
 		}
@@ -51,20 +51,20 @@ func TestFLUOWindowReadBack(t *testing.T) {
 			}
 		}
 	}
-	if _, err := parseSchedule(fleet.Status{FLUOWindow: &fleet.FLUOWindow{Start: "Moonday 14:00", Length: "1h", TimeZone: "UTC"}}); err == nil {
+	if _, err := parseSchedule(fleetswitch.Status{FLUOWindow: &fleetswitch.FLUOWindow{Start: "Moonday 14:00", Length: "1h", TimeZone: "UTC"}}); err == nil {
 		t.Error("a bad published FLUO window must be an error, not a schedule")
 	}
 }
 
 func TestSchedule(t *testing.T) {
 	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC) // a Monday, 10:00 in Berlin
-	status := func(windows, exclusions []string) fleet.Status {
-		return fleet.Status{MaxUnavailable: "1", Windows: windows, Exclusions: exclusions}
+	status := func(windows, exclusions []string) fleetswitch.Status {
+		return fleetswitch.Status{MaxUnavailable: "1", Windows: windows, Exclusions: exclusions}
 	}
 	at := func(s string) *time.Time { t, _ := time.Parse(time.RFC3339, s); return &t }
 	for _, c := range []struct {
 		name      string
-		st        fleet.Status
+		st        fleetswitch.Status
 		published bool
 		want      Schedule
 	}{
@@ -73,17 +73,17 @@ func TestSchedule(t *testing.T) {
 			Known: true, NextOpen: at("2026-11-23T21:00:00Z"), ClosedBy: "outside the reboot windows",
 		}},
 		{"open", status([]string{"Sat,Sun 00:00-24:00", "08:00-10:00 UTC"}, nil), true, Schedule{Known: true, Open: true}},
-		{"FLUO's window among them", fleet.Status{MaxUnavailable: "1", Windows: []string{"Sat 00:00-01:00"},
-			FLUOWindow: &fleet.FLUOWindow{Start: "08:30", Length: "1h", TimeZone: "UTC"}}, true, Schedule{Known: true, Open: true}},
-		{"FLUO's window alone, closed", fleet.Status{MaxUnavailable: "1",
-			FLUOWindow: &fleet.FLUOWindow{Start: "Tue 08:30", Length: "1h", TimeZone: "UTC"}}, true, Schedule{
+		{"FLUO's window among them", fleetswitch.Status{MaxUnavailable: "1", Windows: []string{"Sat 00:00-01:00"},
+			FLUOWindow: &fleetswitch.FLUOWindow{Start: "08:30", Length: "1h", TimeZone: "UTC"}}, true, Schedule{Known: true, Open: true}},
+		{"FLUO's window alone, closed", fleetswitch.Status{MaxUnavailable: "1",
+			FLUOWindow: &fleetswitch.FLUOWindow{Start: "Tue 08:30", Length: "1h", TimeZone: "UTC"}}, true, Schedule{
 			Known: true, NextOpen: at("2026-11-24T08:30:00Z"), ClosedBy: "outside the reboot windows",
 		}},
 		{"excluded", status(nil, []string{"2026-11-20/2026-11-24"}), true, Schedule{
 			Known: true, NextOpen: at("2026-11-25T00:00:00Z"), ClosedBy: "reboot exclusion 2026-11-20/2026-11-24 UTC",
 		}},
 		{"unparseable", status([]string{"whenever"}, nil), true, Schedule{Error: "window \"whenever\": "}},
-		{"not published", fleet.Status{}, false, Schedule{Error: "the operator has published no status"}},
+		{"not published", fleetswitch.Status{}, false, Schedule{Error: "the operator has published no status"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := schedule(c.st, c.published, now)
@@ -124,8 +124,8 @@ func TestBudgets(t *testing.T) {
 		mk("c1", "", true, false, map[string]string{protocol.FleetLockGroup: "fl"}, true),
 		mk("c2", "", true, false, nil, true),
 	}
-	st := fleet.Status{GroupLabel: zone, MaxUnavailable: "50%", MaxUnavailablePerGroup: "1", MaxUnavailableControlPlane: "1"}
-	cm := &corev1.ConfigMap{Data: map[string]string{fleet.KeyStatus: mustJSON(t, st)}}
+	st := fleetswitch.Status{GroupLabel: zone, MaxUnavailable: "50%", MaxUnavailablePerGroup: "1", MaxUnavailableControlPlane: "1"}
+	cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, st)}}
 	r := Build(nodes, cm, "ns", time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
 	var got []string
 	for _, b := range r.Fleet.Budgets {

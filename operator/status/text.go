@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/duration"
 
-	"github.com/slipway-dev/slipway/internal/fleet"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 )
 
@@ -98,7 +98,7 @@ func WriteText(w io.Writer, r Report, o TextOptions) error {
 	if f.Published {
 		section("Operator:", "leader "+orDash(f.Leader))
 	} else {
-		section("Operator:", fmt.Sprintf("no status in %s/%s: limits and windows unknown (is -n right?)", r.Namespace, fleet.ConfigMapName))
+		section("Operator:", fmt.Sprintf("no status in %s/%s: limits and windows unknown (is -n right?)", r.Namespace, fleetswitch.ConfigMapName))
 	}
 	fmt.Fprintln(tw)
 

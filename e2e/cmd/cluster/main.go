@@ -25,7 +25,7 @@ import (
 
 	"github.com/slipway-dev/slipway/e2e/harness"
 	"github.com/slipway-dev/slipway/e2e/tfcluster"
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 func stateDir() string { return testenv.CacheDir("cluster") }

@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/e2e/fleetsim"
-	"github.com/slipway-dev/slipway/internal/testenv"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 // Report is bench-results/fleet.json.

@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/standin"
 	"github.com/slipway-dev/slipway/internal/sysbus"
+	"github.com/slipway-dev/slipway/internal/testsupport/standin"
 	"github.com/slipway-dev/slipway/internal/updateengine"
 )
 
