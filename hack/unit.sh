@@ -65,6 +65,7 @@ chmod +x "$guard/bin/go"
 token=$$-$RANDOM$RANDOM
 export SLIPWAY_UNIT_RUN=$token
 (
+  set +e # a failed round must not end the sampler (the test jobs' `wait -n` would take it for one)
   # Process names as the kernel keeps them (at most 15 characters).
   names="etcd kube-apiserver kube-controller kube-scheduler kubelet dbus-daemon prometheus qemu-system-x86 terraform"
   while :; do
