@@ -31,7 +31,8 @@ type Admitter struct {
 	perNode []Blocker
 	fleet   []Blocker // fleet-wide
 
-	mu   sync.Mutex // one decision at a time; guards plan
+	mu   sync.Mutex // one decision at a time; guards snap and plan
+	snap *Snapshot  // the index as last copied, reused while its generation has not moved
 	plan *Plan
 }
 
@@ -93,17 +94,21 @@ func (a *Admitter) Decide(ctx context.Context, name string, obj *corev1.Node, sw
 	lookup func(name string) (*corev1.Node, bool)) Decision {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := a.index.Snapshot()
+	if a.snap == nil || a.snap.Gen != a.index.Gen() {
+		s := a.index.Snapshot()
+		a.snap = &s
+	}
+	s := a.snap // read-only from here on: gates and plans never change it
 	e, ok := s.Waiting[name]
 	if !ok {
 		return Decision{Verdict: Held(KindGone, "no longer waiting", 0)}
 	}
-	f := &Fleet{Snapshot: &s, Switch: sw}
+	f := &Fleet{Snapshot: s, Switch: sw}
 	f.plan = func() *Plan {
 		if p := a.plan; p != nil && p.Gen == s.Gen && !now.Before(p.At) && now.Sub(p.At) < planTTL {
 			return p
 		}
-		a.plan = BuildPlan(&s, a.limits, a.order, sw, now, func(cand string) Verdict {
+		a.plan = BuildPlan(s, a.limits, a.order, sw, now, func(cand string) Verdict {
 			n, ok := lookup(cand)
 			if !ok {
 				return Held(KindGone, "node gone", 0)
