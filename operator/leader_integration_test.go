@@ -3,7 +3,6 @@ package operator_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,36 +13,29 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testsupport/operatorproc"
 )
 
 // runOperatorProcess starts the real update-operator binary with leader election on.
-func runOperatorProcess(t *testing.T, identity string, extra ...string) *exec.Cmd {
+func runOperatorProcess(t *testing.T, identity string, extra ...string) *operatorproc.Proc {
 	t.Helper()
 	needOperatorBinary(t)
-	logPath := filepath.Join(t.TempDir(), identity+".log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	args := append([]string{
 		"--kubeconfig=" + cp.Kubeconfig, "--namespace=slipway-leader", "--identity=" + identity,
 		"--lease-duration=4s", "--renew-deadline=3s", "--retry-period=500ms", "--http-address=127.0.0.1:0",
 	}, extra...) // a flag given again in extra wins
-	cmd := exec.Command(filepath.Join(bins, "update-operator"), args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
+	p, err := operatorproc.Start(bins, args, filepath.Join(t.TempDir(), identity+".log"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logFile.Close()
+		p.Kill()
 		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
+			b, _ := os.ReadFile(p.Log())
 			t.Logf("log of %s:\n%s", identity, b)
 		}
 	})
-	return cmd
+	return p
 }
 
 func leaseHolder(t *testing.T) string {
@@ -67,7 +59,7 @@ func TestLeaderKilledMidCycle(t *testing.T) {
 	nodes := simNodes(t, "leader", 3)
 	w := watchBudget(t)
 	flags := []string{"--max-unavailable=1", "--before-reboot-annotations=" + hold}
-	procs := map[string]*exec.Cmd{"op-a": runOperatorProcess(t, "op-a", flags...)}
+	procs := map[string]*operatorproc.Proc{"op-a": runOperatorProcess(t, "op-a", flags...)}
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return leaseHolder(t) == "op-a", nil
 	}); err != nil {
@@ -93,10 +85,7 @@ func TestLeaderKilledMidCycle(t *testing.T) {
 		t.Fatal("no node reached before-reboot")
 	}
 	leader := leaseHolder(t)
-	if err := procs[leader].Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = procs[leader].Wait()
+	procs[leader].Kill()
 	killedAt := time.Now()
 	t.Logf("killed leader %s while %s waits in before-reboot", leader, first)
 

@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testsupport/operatorproc"
 	"github.com/slipway-dev/slipway/internal/testsupport/referee"
 	"github.com/slipway-dev/slipway/internal/testsupport/simnode"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
@@ -39,7 +40,7 @@ var (
 	shared = &testenv.Shared{Name: "operator", Options: testenv.Options{ControllerManager: true}}
 	cp     *testenv.ControlPlane // set by needCluster
 	client kubernetes.Interface  // set by needCluster
-	bins   string                // directory with the built update-operator binary, set by needOperatorBinary
+	bins   string                // the built update-operator binary, set by needOperatorBinary
 
 	clusterOnce sync.Once
 	kubeletStop context.CancelFunc = func() {}
@@ -73,9 +74,9 @@ func needOperatorBinary(t testing.TB) {
 	t.Helper()
 	needCluster(t)
 	binsOnce.Do(func() {
-		dir := filepath.Join(shared.Dir(), "bin")
-		if binsErr = testenv.GoBuild(context.Background(), "", "-o", dir+"/", "./cmd/update-operator"); binsErr == nil {
-			bins = dir
+		var b operatorproc.Binary
+		if b, binsErr = operatorproc.Build(context.Background(), filepath.Join(shared.Dir(), "bin"), ""); binsErr == nil {
+			bins = b.Path
 		}
 	})
 	if binsErr != nil {

@@ -18,7 +18,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -31,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testsupport/operatorproc"
 	"github.com/slipway-dev/slipway/internal/testsupport/referee"
 	"github.com/slipway-dev/slipway/internal/testsupport/simnode"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
@@ -210,11 +210,12 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	defer testenv.KlogTo(io.Discard)
 	r.say("logs in %s", logDir)
 
-	bin, err := buildOperator(ctx, filepath.Join(cfg.Dir, "bin"), logDir)
+	op, err := operatorproc.Build(ctx, filepath.Join(cfg.Dir, "bin"), "")
 	if err != nil {
 		return res, err
 	}
-	r.stalled, err = supportsFlag(bin, fmt.Sprintf("--reboot-timeout=%s", cfg.RebootTimeout))
+	bin := op.Path
+	r.stalled, err = operatorproc.SupportsFlag(bin, fmt.Sprintf("--reboot-timeout=%s", cfg.RebootTimeout))
 	if err != nil {
 		return res, err
 	}
@@ -702,35 +703,4 @@ func (r *runner) pdbRelaxer(ctx context.Context, _ *rand.Rand) {
 	}
 	r.guarded.replicas.Store(3)
 	r.say("PDB guarded relaxed: a third pod lets one eviction through at a time")
-}
-
-// buildOperator builds the real update-operator binary into dir.
-func buildOperator(ctx context.Context, dir, logDir string) (string, error) {
-	if err := testenv.RefuseUnderShort("go build of update-operator"); err != nil {
-		return "", err
-	}
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+"/", "./operator/cmd/update-operator")
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("building update-operator: %v\n%s", err, out)
-	}
-	return filepath.Join(dir, "update-operator"), nil
-}
-
-// supportsFlag asks the binary whether it knows flag (the Go flag package says "flag provided but
-// not defined" and exits 2 otherwise).
-func supportsFlag(bin, flag string) (bool, error) {
-	out, err := exec.Command(bin, flag, "--version").CombinedOutput()
-	if strings.Contains(string(out), "flag provided but not defined") {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("%s %s --version: %v: %s", bin, flag, err, out)
-	}
-	return true, nil
 }

@@ -3,13 +3,11 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/slipway-dev/slipway/internal/testsupport/operatorproc"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
@@ -22,7 +20,7 @@ type operators struct {
 
 	mu      sync.Mutex
 	next    int
-	running map[string]*exec.Cmd
+	running map[string]*operatorproc.Proc
 	killed  map[string]bool
 	exits   []string // exits the scenario did not cause: "op-3 (exit status 1)"
 	fatal   error    // a process refused its flags: no point in restarting it
@@ -30,7 +28,7 @@ type operators struct {
 }
 
 func newOperators(bin, logDir string, args []string) *operators {
-	return &operators{bin: bin, logDir: logDir, args: args, running: map[string]*exec.Cmd{}, killed: map[string]bool{}}
+	return &operators{bin: bin, logDir: logDir, args: args, running: map[string]*operatorproc.Proc{}, killed: map[string]bool{}}
 }
 
 // run starts replicas slots; each keeps one process alive until ctx ends.
@@ -44,14 +42,12 @@ func (o *operators) run(ctx context.Context, replicas int) {
 func (o *operators) slot(ctx context.Context) {
 	defer o.wg.Done()
 	for ctx.Err() == nil {
-		id, cmd, logFile, err := o.start()
+		id, p, err := o.start()
 		if err != nil {
 			o.setFatal(err)
 			return
 		}
-		started := time.Now()
-		err = cmd.Wait()
-		logFile.Close()
+		<-p.Done()
 		o.mu.Lock()
 		delete(o.running, id)
 		ours := o.killed[id]
@@ -60,16 +56,12 @@ func (o *operators) slot(ctx context.Context) {
 			return
 		}
 		if !ours {
-			code := -1
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			}
-			if code == 2 && time.Since(started) < 5*time.Second {
-				o.setFatal(fmt.Errorf("update-operator %s refused its command line (exit 2): %s", id, testenv.LogTail(filepath.Join(o.logDir, id+".log"))))
+			if p.RefusedFlags() {
+				o.setFatal(fmt.Errorf("update-operator %s refused its command line (exit 2): %s", id, testenv.LogTail(p.Log())))
 				return
 			}
 			o.mu.Lock()
-			o.exits = append(o.exits, fmt.Sprintf("%s (%v)", id, err))
+			o.exits = append(o.exits, fmt.Sprintf("%s (%v)", id, p.Err()))
 			o.mu.Unlock()
 		}
 		select {
@@ -88,46 +80,40 @@ func (o *operators) setFatal(err error) {
 	}
 }
 
-func (o *operators) start() (string, *exec.Cmd, *os.File, error) {
+func (o *operators) start() (string, *operatorproc.Proc, error) {
 	o.mu.Lock()
 	o.next++
 	id := fmt.Sprintf("op-%d", o.next)
 	o.mu.Unlock()
-	logFile, err := os.Create(filepath.Join(o.logDir, id+".log"))
+	p, err := operatorproc.Start(o.bin, append(append([]string{}, o.args...), "--identity="+id), filepath.Join(o.logDir, id+".log"))
 	if err != nil {
-		return "", nil, nil, err
-	}
-	cmd := exec.Command(o.bin, append(append([]string{}, o.args...), "--identity="+id)...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return "", nil, nil, fmt.Errorf("starting update-operator: %w", err)
+		return "", nil, err
 	}
 	o.mu.Lock()
-	o.running[id] = cmd
+	o.running[id] = p
 	o.mu.Unlock()
-	return id, cmd, logFile, nil
+	return id, p, nil
 }
 
 // kill SIGKILLs the process with identity id (no lease release, as a crash or a node loss would).
 func (o *operators) kill(id string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	cmd := o.running[id]
-	if cmd == nil {
+	p := o.running[id]
+	if p == nil {
 		return false
 	}
 	o.killed[id] = true
-	return cmd.Process.Kill() == nil
+	go p.Kill()
+	return true
 }
 
 // stop kills every process and waits for the slots to end (ctx must be cancelled first).
 func (o *operators) stop() {
 	o.mu.Lock()
-	for id, cmd := range o.running {
+	for id, p := range o.running {
 		o.killed[id] = true
-		_ = cmd.Process.Kill()
+		go p.Kill()
 	}
 	o.mu.Unlock()
 	o.wg.Wait()

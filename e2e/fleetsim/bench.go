@@ -449,11 +449,11 @@ func (b *bench) roll(ctx context.Context, what string, names []string, op *opera
 		if granted, _, _, _ := b.rec.Progress(); granted == len(background) {
 			break
 		}
-		if err := op.alive(); err != nil {
+		if err := op.Alive(); err != nil {
 			return time.Now(), err
 		}
 		if time.Since(t0) > 5*time.Minute {
-			return time.Now(), fmt.Errorf("%s: the background was not granted within 5 min; operator log %s", what, op.log)
+			return time.Now(), fmt.Errorf("%s: the background was not granted within 5 min; operator log %s", what, op.Log())
 		}
 		if err := testenv.WaitCtx(ctx, 5*time.Millisecond); err != nil {
 			return time.Now(), err
@@ -477,13 +477,13 @@ func (b *bench) roll(ctx context.Context, what string, names []string, op *opera
 		if done == len(all) {
 			return start, nil
 		}
-		if err := op.alive(); err != nil {
+		if err := op.Alive(); err != nil {
 			return start, err
 		}
 		if time.Now().After(deadline) {
 			granted, done, unavailable, _ := b.rec.Progress()
 			return start, fmt.Errorf("%s: only %d of %d nodes done after %s (granted %d, unavailable now %d); operator log %s",
-				what, done, len(all), time.Since(start).Round(time.Second), granted, unavailable, op.log)
+				what, done, len(all), time.Since(start).Round(time.Second), granted, unavailable, op.Log())
 		}
 		if err := testenv.WaitCtx(ctx, 50*time.Millisecond); err != nil {
 			return start, err
@@ -602,10 +602,10 @@ func (b *bench) rolling(ctx context.Context) error {
 			b.mu.Unlock()
 		}
 	}
-	if err := op.alive(); err != nil {
+	if err := op.Alive(); err != nil {
 		return err
 	}
-	if r.Operator, err = procMem(op.pid()); err != nil {
+	if r.Operator, err = procMem(op.Pid()); err != nil {
 		return err
 	}
 	r.RSSMiB = float64(r.Operator.HWMKiB) / 1024
@@ -646,7 +646,7 @@ func (b *bench) idle(ctx context.Context, op *operatorProc) error {
 	n := writes.Total(NotBookkeeping) - simWrites
 	b.res.Idle = &IdleFigures{WindowS: window.Seconds(), WritesPerMin: n / window.Minutes(), ByResource: writes, Simulator: sim}
 	b.say("idle: %.1f writes/min (%s)", b.res.Idle.WritesPerMin, describe(writes))
-	return op.alive()
+	return op.Alive()
 }
 
 func describe(r Requests) string {
@@ -719,7 +719,7 @@ func (b *bench) latency(ctx context.Context, name string, names []string, spread
 	if l.MaxUnavailable > k {
 		b.problem("%s run: %d nodes unavailable at one instant, budget %d", name, l.MaxUnavailable, k)
 	}
-	if l.Operator, err = procMem(op.pid()); err != nil {
+	if l.Operator, err = procMem(op.Pid()); err != nil {
 		return nil, err
 	}
 	return l, nil

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/internal/testsupport/operatorproc"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
@@ -26,13 +27,13 @@ func TestFleetBenchSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	bin, commit, err := BuildOperator(ctx, "", dir+"/bin")
+	b, err := operatorproc.Build(ctx, dir+"/bin", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("update-operator at %s", commit)
+	t.Logf("update-operator at %s", b.Commit)
 	cfg := Config{Nodes: 30, Need: 6, K: 2, Reboot: time.Second, LatencyNeed: 6, LatencyK: 6, LatencySpread: 500 * time.Millisecond, Idle: 2 * time.Second,
-		HeapProfile: true, OperatorBin: bin, Dir: dir, ProgressEvery: 5 * time.Second,
+		HeapProfile: true, OperatorBin: b.Path, Dir: dir, ProgressEvery: 5 * time.Second,
 		Say: func(format string, args ...interface{}) { t.Logf(format, args...) }}
 	res, err := Run(ctx, cfg)
 	if err != nil {

@@ -11,13 +11,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testsupport/operatorproc"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
@@ -45,8 +45,7 @@ type Cluster struct {
 	bins       string // built update-operator etc. (hack/build-node-image.sh inputs)
 	stopServer func() // the file server of Flatcar nodes' Ignition
 	mu         sync.Mutex
-	operator   *exec.Cmd
-	opLog      *os.File
+	operator   *operatorproc.Proc
 	start      time.Time
 }
 
@@ -383,24 +382,15 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 func (c *Cluster) StartOperator(extra ...string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.opLog == nil {
-		f, err := os.OpenFile(filepath.Join(c.Dir, "update-operator.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
-		}
-		c.opLog = f
-	}
 	args := append([]string{"--kubeconfig=" + c.Kubeconfig, "--namespace=slipway-system", "--http-address=",
 		"--lease-duration=8s", "--renew-deadline=6s", "--retry-period=1s", "--drain-timeout=2m"}, c.Operator...)
 	args = append(args, extra...)
-	cmd := exec.Command(filepath.Join(c.bins, "update-operator"), args...)
-	cmd.Stdout, cmd.Stderr = c.opLog, c.opLog
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	p, err := operatorproc.Start(filepath.Join(c.bins, "update-operator"), args, filepath.Join(c.Dir, "update-operator.log"))
+	if err != nil {
 		return err
 	}
-	c.operator = cmd
-	c.logf("update-operator started on the host (pid %d)", cmd.Process.Pid)
+	c.operator = p
+	c.logf("update-operator started on the host (pid %d)", p.Pid())
 	return nil
 }
 
@@ -409,8 +399,7 @@ func (c *Cluster) KillOperator() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.operator != nil {
-		_ = c.operator.Process.Kill()
-		_ = c.operator.Wait()
+		c.operator.Kill()
 		c.logf("update-operator killed (SIGKILL)")
 		c.operator = nil
 	}
@@ -445,9 +434,6 @@ func (c *Cluster) Down() {
 	if c.CP != nil {
 		c.CP.Stop()
 		_ = os.RemoveAll(filepath.Join(c.CP.Dir, "etcd"))
-	}
-	if c.opLog != nil {
-		c.opLog.Close()
 	}
 	if c.stopServer != nil {
 		c.stopServer()

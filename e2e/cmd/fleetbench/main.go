@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/e2e/fleetsim"
+	"github.com/slipway-dev/slipway/internal/testsupport/operatorproc"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
@@ -118,13 +119,13 @@ func run() int {
 	defer stop()
 
 	say("fleetbench: building update-operator (%s)", map[bool]string{true: "working tree", false: "commit " + *rev}[*rev == ""])
-	bin, commit, err := fleetsim.BuildOperator(ctx, *rev, filepath.Join(scratch, "bin"))
+	op, err := operatorproc.Build(ctx, filepath.Join(scratch, "bin"), *rev)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fleetbench:", err)
 		return 2
 	}
-	rep := &Report{Started: start.UTC(), Machine: machine(), OperatorCommit: commit, Args: os.Args[1:]}
-	say("fleetbench: operator %s; sizes %v, need %d, k %d, reboot %s; scratch %s", commit, ns, *need, *k, *reboot, scratch)
+	rep := &Report{Started: start.UTC(), Machine: machine(), OperatorCommit: op.Commit, Args: os.Args[1:]}
+	say("fleetbench: operator %s; sizes %v, need %d, k %d, reboot %s; scratch %s", op.Commit, ns, *need, *k, *reboot, scratch)
 
 	failed := false
 	for _, n := range ns {
@@ -135,7 +136,7 @@ func run() int {
 			say("fleetbench: %d nodes: each latency run signals %d nodes (the rest of the fleet)", n, ln)
 		}
 		cfg := fleetsim.Config{Nodes: n, Need: *need, K: *k, Reboot: *reboot, LatencyNeed: ln, LatencyK: max(*latK, 1), LatencySpread: *latSpread,
-			Idle: *idle, CPUProfile: *cpu, HeapProfile: true, OperatorBin: bin, OperatorArgs: strings.Fields(*opArgs),
+			Idle: *idle, CPUProfile: *cpu, HeapProfile: true, OperatorBin: op.Path, OperatorArgs: strings.Fields(*opArgs),
 			Dir: filepath.Join(scratch, strconv.Itoa(n)), ProfileDir: *out, Say: say}
 		if *verbose {
 			cfg.Logf = say
