@@ -527,22 +527,7 @@ func (b *bench) rolling(ctx context.Context) error {
 	}
 	simBefore := simRequests(b.sim.Counter)
 
-	var profWG sync.WaitGroup
-	if b.cfg.CPUProfile > 0 {
-		file := filepath.Join(b.cfg.ProfileDir, fmt.Sprintf("cpu-%d.pb.gz", b.cfg.Nodes))
-		profWG.Add(1)
-		go func() {
-			defer profWG.Done()
-			secs := int(b.cfg.CPUProfile / time.Second)
-			if err := op.fetch(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(secs, 1)), file); err != nil {
-				b.problem("CPU profile: %v", err)
-				return
-			}
-			b.mu.Lock()
-			b.res.Profiles = append(b.res.Profiles, file)
-			b.mu.Unlock()
-		}()
-	}
+	profWG := b.cpuProfile(ctx, op, fmt.Sprintf("cpu-%d.pb.gz", b.cfg.Nodes), b.cfg.CPUProfile)
 	cpu0 := processCPU()
 	start, err := b.roll(ctx, fmt.Sprintf("rolling reboot of %d nodes, --max-unavailable=%d", len(names), b.cfg.K), names, op, 0, nil)
 	if err != nil {
@@ -667,6 +652,28 @@ func describe(r Requests) string {
 
 // latencyRolling measures signal→reboot-ok for LatencyNeed nodes asking one by one over
 // LatencySpread while LatencyNeed background nodes are in their cycle (granted, rebooting).
+// cpuProfile fetches a CPU profile of the operator lasting d (none when d is 0) into file in the
+// profile directory; wait on the result for it to land.
+func (b *bench) cpuProfile(ctx context.Context, op *operatorProc, file string, d time.Duration) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	if d <= 0 {
+		return &wg
+	}
+	file = filepath.Join(b.cfg.ProfileDir, file)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := op.fetch(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(int(d/time.Second), 1)), file); err != nil {
+			b.problem("CPU profile: %v", err)
+			return
+		}
+		b.mu.Lock()
+		b.res.Profiles = append(b.res.Profiles, file)
+		b.mu.Unlock()
+	}()
+	return &wg
+}
+
 func (b *bench) latencyRolling(ctx context.Context) (*LatencyRun, error) {
 	return b.latency(ctx, "latency-rolling", b.spreadNames, b.cfg.LatencySpread, b.bgNames)
 }
@@ -690,7 +697,10 @@ func (b *bench) latency(ctx context.Context, name string, names []string, spread
 	if spread > 0 {
 		what = fmt.Sprintf("%s: %d nodes rolling, then %d more signalled one by one over %s, --max-unavailable=%d", name, len(background), len(names), spread, k)
 	}
+	// The run lasts a few seconds (about -reboot plus the drains): profiled for -reboot plus 2 s.
+	prof := b.cpuProfile(ctx, op, fmt.Sprintf("cpu-%d-%s.pb.gz", b.cfg.Nodes, name), min(b.cfg.CPUProfile, b.cfg.Reboot+2*time.Second))
 	start, err := b.roll(ctx, what, names, op, spread, background)
+	prof.Wait()
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,7 @@ func run() int {
 	latK := flag.Int("latency-k", 100, "the operator's --max-unavailable in the latency run (the latency-rolling run adds -latency-need for its background)")
 	latSpread := flag.Duration("latency-spread", 3*time.Second, "the latency-rolling run: -latency-need nodes rolling, then -latency-need more signalled one by one over this long, less than -reboot (0: skip it)")
 	idle := flag.Duration("idle", time.Minute, "idle window after the rolling run in which writes are counted (0: skip)")
-	cpu := flag.Duration("cpu-profile", 25*time.Second, "CPU profile of the operator from the start of the rolling run (at most 25s; 0: none)")
+	cpu := flag.Duration("cpu-profile", 25*time.Second, "CPU profile of the operator from the start of the rolling run (at most 25s; 0: none); each latency run is profiled too, for -reboot plus 2s")
 	out := flag.String("out", "", "directory for fleet.json and the profiles (default <repo>/bench-results)")
 	opArgs := flag.String("operator-args", "", "extra update-operator flags, space-separated (a flag given again wins), e.g. \"--kube-api-qps=1000 --kube-api-burst=2000\"")
 	rev := flag.String("operator-rev", "", "build the operator from this commit (git archive) instead of the working tree, e.g. HEAD")
