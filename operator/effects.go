@@ -21,6 +21,8 @@ type step struct {
 	row   protocol.Row
 	now   time.Time
 	hooks protocol.Hooks
+	// groupLabel is --group-label: an admission pins the node's budget group.
+	groupLabel string
 }
 
 // admission: the step starts the node's cycle.
@@ -69,7 +71,7 @@ type effect struct {
 var effects = []effect{
 	{
 		Do:     protocol.MarkBeforeReboot,
-		Writes: "label before-reboot=true; clear the before-reboot hook annotations, blocked-by; cycle-started=now",
+		Writes: "label before-reboot=true; clear the before-reboot hook annotations, blocked-by; cycle-started=now; admitted-group (and admitted-control-plane) pin the pools it counts against until the cycle ends",
 		patch:  func(s step) *nodes.Patch { return markBeforeReboot(s) },
 		Event:  "BeforeRebootHooks",
 		message: func(s step) string {
@@ -79,7 +81,7 @@ var effects = []effect{
 	},
 	{
 		Do:     protocol.StartDrain,
-		Writes: "cordon (cordoned=true, unless already unschedulable); drain-started=now; clear drain-error, blocked-by, label before-reboot and its hook annotations; cycle-started=now when admitted straight into the drain",
+		Writes: "cordon (cordoned=true, unless already unschedulable); drain-started=now; clear drain-error, blocked-by, label before-reboot and its hook annotations; cycle-started=now, admitted-group and admitted-control-plane when admitted straight into the drain",
 		patch:  startDrain,
 		Event:  "Draining",
 		message: func(s step) string {
@@ -153,7 +155,7 @@ var effects = []effect{
 }
 
 // endCycleWrites is what ending a cycle writes (Finish and Abort).
-const endCycleWrites = "reboot-ok=false (if present); drop labels before-reboot, after-reboot and every hook annotation; uncordon if Slipway (or a replaced FLUO agent: agent-made-unschedulable=false) cordoned; drop cordoned, drain-started, drain-error, reboot-boot-id, reboot-ok-time, cycle-started, stalled, blocked-by"
+const endCycleWrites = "reboot-ok=false (if present); drop labels before-reboot, after-reboot and every hook annotation; uncordon if Slipway (or a replaced FLUO agent: agent-made-unschedulable=false) cordoned; drop cordoned, drain-started, drain-error, reboot-boot-id, reboot-ok-time, cycle-started, admitted-group, admitted-control-plane, stalled, blocked-by"
 
 // effectOf is the table's row for a.
 func effectOf(a protocol.Action) effect {
@@ -227,7 +229,22 @@ func markBeforeReboot(s step) *nodes.Patch {
 	p.SetLabel(s.n, protocol.BeforeReboot, protocol.True)
 	p.SetAnnotation(s.n, protocol.CycleStarted, s.now.UTC().Format(time.RFC3339))
 	p.DeleteAnnotation(s.n, protocol.BlockedBy)
+	pinPools(p, s)
 	return p
+}
+
+// pinPools records the pools an admission takes the node into: until its cycle ends it counts
+// against them whatever its labels or FleetLock group say meanwhile (admission.Of).
+func pinPools(p *nodes.Patch, s step) {
+	if !s.admission() {
+		return
+	}
+	p.SetAnnotation(s.n, protocol.AdmittedGroup, protocol.BudgetGroup(s.n, s.groupLabel))
+	if protocol.IsControlPlane(s.n) {
+		p.SetAnnotation(s.n, protocol.AdmittedControlPlane, protocol.True)
+	} else {
+		p.DeleteAnnotation(s.n, protocol.AdmittedControlPlane)
+	}
 }
 
 func startDrain(s step) *nodes.Patch {
@@ -236,6 +253,7 @@ func startDrain(s step) *nodes.Patch {
 	if s.f.Needed && !s.f.BeforeLabel {
 		p.SetAnnotation(n, protocol.CycleStarted, now) // admitted straight into the drain
 	}
+	pinPools(p, s)
 	p.DeleteAnnotation(n, protocol.BlockedBy)
 	if !n.Spec.Unschedulable {
 		p.SetUnschedulable(n, true)
@@ -284,7 +302,7 @@ func endCycle(s step) *nodes.Patch {
 	if s.f.FLUOCordoned {
 		p.SetAnnotation(n, protocol.AgentMadeUnschedulable, protocol.False)
 	}
-	for _, k := range []string{protocol.Cordoned, protocol.DrainStarted, protocol.DrainError, protocol.RebootBootID, protocol.RebootOKTime, protocol.CycleStarted, protocol.Stalled, protocol.BlockedBy} {
+	for _, k := range []string{protocol.Cordoned, protocol.DrainStarted, protocol.DrainError, protocol.RebootBootID, protocol.RebootOKTime, protocol.CycleStarted, protocol.AdmittedGroup, protocol.AdmittedControlPlane, protocol.Stalled, protocol.BlockedBy} {
 		p.DeleteAnnotation(n, k)
 	}
 	return p

@@ -54,7 +54,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		d, err := c.drain(ctx, n, log)
 		return minRetry(d, retry), err
 	}
-	return 0, c.act(ctx, step{n: n, f: f, from: state, row: row, now: c.cfg.Now(), hooks: c.cfg.Hooks}, log)
+	return 0, c.act(ctx, step{n: n, f: f, from: state, row: row, now: c.cfg.Now(), hooks: c.cfg.Hooks, groupLabel: c.cfg.GroupLabel}, log)
 }
 
 // observe reads the node's facts and reports malformed values once per change of them.

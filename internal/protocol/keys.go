@@ -81,6 +81,12 @@ const (
 	// fresh read of the leader Lease; these say which leadership term made it.
 	AdmittedBy   = SlipwayPrefix + "admitted-by"
 	CycleStarted = SlipwayPrefix + "cycle-started"
+	// AdmittedGroup — operator: the budget group the node was admitted in, and AdmittedControlPlane
+	// "true" when it was admitted as a control-plane node. Until its cycle ends the node counts against
+	// these pools whatever its labels or FleetLock group say meanwhile (and against its current ones
+	// too): relabelling or asking in another group mid-cycle frees no slot.
+	AdmittedGroup        = SlipwayPrefix + "admitted-group"
+	AdmittedControlPlane = SlipwayPrefix + "admitted-control-plane"
 	// Stalled — operator: why the node has been in one stage of its cycle longer than --reboot-timeout
 	// (a StallReason); removed when the node moves on. A Warning Event and the metric
 	// slipway_operator_stalled_nodes{reason} say the same.
@@ -143,6 +149,8 @@ var Owners = map[string]Writer{
 	LastRebootTime:         WriterOperator,
 	AdmittedBy:             WriterOperator,
 	CycleStarted:           WriterOperator,
+	AdmittedGroup:          WriterOperator,
+	AdmittedControlPlane:   WriterOperator,
 	Stalled:                WriterOperator,
 	BlockedBy:              WriterOperator,
 	FleetLockGroup:         WriterFleetLock,

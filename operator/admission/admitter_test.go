@@ -31,6 +31,11 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 		}}}}, x)
 		truth := map[string]Node{}
 		pending := map[string]func() bool{} // admitted, write not yet landed
+		// admittedIn: the group each node was admitted in, as the test saw it, while its cycle lasts.
+		// The group budget is judged by it (independently of PoolKeys): a node that hops to another
+		// group mid-cycle still occupies the one it started in.
+		admittedIn := map[string]string{}
+		hops := 0
 		sw := fleetswitch.Switch{}
 		now := t0
 		admitted := 0
@@ -39,6 +44,9 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 				truth[name] = e
 			} else {
 				delete(truth, name)
+			}
+			if !present || !e.State.InCycle() {
+				delete(admittedIn, name)
 			}
 			x.Update(name, now, func() (Node, bool) { return e, present })
 		}
@@ -62,6 +70,15 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 				set(name, e, rng.Intn(10) != 0)
 			case r < 5:
 				held[name] = rng.Intn(4) == 0
+				// A node admitted by the chain and in its cycle is relabelled or asks in another group
+				// (FleetLock): its entry carries the pin the operator wrote, as Of reads it.
+				if g, ok := admittedIn[name]; ok && pending[name] == nil {
+					e := truth[name]
+					e.Group = []string{"", "a", "b"}[rng.Intn(3)]
+					e.AdmittedGroup, e.HasAdmittedGroup = g, g != e.Group
+					set(name, e, true)
+					hops++
+				}
 			case r < 6:
 				sw = fleetswitch.Switch{}
 				if rng.Intn(3) == 0 {
@@ -69,9 +86,13 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 				}
 			case r < 8: // a pending admission's write lands (or fails) and its hold ends
 				for n, release := range pending {
-					if e, ok := truth[n]; ok && rng.Intn(2) == 0 {
+					// The write is conditional on the Node as admission saw it: a node relabelled
+					// meanwhile is not admitted (the PATCH conflicts).
+					if e, ok := truth[n]; ok && rng.Intn(2) == 0 && e.Group == admittedIn[n] {
 						e.State, e.Counts = protocol.BeforeHooks, true
 						set(n, e, true)
+					} else {
+						delete(admittedIn, n)
 					}
 					release()
 					delete(pending, n)
@@ -102,6 +123,16 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 				if h, _ := sw.Holds(e.Group); h {
 					t.Fatalf("%s step %d: %s admitted while its group is paused", order, step, name)
 				}
+				inGroup := 0 // in the admitted node's group: by label now, or by where it was admitted
+				for n, o := range truth {
+					counts := o.Counts || pending[n] != nil
+					if g, ok := admittedIn[n]; n != name && counts && (o.Group == e.Group || ok && g == e.Group) {
+						inGroup++
+					}
+				}
+				if inGroup+1 > l.PerGroup.Limit(0) {
+					t.Fatalf("%s step %d: %s admitted into group %q while %d node(s) occupy it (admitted there or labelled so)", order, step, name, e.Group, inGroup)
+				}
 				if !e.Counts {
 					in := map[string]bool{}
 					for _, k := range e.PoolKeys() {
@@ -114,10 +145,11 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 					}
 				}
 				pending[name] = d.Release
+				admittedIn[name] = e.Group
 				admitted++
 			}
 		}
-		t.Logf("%s: %d admissions", order, admitted)
+		t.Logf("%s: %d admissions, %d group hops mid-cycle", order, admitted, hops)
 		if admitted < 50 {
 			t.Errorf("%s: only %d admissions in 20,000 steps: the property was hardly tried", order, admitted)
 		}

@@ -75,8 +75,10 @@ func WindowGate(s Schedule) Gate {
 // PauseGate holds a node while the switch pauses the fleet or its group.
 func PauseGate() Gate {
 	return Gate{"pause", func(_ context.Context, in Input) Verdict {
-		if held, why := in.Fleet.Switch.Holds(in.Node.Group); held {
-			return Held(KindPaused, why, 0)
+		for _, g := range in.Node.Groups() {
+			if held, why := in.Fleet.Switch.Holds(g); held {
+				return Held(KindPaused, why, 0)
+			}
 		}
 		return Pass
 	}}

@@ -15,8 +15,12 @@ import (
 var states = []protocol.State{protocol.Idle, protocol.NeedsReboot, protocol.BeforeHooks, protocol.Draining, protocol.Rebooting, protocol.Rebooted, protocol.AfterHooks}
 
 func randomNode(rng *rand.Rand) Node {
-	return Node{Group: []string{"", "a", "b"}[rng.Intn(3)], ControlPlane: rng.Intn(4) == 0, Counts: rng.Intn(2) == 0,
+	e := Node{Group: []string{"", "a", "b"}[rng.Intn(3)], ControlPlane: rng.Intn(4) == 0, Counts: rng.Intn(2) == 0,
 		State: states[rng.Intn(len(states))], Paused: rng.Intn(5) == 0}
+	if g := []string{"", "a", "b", "c"}[rng.Intn(4)]; e.State.InCycle() && g != e.Group && rng.Intn(3) == 0 {
+		e.AdmittedGroup, e.HasAdmittedGroup = g, true // relabelled mid-cycle
+	}
+	return e
 }
 
 // The incremental counts equal Pools over every entry (the one definition) after every change, in any

@@ -10,7 +10,13 @@ import (
 
 // Node is what admission reads of one node, derived once per change of it (Of).
 type Node struct {
-	Group        string // budget group (protocol.BudgetGroup)
+	Group string // budget group (protocol.BudgetGroup)
+	// AdmittedGroup is the group a node in its cycle was admitted in, when that differs from Group
+	// (HasAdmittedGroup): it counts against both until the cycle ends, so that relabelling it or
+	// asking in another group mid-cycle frees no slot in the group it started in.
+	AdmittedGroup    string
+	HasAdmittedGroup bool
+	// ControlPlane: labelled so now, or admitted as one in the cycle it is in.
 	ControlPlane bool
 	Counts       bool // against the budget (Counts)
 	State        protocol.State
@@ -20,8 +26,28 @@ type Node struct {
 // Of derives a node's entry: groupLabel is --group-label, policy --stall-policy.
 func Of(n *corev1.Node, groupLabel string, policy stall.Policy) Node {
 	f := protocol.Observe(n, protocol.Hooks{}) // hooks change what happens next, not the state
-	return Node{Group: protocol.BudgetGroup(n, groupLabel), ControlPlane: protocol.IsControlPlane(n),
+	e := Node{Group: protocol.BudgetGroup(n, groupLabel), ControlPlane: protocol.IsControlPlane(n),
 		Counts: Counts(f, policy), State: protocol.Classify(f), Paused: f.Paused}
+	if e.State.InCycle() {
+		// The pools it was admitted in hold it until its cycle ends (the operator's own keys: the
+		// agent's policy lets no agent write them). A pin left on a node out of its cycle means nothing.
+		if g, ok := n.Annotations[protocol.AdmittedGroup]; ok && g != e.Group {
+			e.AdmittedGroup, e.HasAdmittedGroup = g, true
+		}
+		if n.Annotations[protocol.AdmittedControlPlane] == protocol.True {
+			e.ControlPlane = true
+		}
+	}
+	return e
+}
+
+// Groups are the budget groups that hold the node: its group and, mid-cycle, the one it was
+// admitted in if that differs. A pause of either holds it.
+func (e Node) Groups() []string {
+	if e.HasAdmittedGroup {
+		return []string{e.Group, e.AdmittedGroup}
+	}
+	return []string{e.Group}
 }
 
 // Counts is the one place that decides whether a node counts against the budget: it is in a cycle,
@@ -52,10 +78,15 @@ const (
 // GroupPool is the key of group g's pool.
 func GroupPool(g string) string { return groupPoolPrefix + g }
 
-// PoolKeys are the pools a node is in: the fleet's, its group's, and the control plane's if it is one.
+// PoolKeys are the pools a node is in: the fleet's, its group's (and, mid-cycle, the group it was
+// admitted in), and the control plane's if it is one.
 func (e Node) PoolKeys() []string {
-	if e.ControlPlane {
-		return []string{FleetPool, GroupPool(e.Group), ControlPlanePool}
+	keys := []string{FleetPool, GroupPool(e.Group)}
+	if e.HasAdmittedGroup {
+		keys = append(keys, GroupPool(e.AdmittedGroup))
 	}
-	return []string{FleetPool, GroupPool(e.Group)}
+	if e.ControlPlane {
+		keys = append(keys, ControlPlanePool)
+	}
+	return keys
 }

@@ -1,0 +1,92 @@
+package admission
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/stall"
+)
+
+// Of reads the pools an admission pinned while the node is in its cycle, and ignores a pin left on a
+// node out of it: a relabel or a FleetLock group hop mid-cycle keeps the node in the pools it started
+// in, as well as the ones it is in now.
+func TestOfPinsTheAdmissionPools(t *testing.T) {
+	const zone = "example.com/zone"
+	node := func(labels, ann map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: labels, Annotations: ann},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	}
+	draining := map[string]string{protocol.RebootNeeded: "true", protocol.DrainStarted: "2026-11-24T00:00:00Z"}
+	with := func(m map[string]string, kv ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range m {
+			out[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name     string
+		n        *corev1.Node
+		groups   []string
+		keys     []string
+		cp       bool
+		inCycle  bool
+		countsOK bool
+	}{
+		{"in cycle, same group: one group", node(map[string]string{zone: "a"}, with(draining, protocol.AdmittedGroup, "a")),
+			[]string{"a"}, []string{FleetPool, "group/a"}, false, true, true},
+		{"relabelled mid-cycle: both groups", node(map[string]string{zone: "b"}, with(draining, protocol.AdmittedGroup, "a")),
+			[]string{"b", "a"}, []string{FleetPool, "group/b", "group/a"}, false, true, true},
+		{"FleetLock group hop mid-cycle (no label): both groups", node(nil, with(draining, protocol.AdmittedGroup, "a", protocol.FleetLockGroup, "b")),
+			[]string{"b", "a"}, []string{FleetPool, "group/b", "group/a"}, false, true, true},
+		{"admitted in the default group, labelled since", node(map[string]string{zone: "b"}, with(draining, protocol.AdmittedGroup, "")),
+			[]string{"b", ""}, []string{FleetPool, "group/b", "group/"}, false, true, true},
+		{"control-plane label removed mid-cycle: still control plane", node(nil, with(draining, protocol.AdmittedGroup, "", protocol.AdmittedControlPlane, "true")),
+			[]string{""}, []string{FleetPool, "group/", ControlPlanePool}, true, true, true},
+		{"no pin (admitted before pins existed): current group", node(map[string]string{zone: "b"}, draining),
+			[]string{"b"}, []string{FleetPool, "group/b"}, false, true, true},
+		{"pin left after the cycle: ignored", node(map[string]string{zone: "b"}, map[string]string{protocol.AdmittedGroup: "a", protocol.AdmittedControlPlane: "true"}),
+			[]string{"b"}, []string{FleetPool, "group/b"}, false, false, false},
+		{"pin on a waiting node: ignored", node(map[string]string{zone: "b"}, map[string]string{protocol.RebootNeeded: "true", protocol.AdmittedGroup: "a"}),
+			[]string{"b"}, []string{FleetPool, "group/b"}, false, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := Of(c.n, zone, stall.Hold)
+			if got := e.Groups(); !reflect.DeepEqual(got, c.groups) {
+				t.Errorf("Groups() = %q, want %q", got, c.groups)
+			}
+			if got := e.PoolKeys(); !reflect.DeepEqual(got, c.keys) {
+				t.Errorf("PoolKeys() = %q, want %q", got, c.keys)
+			}
+			if e.ControlPlane != c.cp || e.State.InCycle() != c.inCycle || e.Counts != c.countsOK {
+				t.Errorf("ControlPlane %v, in cycle %v, counts %v; want %v, %v, %v", e.ControlPlane, e.State.InCycle(), e.Counts, c.cp, c.inCycle, c.countsOK)
+			}
+		})
+	}
+}
+
+// A node relabelled mid-cycle keeps the group it was admitted in occupied: with one per group, the
+// next node of that group waits (budget), and a pause of either group holds a node that carries both.
+func TestAGroupHopFreesNoSlot(t *testing.T) {
+	one := max(t, "1")
+	x := NewIndex()
+	a := NewAdmitter(Config{Limits: Limits{Fleet: max(t, "10"), PerGroup: &one, ControlPlane: max(t, "1")}}, x)
+	hopper := Node{Group: "b", AdmittedGroup: "a", HasAdmittedGroup: true, State: protocol.Draining, Counts: true}
+	x.Update("hopper", t0, func() (Node, bool) { return hopper, true })
+	x.Update("next", t0, func() (Node, bool) { return Node{Group: "a", State: protocol.NeedsReboot}, true })
+	d := a.Decide(t.Context(), "next", obj("next"), fleetswitch.Switch{}, t0, func(n string) (*corev1.Node, bool) { return obj(n), true })
+	if d.Admitted() || d.Kind != KindBudget {
+		t.Fatalf("next of group a: %v, want held by the budget of group a", d.Verdict)
+	}
+	if got := PauseGate().Check(t.Context(), Input{Name: "hopper", Node: hopper, Fleet: &Fleet{Switch: fleetswitch.Switch{Groups: map[string]string{"a": "maintenance"}}}}); got.Kind != KindPaused {
+		t.Errorf("pause of group a, node admitted in a now in b: %v, want paused", got)
+	}
+}
