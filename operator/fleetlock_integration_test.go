@@ -84,7 +84,13 @@ func fleetlockCaughtUp(t *testing.T, base string) {
 // zincati posts what Zincati posts and returns the status and error kind.
 func zincati(t *testing.T, base, op, id string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+"/v1/"+op, strings.NewReader(fmt.Sprintf(`{"client_params":{"id":%q,"group":"default"}}`, id)))
+	return zincatiIn(t, base, op, id, "default")
+}
+
+// zincatiIn is zincati with Zincati's group set to group.
+func zincatiIn(t *testing.T, base, op, id, group string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/"+op, strings.NewReader(fmt.Sprintf(`{"client_params":{"id":%q,"group":%q}}`, id, group)))
 	req.Header.Set("fleet-lock-protocol", "true")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -341,5 +347,46 @@ func TestFleetLockSaysPaused(t *testing.T) {
 	n := getNode(t, "fcos-paused")
 	if n.Annotations[protocol.RebootNeeded] != protocol.True || n.Annotations[protocol.FleetLockGroup] != "default" {
 		t.Errorf("the ask must still be recorded, with its group: %v", n.Annotations)
+	}
+}
+
+// A node that asked in one group cannot ask in another while it waits or is in its cycle (that would
+// escape the first group's pause, and its budget but for the operator's pin): refused, nothing
+// written. After steady state it may ask in the new group.
+func TestFleetLockGroupHopRefused(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	const machineID, id = "3d1219c7c4c5404aaa1f6d2a48adfda4", "975228d46dc94622b9bbe16671e2b58d"
+	if _, err := testenv.CreateNode(ctx, client, "hop-0", "boot-a", enrolled); err != nil {
+		t.Fatal(err)
+	}
+	setMachineID(t, "hop-0", machineID)
+	base := startFleetLock(t)
+	fleetlockCaughtUp(t, base)
+	if code, kind := zincatiIn(t, base, "pre-reboot", id, "a"); code != 409 || kind != fleetlock.KindWaiting {
+		t.Fatalf("first ask in group a: %d %s", code, kind)
+	}
+	n := getNode(t, "hop-0")
+	if n.Annotations[protocol.FleetLockGroup] != "a" || n.Annotations[protocol.RebootNeeded] != protocol.True {
+		t.Fatalf("the ask was not recorded: %v", n.Annotations)
+	}
+	fleetlockCaughtUp(t, base)
+	if code, kind := zincatiIn(t, base, "pre-reboot", id, "b"); code != 409 || kind != fleetlock.KindGroupChanged {
+		t.Errorf("ask in group b while waiting in a: %d %s, want 409 %s", code, kind, fleetlock.KindGroupChanged)
+	}
+	if after := getNode(t, "hop-0"); after.ResourceVersion != n.ResourceVersion {
+		t.Errorf("the refused ask wrote to the node: %v", after.Annotations)
+	}
+	// Steady state withdraws the ask; then the new group is taken.
+	if code, kind := zincatiIn(t, base, "steady-state", id, "b"); code != 200 {
+		t.Fatalf("steady-state: %d %s", code, kind)
+	}
+	fleetlockCaughtUp(t, base)
+	if code, kind := zincatiIn(t, base, "pre-reboot", id, "b"); code != 409 || kind != fleetlock.KindWaiting {
+		t.Fatalf("ask in group b after steady state: %d %s", code, kind)
+	}
+	if g := getNode(t, "hop-0").Annotations[protocol.FleetLockGroup]; g != "b" {
+		t.Errorf("fleetlock-group = %q after a fresh ask in b", g)
 	}
 }

@@ -567,3 +567,50 @@ func TestNotificationsOfACycle(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// A node relabelled into another group mid-cycle keeps the group it was admitted in occupied: with one
+// per group, the next node of that group waits for the first to finish, not for the relabel.
+func TestGroupHopMidCycleFreesNoSlot(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	const hold = "example.com/hop-hold"
+	for _, name := range []string{"hop-a1", "hop-a2"} {
+		if _, err := testenv.CreateNode(ctx, client, name, "boot-"+name, map[string]string{zoneLabel: "a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startOperator(t, opOptions{max: "3", before: []string{hold}, tweak: func(c *operator.Config) {
+		c.GroupLabel = zoneLabel
+		c.MaxUnavailablePerGroup = perGroup(t, "1")
+	}})
+	annotate(t, "hop-a1", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	n := waitNode(t, "hop-a1", 30*time.Second, "admitted (before-reboot)", func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
+	if g, ok := n.Annotations[protocol.AdmittedGroup]; !ok || g != "a" {
+		t.Errorf("admitted-group = %q (present %v), want a", g, ok)
+	}
+	label(t, "hop-a1", map[string]string{zoneLabel: "b"})
+	settled(t, "hop-a1") // the operator has seen the relabel
+	annotate(t, "hop-a2", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	n = blockedBy(t, "hop-a2", "budget")
+	if why := n.Annotations[protocol.BlockedBy]; !strings.Contains(why, "group/a") {
+		t.Errorf("hop-a2 blocked-by = %q, want group a's budget named", why)
+	}
+	if inCycle(n) {
+		t.Fatal("hop-a2 started while hop-a1, admitted in group a, is mid-cycle")
+	}
+	// hop-a1's cycle goes on and ends; then hop-a2 may start.
+	annotate(t, "hop-a1", map[string]*string{hold: ptr(protocol.True)})
+	waitNode(t, "hop-a1", 30*time.Second, "hop-a1 granted", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })
+	if _, err := testenv.SetNodeStatus(ctx, client, "hop-a1", "boot-hop-a1-2", true); err != nil {
+		t.Fatal(err)
+	}
+	annotate(t, "hop-a1", map[string]*string{protocol.RebootNeeded: ptr(protocol.False), protocol.RebootInProgress: ptr(protocol.False)})
+	n = waitNode(t, "hop-a1", 30*time.Second, "hop-a1 finished", finished)
+	for _, k := range []string{protocol.AdmittedGroup, protocol.AdmittedControlPlane} {
+		if _, ok := n.Annotations[k]; ok {
+			t.Errorf("%s left after the cycle: %v", k, n.Annotations)
+		}
+	}
+	waitNode(t, "hop-a2", 30*time.Second, "hop-a2 admitted after hop-a1 finished", func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
+}

@@ -68,6 +68,12 @@ func (n *Nodes) PreReboot(ctx context.Context, id, group string) (bool, error) {
 		return false, err
 	}
 	f := protocol.Observe(node, protocol.Hooks{})
+	if was, ok := node.Annotations[protocol.FleetLockGroup]; ok && was != group && protocol.Classify(f) != protocol.Idle {
+		// Asking in another group while waiting or mid-cycle would escape the first group's pause
+		// (and, but for the operator's pin, its budget): the group stays until the cycle ends.
+		return false, &Error{Status: http.StatusConflict, Kind: KindGroupChanged,
+			Value: fmt.Sprintf("node %s asked in group %q and is waiting or in its cycle; it may ask in group %q after reporting steady state", node.Name, was, group)}
+	}
 	row := protocol.NodeDecide(protocol.NodeFacts{
 		Needed: true, // Zincati asking is the need
 		OK:     f.OK,

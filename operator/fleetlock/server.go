@@ -32,22 +32,27 @@ func (e *Error) Error() string { return e.Kind + ": " + e.Value }
 
 // The kinds this server replies with.
 const (
-	KindBadRequest  = "bad_request"    // not a FleetLock request
-	KindUnknownNode = "unknown_node"   // no Node has a machine ID giving this id
-	KindAgentNode   = "agent_node"     // the Node runs Slipway's agent: it must not also use FleetLock
-	KindNotEnrolled = "not_enrolled"   // the Node lacks the update.slipway.dev/fleetlock=true label
-	KindWaiting     = "reboot_pending" // asked; the operator has not granted it yet (budget, window, hooks, drain)
-	KindInternal    = "internal_error" // the API server failed us; retry
-	KindOK          = "ok"             // the body of a 200
-	KindPaused      = "fleet_paused"   // asked; the fleet (or the node's group) is paused (ConfigMap slipway-fleet)
+	KindBadRequest   = "bad_request"    // not a FleetLock request
+	KindUnknownNode  = "unknown_node"   // no Node has a machine ID giving this id
+	KindAgentNode    = "agent_node"     // the Node runs Slipway's agent: it must not also use FleetLock
+	KindNotEnrolled  = "not_enrolled"   // the Node lacks the update.slipway.dev/fleetlock=true label
+	KindWaiting      = "reboot_pending" // asked; the operator has not granted it yet (budget, window, hooks, drain)
+	KindInternal     = "internal_error" // the API server failed us; retry
+	KindOK           = "ok"             // the body of a 200
+	KindPaused       = "fleet_paused"   // asked; the fleet (or the node's group) is paused (ConfigMap slipway-fleet)
+	KindGroupChanged = "group_changed"  // asked in another group than the one the node's pending ask or cycle is in
 )
 
 var (
 	idPattern = regexp.MustCompile(`^[0-9a-fA-F-]{32,36}$`)
-	// groupPattern is the protocol's own definition of a group, exactly: no length limit (the body's
-	// 64 KiB bounds it), dots and dashes anywhere, no underscore.
+	// groupPattern is the protocol's own definition of a group, exactly: dots and dashes anywhere, no
+	// underscore. The protocol sets no length; Slipway keeps a group to a label value's 63 characters
+	// (MaxGroup), since every group is a key in the operator's counts and a name in its metrics.
 	groupPattern = regexp.MustCompile(`^[a-zA-Z0-9.-]+$`)
 )
+
+// MaxGroup is the longest group this server accepts (a Kubernetes label value's limit).
+const MaxGroup = 63
 
 type request struct {
 	ClientParams struct {
@@ -131,6 +136,9 @@ func parse(r *http.Request) (id, group string, err error) {
 	id, group = req.ClientParams.ID, req.ClientParams.Group
 	if !idPattern.MatchString(id) {
 		return "", "", bad("client_params.id %q is not a 128-bit hex node id", id)
+	}
+	if len(group) > MaxGroup {
+		return "", "", bad("client_params.group is %d characters long; Slipway accepts groups of at most %d (a label value)", len(group), MaxGroup)
 	}
 	if !groupPattern.MatchString(group) {
 		return "", "", bad("client_params.group %q does not match the protocol's ^[a-zA-Z0-9.-]+$", group)

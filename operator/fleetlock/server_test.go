@@ -91,19 +91,20 @@ func TestHandler(t *testing.T) {
 	}
 }
 
-// The group is exactly the protocol's ^[a-zA-Z0-9.-]+$: what it allows is accepted, whatever its
-// length or first character; what it does not (underscore, empty, other characters) is refused.
+// The group is the protocol's ^[a-zA-Z0-9.-]+$: what it allows is accepted, whatever its first
+// character, up to a label value's 63 characters; what it does not (underscore, empty, other
+// characters) is refused, and so is a longer group (every group is a key in the operator's counts).
 func TestGroupIsTheSpecsRegexp(t *testing.T) {
 	body := func(group string) string {
 		return `{"client_params":{"id":"975228d46dc94622b9bbe16671e2b58d","group":` + strconv.Quote(group) + `}}`
 	}
-	for _, g := range []string{"default", "workers", ".hidden", "-dash", "a.b-c", "...", "---", strings.Repeat("a", 64), strings.Repeat("Z9.-", 100), "0"} {
+	for _, g := range []string{"default", "workers", ".hidden", "-dash", "a.b-c", "...", "---", strings.Repeat("a", 63), strings.Repeat("Z9.-", 15), "0"} {
 		b := fakeBackend{granted: true}
 		if status, reply := do(t, Handler(&b, klog.Background()), "POST", "/v1/pre-reboot", body(g), true); status != 200 {
 			t.Errorf("group %q (spec-valid) refused: %d %v", g, status, reply)
 		}
 	}
-	for _, g := range []string{"", "a_b", "_", "a b", "a/b", "gr\u00fcn", "a\nb", "*"} {
+	for _, g := range []string{"", "a_b", "_", "a b", "a/b", "gr\u00fcn", "a\nb", "*", strings.Repeat("a", 64), strings.Repeat("Z9.-", 100)} {
 		b := fakeBackend{granted: true}
 		if status, _ := do(t, Handler(&b, klog.Background()), "POST", "/v1/pre-reboot", body(g), true); status != 400 || len(b.calls) != 0 {
 			t.Errorf("group %q (not spec-valid) got %d, backend calls %v", g, status, b.calls)

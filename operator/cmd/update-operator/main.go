@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -287,6 +288,20 @@ func (o *options) config() (operator.Config, error) {
 	for _, a := range append(append([]string{}, o.before...), o.after...) {
 		if owner, ok := protocol.Owners[a]; ok {
 			return cfg, fmt.Errorf("before-reboot-annotations/after-reboot-annotations: %q is a protocol key written by the %s; pick a name of your own", a, owner)
+		}
+	}
+	if o.groupLabel != "" {
+		if errs := validation.IsQualifiedName(o.groupLabel); len(errs) > 0 {
+			return cfg, fmt.Errorf("group-label %q is not a label key: %s", o.groupLabel, strings.Join(errs, "; "))
+		}
+		// A group the node itself may write is no budget: a node could leave its group's budget or
+		// pause by relabelling itself (the agent policy lets the agent write exactly its own keys).
+		switch owner := protocol.Owners[o.groupLabel]; owner {
+		case protocol.WriterAgent, protocol.WriterFLUO, protocol.WriterFleetLock:
+			return cfg, fmt.Errorf("group-label %q is written by the %s on each node: a node could move itself out of its group's budget; use a label only an admin sets, e.g. topology.kubernetes.io/zone or node-restriction.kubernetes.io/<name> (which kubelets cannot set)", o.groupLabel, owner)
+		case "":
+		default:
+			return cfg, fmt.Errorf("group-label %q is a protocol key written by the %s; use a label of your own", o.groupLabel, owner)
 		}
 	}
 	if o.leaderElect && !(o.retryPeriod > 0 && o.retryPeriod < o.renewDeadline && o.renewDeadline < o.leaseDuration) {

@@ -70,6 +70,10 @@ func TestFlagsRejected(t *testing.T) {
 		"qps not a number":       {[]string{"--kube-api-qps=NaN"}, "kube-api-qps"},
 		"zero burst":             {[]string{"--kube-api-burst=0"}, "kube-api-burst"},
 		"qps negative, burst ok": {[]string{"--kube-api-burst=5", "--kube-api-qps=-5"}, "kube-api-qps"},
+		"group label the agent writes (FLUO's group)": {[]string{"--group-label=flatcar-linux-update.v1.flatcar-linux.net/group"}, "group-label"},
+		"group label FleetLock writes":                {[]string{"--group-label=update.slipway.dev/fleetlock-group"}, "group-label"},
+		"group label the operator writes":             {[]string{"--group-label=update.slipway.dev/admitted-group"}, "group-label"},
+		"group label not a key":                       {[]string{"--group-label=zone a"}, "group-label"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
