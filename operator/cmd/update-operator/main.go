@@ -75,6 +75,17 @@ func (l *listFlag) Set(s string) error {
 	return nil
 }
 
+// selectorFlag takes one whole label selector per flag, commas included, as kured's
+// --blocking-pod-selector does: "a=b,c=d" is one selector (both must match); repeat the flag for
+// either of two.
+type selectorFlag []string
+
+func (l *selectorFlag) String() string { return strings.Join(*l, " | ") }
+func (l *selectorFlag) Set(s string) error {
+	*l = append(*l, strings.TrimSpace(s))
+	return nil
+}
+
 type options struct {
 	kubeconfig                                string
 	limits                                    kubeclient.Limits
@@ -89,7 +100,7 @@ type options struct {
 	groupLabel, maxPerGroup, maxControlPlane  string
 	controlPlaneOrder                         string
 	maxFailedReboots                          int
-	podsOnNode, podsInCluster                 listFlag
+	podsOnNode, podsInCluster                 selectorFlag
 	prometheusURL, alertInclude, alertExclude string
 	alertFiringOnly                           bool
 	minReady                                  string
@@ -123,8 +134,8 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.StringVar(&o.maxControlPlane, "max-unavailable-control-plane", "1", "control-plane nodes (label node-role.kubernetes.io/control-plane) that may be unavailable at once (count or %)")
 	fs.StringVar(&o.controlPlaneOrder, "control-plane-order", string(admission.OrderNone), "\"none\" (workers and control plane compete for the budget), \"workers-first\" (no control-plane node starts while a worker waits or is in its cycle) or \"control-plane-first\"")
 	fs.IntVar(&o.maxFailedReboots, "max-failed-reboots", 0, "pause the whole fleet once this many nodes of the current roll-out stalled after their reboot was granted (see --reboot-timeout); a person resumes it (kubectl slipway resume); 0 never")
-	fs.Var(&o.podsOnNode, "blocking-pod-selector", "label selector (kubectl syntax, e.g. app=backup): a node waits while an unfinished pod matching it runs on that node; repeatable (kured's flag, same meaning)")
-	fs.Var(&o.podsInCluster, "blocking-pod-selector-in-cluster", "label selector: no node starts a reboot while an unfinished matching pod exists anywhere in the cluster; repeatable")
+	fs.Var(&o.podsOnNode, "blocking-pod-selector", "label selector (kubectl syntax, e.g. app=backup or 'app=db,tier in (primary,replica)'): a node waits while an unfinished pod matching it runs on that node; one whole selector per flag, repeat the flag for several (kured's flag, same meaning)")
+	fs.Var(&o.podsInCluster, "blocking-pod-selector-in-cluster", "label selector: no node starts a reboot while an unfinished matching pod exists anywhere in the cluster; one whole selector per flag, repeat the flag for several")
 	fs.StringVar(&o.prometheusURL, "prometheus-url", "", "Prometheus (or Thanos Querier) base URL: no node starts a reboot while a matching alert fires; unreachable means wait too (fail closed); empty disables")
 	fs.StringVar(&o.alertInclude, "alert-include", "", "regexp (unanchored) on alert names: only matching alerts block; empty: all")
 	fs.StringVar(&o.alertExclude, "alert-exclude", "", "regexp (unanchored) on alert names: matching alerts never block, e.g. ^(Watchdog|InfoInhibitor)$")

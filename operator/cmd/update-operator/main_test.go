@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
 	"github.com/slipway-dev/slipway/internal/flagenv"
+	"github.com/slipway-dev/slipway/operator/blocker"
 )
 
 func TestFlagsValid(t *testing.T) {
@@ -141,5 +143,58 @@ func TestServeHTTPProfiling(t *testing.T) {
 			}
 		}
 		cancel()
+	}
+}
+
+// --blocking-pod-selector takes one whole selector per flag, as kured parses it: "a=b,c=d" is one
+// selector (AND), "tier in (db,cache)" is one selector, and repeating the flag gives OR.
+func TestBlockingPodSelectorsAsKured(t *testing.T) {
+	o, _, err := parse([]string{"--namespace=ns", "--blocking-pod-selector=a=b,c=d", "--blocking-pod-selector=tier in (db,cache)",
+		"--blocking-pod-selector-in-cluster=app=backup,!canary"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.config(); err != nil {
+		t.Fatal(err)
+	}
+	if got := []string(o.podsOnNode); len(got) != 2 || got[0] != "a=b,c=d" || got[1] != "tier in (db,cache)" {
+		t.Fatalf("on-node selectors = %q, want the two flags' values whole", got)
+	}
+	if got := []string(o.podsInCluster); len(got) != 1 || got[0] != "app=backup,!canary" {
+		t.Fatalf("in-cluster selectors = %q", got)
+	}
+	sels, err := blocker.ParseSelectors(o.podsOnNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	matches := func(l map[string]string) bool {
+		for _, s := range sels {
+			if s.Matches(labels.Set(l)) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range []struct {
+		labels map[string]string
+		want   bool
+	}{
+		{map[string]string{"a": "b", "c": "d"}, true},
+		{map[string]string{"a": "b"}, false}, // a=b alone is not a=b,c=d
+		{map[string]string{"c": "d"}, false},
+		{map[string]string{"tier": "cache"}, true},
+		{map[string]string{"tier": "web"}, false},
+	} {
+		if got := matches(c.labels); got != c.want {
+			t.Errorf("pod %v blocks = %v, want %v", c.labels, got, c.want)
+		}
+	}
+	// An empty value is refused, not dropped: it would match every pod.
+	o, _, err = parse([]string{"--namespace=ns", "--blocking-pod-selector="})
+	if err == nil {
+		_, err = o.config()
+	}
+	if err == nil || !strings.Contains(err.Error(), "blocking-pod-selector") {
+		t.Errorf("empty selector: %v", err)
 	}
 }
