@@ -98,11 +98,17 @@ func tokenClient(cp *testenv.ControlPlane, token string) kubernetes.Interface {
 // it is not nil (as the kubelet's projected token is), unbound otherwise.
 func agentToken(ctx context.Context, t *testing.T, admin kubernetes.Interface, pod *corev1.Pod) string {
 	t.Helper()
+	return saToken(ctx, t, admin, "slipway-update-agent", pod)
+}
+
+// saToken mints a token for ServiceAccount sa, bound to pod when it is not nil.
+func saToken(ctx context.Context, t *testing.T, admin kubernetes.Interface, sa string, pod *corev1.Pod) string {
+	t.Helper()
 	req := &authenticationv1.TokenRequest{}
 	if pod != nil {
 		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
 	}
-	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "slipway-update-agent", req, metav1.CreateOptions{})
+	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, req, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +295,7 @@ func TestAgentPolicy(t *testing.T) {
 		})
 	}
 
-	t.Run("operator is not confined", func(t *testing.T) {
+	t.Run("operator is not confined by the agent's policy", func(t *testing.T) {
 		// FleetLock's writes and every cycle step go through the operator's identity.
 		for _, n := range []string{"agent-a", "agent-b"} {
 			var p nodes.Patch

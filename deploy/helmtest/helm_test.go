@@ -33,6 +33,7 @@ const (
 	nsKey        = "v1 Namespace slipway-system"
 	vapKey       = "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy slipway-update-agent"
 	vapbKey      = "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding slipway-update-agent"
+	opVAPKey     = "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy slipway-update-operator"
 	serviceKey   = "v1 Service slipway-system/slipway-fleetlock"
 	netpolKey    = "networking.k8s.io/v1 NetworkPolicy slipway-system/slipway-update-operator"
 	defaultImage = "ghcr.io/slipway-dev/slipway:v0.3.0"
@@ -391,6 +392,17 @@ func TestValues(t *testing.T) {
 				"--max-failed-reboots=2", "--reboot-exclusion=2026-12-20/2027-01-04 Europe/Berlin"}
 		},
 	}, {
+		name: "hooks: flags, and the operator's policy lets it remove exactly these",
+		vals: `operator: {beforeRebootAnnotations: [example.com/drained-ok, backup.example.com/done], afterRebootAnnotations: [example.com/healthy]}`,
+		edit: func(t *testing.T, o objects) {
+			appendArgs(o[operatorKey], "--before-reboot-annotations=example.com/drained-ok,backup.example.com/done", "--after-reboot-annotations=example.com/healthy")
+			for _, v := range o[opVAPKey]["spec"].(map[string]any)["variables"].([]any) {
+				if v := v.(map[string]any); v["name"] == "hookAnnotations" {
+					v["expression"] = "['example.com/drained-ok', 'backup.example.com/done', 'example.com/healthy']"
+				}
+			}
+		},
+	}, {
 		name: "operator flags left out",
 		vals: `operator: {maxUnavailable: "", drainTimeout: "", drainFailurePolicy: ""}`,
 		edit: func(t *testing.T, o objects) { delete(container(o[operatorKey]), "args") },
@@ -540,6 +552,8 @@ func TestValuesRefused(t *testing.T) {
 		{`fleetlock: {port: 70000}`, "at '/fleetlock/port'"},
 		{`fleetlock: {networkPolicy: {nodeCIDRs: []}}`, "at '/fleetlock/networkPolicy/nodeCIDRs'"},
 		{`tolerations: []`, "'tolerations' not allowed"},
+		{`operator: {beforeRebootAnnotations: ["x']+['y"]}`, "is not an annotation key"},
+		{`operator: {afterRebootAnnotations: "example.com/a"}`, "at '/operator/afterRebootAnnotations'"},
 	} {
 		var vals map[string]any
 		if err := yaml.Unmarshal([]byte(tc.vals), &vals); err != nil {

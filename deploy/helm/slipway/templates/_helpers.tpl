@@ -48,7 +48,22 @@ operator.extraArgs, then what FleetLock adds (the overlay appends it last).
 {{- with $op.groupLabel }}{{ $args = append $args (printf "--group-label=%v" .) }}{{ end -}}
 {{- with $op.maxUnavailablePerGroup }}{{ $args = append $args (printf "--max-unavailable-per-group=%v" .) }}{{ end -}}
 {{- range $op.rebootWindows }}{{ $args = append $args (printf "--reboot-window=%v" .) }}{{ end -}}
+{{- with $op.beforeRebootAnnotations }}{{ $args = append $args (printf "--before-reboot-annotations=%s" (join "," .)) }}{{ end -}}
+{{- with $op.afterRebootAnnotations }}{{ $args = append $args (printf "--after-reboot-annotations=%s" (join "," .)) }}{{ end -}}
 {{- range $op.extraArgs }}{{ $args = append $args (toString .) }}{{ end -}}
 {{- if .Values.fleetlock.enabled }}{{ $args = append $args (printf "--fleetlock-address=:%v" .Values.fleetlock.port) }}{{ end -}}
 {{- toYaml $args -}}
+{{- end -}}
+
+
+{{/* The operator's hook annotations as a CEL list for its admission policy: "[]" without hooks. */}}
+{{- define "slipway.hookAnnotations" -}}
+{{- $keys := list -}}
+{{- range (concat (.Values.operator.beforeRebootAnnotations | default list) (.Values.operator.afterRebootAnnotations | default list)) }}
+{{- if not (regexMatch "^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" (toString .)) }}
+{{- fail (printf "operator.beforeRebootAnnotations/afterRebootAnnotations: %q is not an annotation key" (toString .)) }}
+{{- end }}
+{{- $keys = append $keys (printf "'%s'" .) }}
+{{- end -}}
+[{{ join ", " $keys }}]
 {{- end -}}

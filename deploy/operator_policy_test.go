@@ -1,0 +1,303 @@
+package deploy
+
+import (
+	"context"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/slipway-dev/slipway/internal/nodes"
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
+)
+
+const operatorPolicy = "slipway-update-operator"
+
+// operatorPolicyDoc reads base/operator-policy.yaml's ValidatingAdmissionPolicy.
+func operatorPolicyDoc(t *testing.T) admissionregistrationv1.ValidatingAdmissionPolicy {
+	t.Helper()
+	b, err := os.ReadFile("base/operator-policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vap admissionregistrationv1.ValidatingAdmissionPolicy
+	if err := yaml.Unmarshal([]byte(strings.Split(string(b), "\n---\n")[0]), &vap); err != nil {
+		t.Fatal(err)
+	}
+	return vap
+}
+
+func quotedIn(expr string) []string {
+	var keys []string
+	for _, m := range regexp.MustCompile(`'([^']*)'`).FindAllStringSubmatch(expr, -1) {
+		keys = append(keys, m[1])
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// The keys the operator's policy lets it change are exactly what it writes: its own keys in
+// protocol.Owners (before-reboot and after-reboot as labels), FLUO's agent-made-unschedulable, and
+// what the FleetLock server in its process writes for agentless nodes (protocol.NodeEffects and the
+// FleetLock keys). The spec rule names every NodeSpec field but unschedulable, so a field added to
+// Kubernetes is noticed here rather than left writable.
+func TestOperatorPolicyKeys(t *testing.T) {
+	vap := operatorPolicyDoc(t)
+	vars := map[string]string{}
+	for _, v := range vap.Spec.Variables {
+		vars[v.Name] = v.Expression
+	}
+	operatorLabels := []string{protocol.BeforeReboot, protocol.AfterReboot}
+	var wantAnn, wantLabels []string
+	for k, w := range protocol.Owners {
+		if w == protocol.WriterOperator && !slices.Contains(operatorLabels, k) || w == protocol.WriterFleetLock {
+			wantAnn = append(wantAnn, k)
+		}
+	}
+	wantAnn = append(wantAnn, protocol.AgentMadeUnschedulable)
+	wantLabels = append(wantLabels, operatorLabels...)
+	for _, effects := range protocol.NodeEffects {
+		for _, e := range append(effects, protocol.NodeBack...) {
+			if !slices.Contains(wantAnn, e.Key) {
+				wantAnn = append(wantAnn, e.Key)
+			}
+			if e.Label && !slices.Contains(wantLabels, e.Key) {
+				wantLabels = append(wantLabels, e.Key)
+			}
+		}
+	}
+	sort.Strings(wantAnn)
+	sort.Strings(wantLabels)
+	if got := quotedIn(vars["operatorAnnotations"]); !slices.Equal(got, wantAnn) {
+		t.Errorf("operator-policy.yaml operatorAnnotations = %q,\nwant %q", got, wantAnn)
+	}
+	if got := quotedIn(vars["operatorLabels"]); !slices.Equal(got, wantLabels) {
+		t.Errorf("operator-policy.yaml operatorLabels = %q, want %q", got, wantLabels)
+	}
+	if vars["hookAnnotations"] != "[]" {
+		t.Errorf("the base lists hook annotations %s; it ships with none", vars["hookAnnotations"])
+	}
+	var specRule string
+	for _, v := range vap.Spec.Validations {
+		if strings.Contains(v.Expression, "object.spec") {
+			specRule = v.Expression
+		}
+	}
+	typ := reflect.TypeOf(corev1.NodeSpec{})
+	for i := 0; i < typ.NumField(); i++ {
+		name := strings.Split(typ.Field(i).Tag.Get("json"), ",")[0]
+		if name == "unschedulable" {
+			if strings.Contains(specRule, "spec."+name) || strings.Contains(specRule, "spec.?"+name) {
+				t.Error("the spec rule constrains unschedulable, which the operator must change")
+			}
+			continue
+		}
+		if !strings.Contains(specRule, "spec.?"+name) && !strings.Contains(specRule, "spec."+name) {
+			t.Errorf("NodeSpec field %s is not held by the operator policy's spec rule", name)
+		}
+	}
+}
+
+// TestOperatorPolicy proves base/operator-policy.yaml on a real API server with the operator's real
+// credential: a TokenRequest token bound to an operator Pod, used alone. Everything a cycle writes is
+// allowed; taints, foreign labels and annotations, other spec fields and status are refused and change
+// nothing.
+func TestOperatorPolicy(t *testing.T) {
+	ctx := context.Background()
+	cp := controlPlane(t)
+	admin := cp.Client()
+	if _, err := testenv.CreateNode(ctx, admin, "op-a", "boot-op-a", nil); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "update-operator-a", Namespace: ns},
+		Spec: corev1.PodSpec{
+			NodeName: "op-a", ServiceAccountName: "slipway-update-operator",
+			Containers: []corev1.Container{{Name: "update-operator", Image: "slipway"}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := tokenClient(cp, saToken(ctx, t, admin, "slipway-update-operator", pod))
+	if u := whoAmI(ctx, t, op); u.Username != "system:serviceaccount:"+ns+":slipway-update-operator" {
+		t.Fatalf("the token authenticates as %s", u.Username)
+	}
+	waitEnforced(ctx, t, op, "op-a", `{"spec":{"taints":[{"key":"example.com/probe","effect":"NoSchedule"}]}}`)
+
+	seed := `{"metadata":{"labels":{"node-role.kubernetes.io/worker":""},"annotations":{"` + protocol.RebootPaused + `":"true","example.com/hook":"true","example.com/other":"x"}}}`
+	if _, err := admin.CoreV1().Nodes().Patch(ctx, "op-a", types.MergePatchType, []byte(seed), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("a whole cycle's writes", func(t *testing.T) {
+		steps := []func(n *corev1.Node, p *nodes.Patch){
+			func(n *corev1.Node, p *nodes.Patch) { // admission, cordon, drain
+				p.SetLabel(n, protocol.BeforeReboot, protocol.True)
+				p.SetAnnotation(n, protocol.CycleStarted, "2026-11-24T00:00:00Z")
+				p.SetAnnotation(n, protocol.AdmittedGroup, "a")
+				p.SetAnnotation(n, protocol.AdmittedBy, "op/1")
+				p.SetUnschedulable(n, true)
+				p.SetAnnotation(n, protocol.Cordoned, protocol.True)
+				p.SetAnnotation(n, protocol.DrainStarted, "2026-11-24T00:00:00Z")
+			},
+			func(n *corev1.Node, p *nodes.Patch) { // grant
+				p.DeleteLabel(n, protocol.BeforeReboot)
+				p.SetAnnotation(n, protocol.RebootOK, protocol.True)
+				p.SetAnnotation(n, protocol.RebootBootID, "boot-op-a")
+				p.DeleteAnnotation(n, protocol.DrainStarted)
+			},
+			func(n *corev1.Node, p *nodes.Patch) { // FleetLock for an agentless node
+				p.SetAnnotation(n, protocol.RebootNeeded, protocol.True)
+				p.SetLabel(n, protocol.RebootNeeded, protocol.True)
+				p.SetAnnotation(n, protocol.RebootInProgress, protocol.True)
+				p.SetAnnotation(n, protocol.FleetLockID, "975228d46dc94622b9bbe16671e2b58d")
+				p.SetAnnotation(n, protocol.FleetLockGroup, "default")
+			},
+			func(n *corev1.Node, p *nodes.Patch) { // the end: uncordon, FLUO's leftover, bookkeeping
+				p.SetAnnotation(n, protocol.RebootOK, protocol.False)
+				p.SetUnschedulable(n, false)
+				p.SetAnnotation(n, protocol.AgentMadeUnschedulable, protocol.False)
+				for _, k := range []string{protocol.Cordoned, protocol.RebootBootID, protocol.CycleStarted, protocol.AdmittedGroup, protocol.AdmittedBy} {
+					p.DeleteAnnotation(n, k)
+				}
+				p.SetAnnotation(n, protocol.LastRebootTime, "2026-11-24T00:10:00Z")
+			},
+		}
+		for i, step := range steps {
+			n, err := admin.CoreV1().Nodes().Get(ctx, "op-a", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := nodes.Patch{ResourceVersion: n.ResourceVersion}
+			step(n, &p)
+			if _, err := p.Apply(ctx, op, "op-a"); err != nil {
+				t.Fatalf("step %d refused: %v", i, err)
+			}
+		}
+		n, _ := admin.CoreV1().Nodes().Get(ctx, "op-a", metav1.GetOptions{})
+		if n.Spec.Unschedulable || n.Annotations[protocol.RebootOK] != protocol.False || n.Annotations[protocol.LastRebootTime] == "" {
+			t.Errorf("the cycle's writes did not land: unschedulable=%v %v", n.Spec.Unschedulable, n.Annotations)
+		}
+	})
+
+	ann := func(k string, v *string) string {
+		val := "null"
+		if v != nil {
+			val = `"` + *v + `"`
+		}
+		return `{"metadata":{"annotations":{"` + k + `":` + val + `}}}`
+	}
+	x := "changed"
+	for _, c := range []struct {
+		name, body, sub, why string
+	}{
+		{"NoExecute taint", `{"spec":{"taints":[{"key":"example.com/evict","effect":"NoExecute"}]}}`, "", "only spec.unschedulable"},
+		{"podCIDR", `{"spec":{"podCIDR":"10.9.0.0/24","podCIDRs":["10.9.0.0/24"]}}`, "", "only spec.unschedulable"},
+		{"providerID", `{"spec":{"providerID":"aws:///x/i-1"}}`, "", "only spec.unschedulable"},
+		{"relabel into another zone", `{"metadata":{"labels":{"topology.kubernetes.io/zone":"b"}}}`, "", "labels the update-operator does not own: topology.kubernetes.io/zone"},
+		{"remove a foreign label", `{"metadata":{"labels":{"node-role.kubernetes.io/worker":null}}}`, "", "labels the update-operator does not own: node-role.kubernetes.io/worker"},
+		{"FleetLock enrolment label", `{"metadata":{"labels":{"` + protocol.FleetLockEnrolled + `":"true"}}}`, "", "does not own: " + protocol.FleetLockEnrolled},
+		{"remove the admin's reboot-paused", ann(protocol.RebootPaused, nil), "", "does not own: " + protocol.RebootPaused},
+		{"an unlisted hook annotation", ann("example.com/hook", nil), "", "does not own: example.com/hook (a hook annotation must be listed"},
+		{"someone else's annotation", ann("example.com/other", &x), "", "does not own: example.com/other"},
+		{"the agent's status", ann(protocol.Status, &x), "", "does not own: " + protocol.Status},
+		{"a finalizer", `{"metadata":{"finalizers":["example.com/x"]}}`, "", "only labels and annotations"},
+		{"node status", `{"status":{"conditions":[{"type":"Ready","status":"False","reason":"x","message":"x"}]}}`, "status", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before, err := admin.CoreV1().Nodes().Get(ctx, "op-a", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var subs []string
+			if c.sub != "" {
+				subs = []string{c.sub}
+			}
+			_, err = op.CoreV1().Nodes().Patch(ctx, "op-a", types.MergePatchType, []byte(c.body), metav1.PatchOptions{}, subs...)
+			switch {
+			case err == nil:
+				t.Errorf("patch %s was allowed", c.body)
+			case !apierrors.IsForbidden(err):
+				t.Errorf("not refused as Forbidden: %v", err)
+			case c.why != "" && !strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+operatorPolicy+"'"):
+				t.Errorf("refused, but not by the policy: %v", err)
+			case !strings.Contains(err.Error(), c.why):
+				t.Errorf("refusal does not say %q: %v", c.why, err)
+			}
+			after, err := admin.CoreV1().Nodes().Get(ctx, "op-a", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.ResourceVersion != before.ResourceVersion {
+				t.Errorf("op-a changed: labels %v, annotations %v, spec %+v", after.Labels, after.Annotations, after.Spec)
+			}
+		})
+	}
+
+	// A hook listed in the policy (as Helm lists operator.beforeRebootAnnotations) may be removed.
+	t.Run("a listed hook annotation", func(t *testing.T) {
+		vap, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, operatorPolicy, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		orig := vap.DeepCopy()
+		for i, v := range vap.Spec.Variables {
+			if v.Name == "hookAnnotations" {
+				vap.Spec.Variables[i].Expression = "['example.com/hook']"
+			}
+		}
+		if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Update(ctx, vap, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			cur, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, operatorPolicy, metav1.GetOptions{})
+			if err == nil {
+				cur.Spec = orig.Spec
+				_, err = admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Update(ctx, cur, metav1.UpdateOptions{})
+			}
+			if err != nil {
+				t.Errorf("restoring the policy: %v", err)
+			}
+		}()
+		body := []byte(ann("example.com/hook", nil))
+		var last error
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, last = op.CoreV1().Nodes().Patch(ctx, "op-a", types.MergePatchType, body, metav1.PatchOptions{})
+			return last == nil, nil
+		}); err != nil {
+			t.Fatalf("removing a listed hook annotation is still refused after 1m: %v", last)
+		}
+		n, _ := admin.CoreV1().Nodes().Get(ctx, "op-a", metav1.GetOptions{})
+		if _, ok := n.Annotations["example.com/hook"]; ok {
+			t.Error("the hook annotation is still there")
+		}
+	})
+}
+
+// waitEnforced waits until the API server refuses c's dry-run patch body of node by the operator
+// policy: a new policy is enforced once compiled, and nothing is written while it is not.
+func waitEnforced(ctx context.Context, t *testing.T, c kubernetes.Interface, node, body string) {
+	t.Helper()
+	var last error
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, last = c.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(body), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return last != nil && strings.Contains(last.Error(), "ValidatingAdmissionPolicy '"+operatorPolicy+"'"), nil
+	}); err != nil {
+		t.Fatalf("the policy does not refuse %s after 1m (last answer: %v)", body, last)
+	}
+}
