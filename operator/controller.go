@@ -307,6 +307,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			return fmt.Errorf("fleet switch informer never synced: check the operator's RBAC (configmaps in %s)", c.cfg.Namespace)
 		}
 	}
+	c.loadFailureMarks() // before the first admission: the failure budget as the Nodes record it
 	c.synced.Store(true)
 	c.lastProgress.Store(c.cfg.Now().UnixNano())
 	c.queue.Add(fleetKey)
@@ -445,6 +446,7 @@ func (c *Controller) reindex(name string) {
 	if changed {
 		c.queue.Add(waitingKey)
 	}
+	c.noteFailureMark(name)
 }
 
 // hold keeps name counting against every pool it is in until the returned func is called, however

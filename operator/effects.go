@@ -23,6 +23,9 @@ type step struct {
 	hooks protocol.Hooks
 	// groupLabel is --group-label: an admission pins the node's budget group.
 	groupLabel string
+	// failed: why this step's node counts against --max-failed-reboots ("" it does not); its
+	// reboot-failed mark is written with the step.
+	failed string
 }
 
 // admission: the step starts the node's cycle.
@@ -192,11 +195,8 @@ func (c *Controller) record(ctx context.Context, e effect, s step) {
 	if e.EndsDrains {
 		c.drains.forget(s.n.Name)
 	}
-	if e.FailsIf != "" && c.cfg.MaxFailedReboots > 0 {
-		// Back, but a fleet-wide blocker fires right after its reboot: it counts as failed.
-		if why := c.firingAfterReturn(ctx, s.n); why != "" {
-			c.failedReboot(s.n, "came back while "+why)
-		}
+	if s.failed != "" {
+		c.failedReboot(s.n, s.failed, s.now)
 	}
 	if e.Notify != "" && (!e.OnAdmission || s.admission()) {
 		ev := notify.Event{Kind: e.Notify, Node: s.n.Name, Time: s.now}

@@ -15,23 +15,24 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
+	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/notify"
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
-// operatorIdentity is who pauses the fleet when the failure budget is spent.
-const operatorIdentity = "slipway-update-operator"
-
-// fleetState is what the leader keeps about the fleet as a whole. It is rebuilt from the published
-// Status after a restart or a leader change. Its sync (fleetKey) publishes fleetswitch.Status and keeps the
-// failure budget, one worker at a time (the workqueue never hands a key to two).
+// fleetState is what the leader keeps about the fleet as a whole. Its sync (fleetKey) publishes
+// fleetswitch.Status and keeps the failure budget, one worker at a time (the workqueue never hands a
+// key to two). The failures are counted from the Nodes (their reboot-failed annotation) on every
+// sync, so a leader change or a lost publication loses none; memory only bridges the moment between
+// a failure's write and the informer showing it.
 type fleetState struct {
-	mu     sync.Mutex // a leaf: nothing else is locked while it is held
-	loaded bool
-	failed []string // nodes that failed in this roll-out
-	// pausing is the reason of a self-pause decided but not yet seen in the informer's copy of the
-	// switch: admissions treat the fleet as paused from the moment the budget is spent.
-	pausing  string
+	mu sync.Mutex // a leaf: nothing else is locked while it is held
+	// marks: the reboot-failed mark of every node that has one (node -> when), from the Nodes (loaded
+	// before the first admission, kept by every change of a node, recounted by every fleet sync) and
+	// from this leader's own writes. Admissions count from it, so the fleet is paused from the moment
+	// the budget is spent, before the failure pause is written, and under a new leader at once.
+	marks    map[string]time.Time
+	failed   []string                       // nodes that failed in this roll-out, as last published (sorted)
 	blockers map[string]fleetswitch.Blocker // fleet-wide blockers active at the last admission
 }
 
@@ -59,64 +60,122 @@ func (c *Controller) noteBlockers(active map[string]string) {
 	}
 }
 
-// failedReboot counts a node against --max-failed-reboots: it stalled after its grant, or came back
-// while a fleet-wide blocker fired. When the budget is spent the fleet pauses itself; a person resumes it.
-func (c *Controller) failedReboot(n *corev1.Node, why string) {
+// failedReboot counts a node against --max-failed-reboots once its reboot-failed annotation is
+// written: it stalled after its grant, or came back while a fleet-wide blocker fired. When the budget
+// is spent the fleet pauses itself (failures-paused); a person resumes it with resume --failures.
+func (c *Controller) failedReboot(n *corev1.Node, why string, at time.Time) {
 	if c.cfg.MaxFailedReboots == 0 {
 		return
 	}
 	c.fleet.mu.Lock()
-	for _, f := range c.fleet.failed {
-		if f == n.Name {
-			c.fleet.mu.Unlock()
-			return
-		}
+	if c.fleet.marks == nil {
+		c.fleet.marks = map[string]time.Time{}
 	}
-	c.fleet.failed = append(c.fleet.failed, n.Name)
-	failed := len(c.fleet.failed)
-	if failed >= c.cfg.MaxFailedReboots && c.fleet.pausing == "" {
-		c.fleet.pausing = c.pauseReason()
-		c.index.Bump()
-	}
+	c.fleet.marks[n.Name] = at
+	failed := c.countFailures(fleetswitch.Read(c.fleetConfigMap()))
 	c.fleet.mu.Unlock()
-	c.log.Info("failed reboot counted", "node", n.Name, "why", why, "failed", failed, "max", c.cfg.MaxFailedReboots)
-	c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "RebootFailed", "counts against --max-failed-reboots (%d of %d): %s", failed, c.cfg.MaxFailedReboots, why)
+	if len(failed) >= c.cfg.MaxFailedReboots {
+		c.index.Bump() // admissions see the fleet paused from now on
+	}
+	c.log.Info("failed reboot counted", "node", n.Name, "why", why, "failed", len(failed), "max", c.cfg.MaxFailedReboots)
+	c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "RebootFailed", "counts against --max-failed-reboots (%d of %d): %s", len(failed), c.cfg.MaxFailedReboots, why)
 	if c.cfg.Metrics != nil {
 		c.cfg.Metrics.failed.Inc()
 	}
 	c.queue.Add(fleetKey)
 }
 
-// syncFleet publishes the fleet Status when it changed, pauses the fleet when the failure budget is
-// spent, and starts a new roll-out (an empty failure list) once a person resumed a self-paused fleet.
+// failureMark is the reboot-failed annotation's value for a failure at now.
+func failureMark(now time.Time, why string) string {
+	return truncate(now.UTC().Format(time.RFC3339)+" "+why, 512)
+}
+
+// failedAt reads a reboot-failed annotation's time (ok false: none, or unreadable, which counts: a
+// failure mark nobody can date is still a failure).
+func failedAt(n *corev1.Node) (time.Time, bool) {
+	v, ok := n.Annotations[protocol.RebootFailed]
+	if !ok {
+		return time.Time{}, false
+	}
+	t, _ := time.Parse(time.RFC3339, strings.SplitN(v, " ", 2)[0])
+	return t, true
+}
+
+// loadFailureMarks reads every Node's reboot-failed mark: the count a leader starts from, and what
+// each fleet sync recounts, never memory alone. allNodes includes this leader's own writes not yet in
+// the informer.
+func (c *Controller) loadFailureMarks() {
+	if c.cfg.MaxFailedReboots == 0 {
+		return
+	}
+	marks := map[string]time.Time{}
+	for _, n := range c.allNodes() {
+		if at, ok := failedAt(n); ok {
+			marks[n.Name] = at
+		}
+	}
+	c.fleet.mu.Lock()
+	c.fleet.marks = marks
+	c.fleet.mu.Unlock()
+}
+
+// noteFailureMark keeps name's reboot-failed mark in step with the node's newest view.
+func (c *Controller) noteFailureMark(name string) {
+	if c.cfg.MaxFailedReboots == 0 {
+		return
+	}
+	var at time.Time
+	ok := false
+	if n, err := c.node(name); err == nil {
+		at, ok = failedAt(n)
+	}
+	c.fleet.mu.Lock()
+	defer c.fleet.mu.Unlock()
+	if _, had := c.fleet.marks[name]; !ok && !had {
+		return
+	}
+	if c.fleet.marks == nil {
+		c.fleet.marks = map[string]time.Time{}
+	}
+	if ok {
+		c.fleet.marks[name] = at
+	} else {
+		delete(c.fleet.marks, name)
+	}
+}
+
+// countFailures lists the nodes that failed in this roll-out: a reboot-failed mark not older than
+// the last resume --failures (fleet.mu held).
+func (c *Controller) countFailures(sw fleetswitch.Switch) []string {
+	out := []string{}
+	for name, at := range c.fleet.marks {
+		if at.IsZero() || sw.FailuresResetAt.IsZero() || !at.Before(sw.FailuresResetAt) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// syncFleet publishes the fleet Status when it changed and pauses the fleet (failures-paused) when
+// the failure budget is spent, counted from the Nodes.
 func (c *Controller) syncFleet(ctx context.Context) error {
 	if c.cfg.Namespace == "" {
 		return nil
 	}
 	cm := c.fleetConfigMap()
-	c.fleet.mu.Lock()
-	if !c.fleet.loaded {
-		c.fleet.loaded = true
-		if st, ok := fleetswitch.ReadStatus(cm); ok {
-			c.fleet.failed = append(c.fleet.failed, st.FailedReboots...)
-		}
-	}
 	sw := fleetswitch.Read(cm)
-	if sw.Paused {
-		c.fleet.pausing = "" // ours (or anyone's) pause is visible now
+	c.loadFailureMarks()
+	c.fleet.mu.Lock()
+	if c.cfg.MaxFailedReboots > 0 {
+		c.fleet.failed = c.countFailures(sw)
 	}
 	max := c.cfg.MaxFailedReboots
 	var pause []byte
 	reason := ""
-	switch {
-	case max > 0 && len(c.fleet.failed) >= max && !sw.Paused && sw.By == "" && sw.Reason == "" && c.selfPaused(cm):
-		// The fleet was paused by us and a person resumed it: a new roll-out, a fresh budget.
-		c.log.Info("fleet resumed after the failure budget was spent; starting a new count", "failed", c.fleet.failed)
-		c.fleet.failed = nil
-		c.fleet.pausing = ""
-	case max > 0 && len(c.fleet.failed) >= max && !sw.Paused:
-		reason = c.pauseReason()
-		pause = fleetswitch.PausePatch("", reason, operatorIdentity, c.cfg.Now())
+	if max > 0 && len(c.fleet.failed) >= max && !sw.FailuresPaused {
+		reason = pauseReason(c.fleet.failed)
+		pause = fleetswitch.FailuresPausePatch(reason)
 		c.log.Info("pausing the fleet: failure budget spent", "failed", c.fleet.failed)
 	}
 	st := c.status()
@@ -158,13 +217,6 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 	return nil
 }
 
-// selfPaused: the last pause recorded in the published status was ours (the failure list is full),
-// and now no pause is set: someone resumed.
-func (c *Controller) selfPaused(cm *corev1.ConfigMap) bool {
-	st, ok := fleetswitch.ReadStatus(cm)
-	return ok && len(st.FailedReboots) >= c.cfg.MaxFailedReboots
-}
-
 // status is the fleet Status to publish (fleet.mu held).
 func (c *Controller) status() fleetswitch.Status {
 	st := fleetswitch.Status{
@@ -194,25 +246,22 @@ func (c *Controller) status() fleetswitch.Status {
 	return st
 }
 
-// pauseReason says why the fleet paused itself (fleet.mu held).
-func (c *Controller) pauseReason() string {
-	return fmt.Sprintf("max-failed-reboots: %d nodes failed in this roll-out (%s); fix them, then resume (kubectl slipway resume)", len(c.fleet.failed), strings.Join(c.fleet.failed, ", "))
+// pauseReason says why the fleet paused itself.
+func pauseReason(failed []string) string {
+	return fmt.Sprintf("max-failed-reboots: %d nodes failed in this roll-out (%s); fix them, then resume (kubectl slipway resume --failures)", len(failed), strings.Join(failed, ", "))
 }
 
-// fleetSwitch is the pause switch as admissions must see it: the ConfigMap, plus a self-pause decided
-// but not yet visible in the informer.
+// fleetSwitch is the pause switch as admissions must see it: the ConfigMap, plus the failure pause
+// as soon as the marks on the Nodes spend the budget, before it is written.
 func (c *Controller) fleetSwitch() fleetswitch.Switch {
 	sw := fleetswitch.Read(c.fleetConfigMap())
-	c.fleet.mu.Lock()
-	defer c.fleet.mu.Unlock()
-	if !sw.Paused && c.fleet.pausing != "" {
-		sw.Paused, sw.Reason, sw.By = true, c.fleet.pausing, operatorIdentity
+	if max := c.cfg.MaxFailedReboots; max > 0 && !sw.FailuresPaused {
+		c.fleet.mu.Lock()
+		failed := c.countFailures(sw)
+		c.fleet.mu.Unlock()
+		if len(failed) >= max {
+			sw.FailuresPaused, sw.FailuresReason = true, pauseReason(failed)
+		}
 	}
 	return sw
-}
-
-// firingAfterReturn is the first fleet-wide blocker that fires now, as "name: reason" ("" none): a node
-// back while one fires counts against --max-failed-reboots.
-func (c *Controller) firingAfterReturn(ctx context.Context, n *corev1.Node) string {
-	return c.admitter.FleetWideFiring(ctx, n)
 }

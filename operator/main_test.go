@@ -173,10 +173,13 @@ func startOperator(t *testing.T, o opOptions) context.CancelFunc {
 			t.Errorf("operator: %v", err)
 		}
 	}()
+	var once sync.Once
 	stop := func() {
-		cancel()
-		<-done
-		broadcaster.Shutdown()
+		once.Do(func() {
+			cancel()
+			<-done
+			broadcaster.Shutdown()
+		})
 	}
 	t.Cleanup(stop)
 	return stop

@@ -82,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "slipway_operator_self_pauses_total", Help: "Times the operator paused the fleet because --max-failed-reboots was reached.",
 		}),
 		paused: prometheus.NewDesc("slipway_operator_fleet_paused",
-			"1 while the fleet switch (ConfigMap slipway-fleet) pauses the whole fleet; one series per paused group with group set.", []string{"group"}, nil),
+			"1 while the fleet switch (ConfigMap slipway-fleet) pauses the whole fleet (a person's pause, or the failure budget's: failures-paused); one series per paused group with group set.", []string{"group"}, nil),
 		nodesByState: prometheus.NewDesc("slipway_operator_nodes", "Nodes by cycle state.", []string{"state"}, nil),
 		stalled: prometheus.NewDesc("slipway_operator_stalled_nodes",
 			"Nodes longer than --reboot-timeout in one stage of their cycle, by reason (the update.slipway.dev/stalled annotation).", []string{"reason"}, nil),
@@ -146,7 +146,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		sw := m.view.Switch()
 		v := 0.0
-		if sw.Paused {
+		if sw.Paused || sw.FailuresPaused {
 			v = 1
 		}
 		ch <- prometheus.MustNewConstMetric(m.paused, prometheus.GaugeValue, v, "")

@@ -404,8 +404,10 @@ func gauge(t *testing.T, reg *prometheus.Registry, name, reason string) float64 
 }
 
 // Issue 11, the failure budget: with --max-failed-reboots=2, two nodes that never come back pause the
-// fleet by itself (the switch says why, the status lists them); nothing new starts until a person
-// resumes, which starts a new count.
+// fleet by itself (its own switch, failures-paused, says why; the status lists them); nothing new
+// starts. Issue 18: a person's pause and resume leave that pause and the count alone; a new leader
+// that finds neither the pause nor the published count (a lost publication) counts the failures from
+// the Nodes and pauses again; only resume --failures starts a new count.
 func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 	needCluster(t)
 	cleanNodes(t)
@@ -417,8 +419,9 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 	nodes[0].NeverComeBack()
 	nodes[1].NeverComeBack()
 	reg := prometheus.NewRegistry()
-	startOperator(t, opOptions{max: "1", rebootTimeout: 2 * time.Second, stallPolicy: stall.Release, metrics: operator.NewMetrics(reg),
-		tweak: func(c *operator.Config) { c.Namespace = ns; c.MaxFailedReboots = 2; c.Identity = "op-test" }})
+	opts := opOptions{max: "1", rebootTimeout: 2 * time.Second, stallPolicy: stall.Release, metrics: operator.NewMetrics(reg),
+		tweak: func(c *operator.Config) { c.Namespace = ns; c.MaxFailedReboots = 2; c.Identity = "op-test" }}
+	stop := startOperator(t, opts)
 	// The two lost nodes ask first (together: which of them goes first is the workers' race); the
 	// third asks once one is granted (the longest waiting goes first, so it comes after both).
 	for _, sn := range nodes[:2] {
@@ -452,7 +455,7 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 	for {
 		var err error
 		cm, err = client.CoreV1().ConfigMaps(ns).Get(ctx, fleetswitch.ConfigMapName, metav1.GetOptions{})
-		if err == nil && fleetswitch.Read(cm).Paused {
+		if err == nil && fleetswitch.Read(cm).FailuresPaused {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -467,8 +470,13 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 	if !ok || strings.Join(failed, ",") != "fmr-0,fmr-1" || st.MaxFailedReboots != 2 || st.Leader != "op-test" || st.MaxUnavailable != "1" {
 		t.Errorf("published status: %+v (ok %v)", st, ok)
 	}
-	if sw.By != "slipway-update-operator" || !strings.Contains(sw.Reason, "max-failed-reboots: 2 nodes failed") || !strings.Contains(sw.Reason, strings.Join(st.FailedReboots, ", ")) {
-		t.Errorf("pause switch: %+v", sw)
+	if sw.Paused || !strings.Contains(sw.FailuresReason, "max-failed-reboots: 2 nodes failed") || !strings.Contains(sw.FailuresReason, strings.Join(st.FailedReboots, ", ")) {
+		t.Errorf("pause switch: %+v (want the operator's own failure pause, not a person's)", sw)
+	}
+	for _, name := range []string{"fmr-0", "fmr-1"} {
+		if v := getNode(t, name).Annotations[protocol.RebootFailed]; !strings.Contains(v, "stalled: ") {
+			t.Errorf("%s reboot-failed = %q, want the failure recorded on the Node", name, v)
+		}
 	}
 	for _, name := range []string{"fmr-0", "fmr-1"} {
 		if !waitEvent(t, name, "RebootFailed") {
@@ -485,19 +493,59 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 	if v := gaugeLabel(t, reg, "slipway_operator_fleet_paused", "group", ""); v != 1 {
 		t.Errorf("slipway_operator_fleet_paused = %v, want 1", v)
 	}
-	// A person resumes: the next node goes, and the count starts again.
-	if _, err := client.CoreV1().ConfigMaps(ns).Patch(ctx, fleetswitch.ConfigMapName, types.MergePatchType, fleetswitch.ResumePatch(""), metav1.PatchOptions{}); err != nil {
+	patchSwitch := func(p []byte) {
+		t.Helper()
+		if _, err := client.CoreV1().ConfigMaps(ns).Patch(ctx, fleetswitch.ConfigMapName, types.MergePatchType, p, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A person pauses and resumes (another incident): the failure pause and the count stay.
+	patchSwitch(fleetswitch.PausePatch("", "incident 7", "alice", time.Now()))
+	patchSwitch(fleetswitch.ResumePatch(""))
+	settled(t, "fmr-2")
+	if n := getNode(t, "fmr-2"); inCycle(n) || !strings.Contains(n.Annotations[protocol.BlockedBy], "max-failed-reboots") {
+		t.Fatalf("after a person's pause and resume fmr-2 is not held by the failure budget: %v", n.Annotations)
+	}
+
+	// A leader change that lost the publication: the next leader starts with no memory, no failure
+	// pause and no published count, and counts the failures from the Nodes.
+	stop()
+	cm, _ = client.CoreV1().ConfigMaps(ns).Get(ctx, fleetswitch.ConfigMapName, metav1.GetOptions{})
+	delete(cm.Data, fleetswitch.KeyFailuresPaused)
+	delete(cm.Data, fleetswitch.KeyStatus)
+	if _, err := client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitNode(t, "fmr-2", 60*time.Second, "cycle finished after resume", finished)
+	opts.metrics = operator.NewMetrics(prometheus.NewRegistry())
+	startOperator(t, opts)
 	deadline = time.Now().Add(30 * time.Second)
 	for {
 		cm, _ = client.CoreV1().ConfigMaps(ns).Get(ctx, fleetswitch.ConfigMapName, metav1.GetOptions{})
-		if st, ok := fleetswitch.ReadStatus(cm); ok && len(st.FailedReboots) == 0 {
+		st, _ := fleetswitch.ReadStatus(cm)
+		if fleetswitch.Read(cm).FailuresPaused && len(st.FailedReboots) == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the failure count did not restart after resume: %v", cm.Data)
+			t.Fatalf("the new leader did not count the failures from the Nodes: %v", cm.Data)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	settled(t, "fmr-2")
+	if n := getNode(t, "fmr-2"); inCycle(n) || nodes[2].Boots() != 0 {
+		t.Fatal("fmr-2 started under the new leader though the failure budget is spent")
+	}
+
+	// resume --failures: a new count; the next node goes.
+	patchSwitch(fleetswitch.ResumeFailuresPatch(time.Now().Add(time.Second))) // after every mark so far
+	waitNode(t, "fmr-2", 60*time.Second, "cycle finished after resume --failures", finished)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		cm, _ = client.CoreV1().ConfigMaps(ns).Get(ctx, fleetswitch.ConfigMapName, metav1.GetOptions{})
+		if st, ok := fleetswitch.ReadStatus(cm); ok && len(st.FailedReboots) == 0 && !fleetswitch.Read(cm).FailuresPaused {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the failure count did not restart after resume --failures: %v", cm.Data)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

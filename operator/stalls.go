@@ -40,6 +40,11 @@ func (c *Controller) markStall(ctx context.Context, n *corev1.Node, state protoc
 	} else {
 		p.SetAnnotation(n, protocol.Stalled, reason)
 	}
+	failed := postGrant && c.cfg.MaxFailedReboots > 0
+	if failed {
+		// The failure is recorded on the Node with the stall, so every later leader counts it.
+		p.SetAnnotation(n, protocol.RebootFailed, failureMark(now, "stalled: "+reason))
+	}
 	out, err := c.apply(ctx, &p, n)
 	if err != nil {
 		return nil, 0, err
@@ -49,8 +54,8 @@ func (c *Controller) markStall(ctx context.Context, n *corev1.Node, state protoc
 		f.Stalled = ""
 		return out, retry, nil
 	}
-	if postGrant {
-		c.failedReboot(n, "stalled: "+reason)
+	if failed {
+		c.failedReboot(n, "stalled: "+reason, now)
 	}
 	if c.cfg.Metrics != nil {
 		c.cfg.Metrics.stalls.WithLabelValues(reason).Inc()

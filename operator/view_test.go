@@ -51,7 +51,6 @@ func TestViewAndOperatorAgree(t *testing.T) {
 				c.MaxUnavailable, _ = budget.ParseMax("50%")
 				c.MaxUnavailablePerGroup = &perGroup
 			}, nodes...)
-			f.c.fleet.loaded = true // publish without reading a ConfigMap
 			f.c.fleet.mu.Lock()
 			st := f.c.status()
 			f.c.fleet.mu.Unlock()

@@ -36,6 +36,12 @@ const (
 	KeyPausedAt = "paused-at"
 	// KeyStatus is what the leading operator publishes (Status, JSON), written only when it changes.
 	KeyStatus = "status"
+	// KeyFailuresPaused: the operator's own pause, set when --max-failed-reboots is spent (the value
+	// is why). A person's pause and resume never touch it; only `kubectl slipway resume --failures`
+	// removes it, and KeyFailuresResetAt (RFC 3339), written with that, starts a new count: failures
+	// recorded on Nodes before it no longer count.
+	KeyFailuresPaused  = "failures-paused"
+	KeyFailuresResetAt = "failures-reset-at"
 )
 
 // Switch is the state of the pause switches.
@@ -45,6 +51,11 @@ type Switch struct {
 	By     string
 	At     time.Time
 	Groups map[string]string // paused groups and why
+	// FailuresPaused: the operator paused the fleet because --max-failed-reboots was spent (KeyFailuresPaused).
+	FailuresPaused bool
+	FailuresReason string
+	// FailuresResetAt: failures recorded before it do not count (zero: all count).
+	FailuresResetAt time.Time
 }
 
 // Read reads the switches from the ConfigMap; a missing ConfigMap (nil) means nothing is paused.
@@ -56,6 +67,8 @@ func Read(cm *corev1.ConfigMap) Switch {
 	s.Reason, s.Paused = cm.Data[KeyPaused]
 	s.By = cm.Data[KeyPausedBy]
 	s.At, _ = time.Parse(time.RFC3339, cm.Data[KeyPausedAt])
+	s.FailuresReason, s.FailuresPaused = cm.Data[KeyFailuresPaused]
+	s.FailuresResetAt, _ = time.Parse(time.RFC3339, cm.Data[KeyFailuresResetAt])
 	for k, v := range cm.Data {
 		if g, ok := strings.CutPrefix(k, GroupPausePrefix); ok && g != "" {
 			if s.Groups == nil {
@@ -71,6 +84,9 @@ func Read(cm *corev1.ConfigMap) Switch {
 func (s Switch) Holds(group string) (bool, string) {
 	if s.Paused {
 		return true, "fleet paused: " + orUnsaid(s.Reason)
+	}
+	if s.FailuresPaused {
+		return true, "fleet paused: " + orUnsaid(s.FailuresReason)
 	}
 	if r, ok := s.Groups[group]; ok {
 		return true, "group " + group + " paused: " + orUnsaid(r)
@@ -121,6 +137,23 @@ func ResumePatch(group string) []byte {
 	b, _ := json.Marshal(map[string]interface{}{"data": data})
 	return b
 }
+
+// FailuresPausePatch is the JSON merge patch with which the operator pauses the fleet when its
+// failure budget is spent.
+func FailuresPausePatch(reason string) []byte {
+	b, _ := json.Marshal(map[string]interface{}{"data": map[string]string{KeyFailuresPaused: reason}})
+	return b
+}
+
+// ResumeFailuresPatch is the JSON merge patch of `kubectl slipway resume --failures`: the failure
+// pause goes, and failures recorded before now no longer count.
+func ResumeFailuresPatch(now time.Time) []byte {
+	b, _ := json.Marshal(map[string]interface{}{"data": map[string]*string{
+		KeyFailuresPaused: nil, KeyFailuresResetAt: ptr(now.UTC().Format(time.RFC3339))}})
+	return b
+}
+
+func ptr(s string) *string { return &s }
 
 // Status is what the leading operator publishes under KeyStatus: its configuration as given (so the
 // status plugin can compute budgets and windows from the Nodes without knowing the flags) and the

@@ -87,6 +87,11 @@ const (
 	// too): relabelling or asking in another group mid-cycle frees no slot.
 	AdmittedGroup        = SlipwayPrefix + "admitted-group"
 	AdmittedControlPlane = SlipwayPrefix + "admitted-control-plane"
+	// RebootFailed — operator: "<RFC 3339 time> <why>" when the node's reboot counted against
+	// --max-failed-reboots (stalled after its grant, or back while a fleet-wide blocker fired). The
+	// operator counts failures from these on every leader start, not from memory; kubectl slipway
+	// resume --failures starts a new count (the fleet switch's failures-reset-at).
+	RebootFailed = SlipwayPrefix + "reboot-failed"
 	// Stalled — operator: why the node has been in one stage of its cycle longer than --reboot-timeout
 	// (a StallReason); removed when the node moves on. A Warning Event and the metric
 	// slipway_operator_stalled_nodes{reason} say the same.
@@ -151,6 +156,7 @@ var Owners = map[string]Writer{
 	CycleStarted:           WriterOperator,
 	AdmittedGroup:          WriterOperator,
 	AdmittedControlPlane:   WriterOperator,
+	RebootFailed:           WriterOperator,
 	Stalled:                WriterOperator,
 	BlockedBy:              WriterOperator,
 	FleetLockGroup:         WriterFleetLock,

@@ -43,7 +43,7 @@ const (
 const usage = `Usage:
   %[1]s [status] [-o text|wide|json]
   %[1]s pause [--group GROUP] [--reason TEXT]
-  %[1]s resume [--group GROUP]
+  %[1]s resume [--group GROUP | --failures]
 
 Commands:
   status   the fleet's reboot state (default): pause switches, reboot windows, blockers, failed
@@ -51,7 +51,9 @@ Commands:
            (blocked-by), stalled reason, last drain or reboot error, last reboot
   pause    stop new reboot cycles in the whole fleet, or in one budget group; nodes already in
            their cycle finish it. Records who (the kubeconfig user, else $USER) and when.
-  resume   let the fleet (or the group) start cycles again
+  resume   let the fleet (or the group) start cycles again; --failures: clear the pause the
+           operator set when --max-failed-reboots was spent and start a new count (a person's
+           pause and resume never touch that one)
 
 Flags:
   -o, --output FORMAT      text (aligned columns cut to $COLUMNS, default 100), wide (nothing
@@ -59,6 +61,7 @@ Flags:
       --group GROUP        pause or resume only this budget group (the operator's --group-label
                            value, or a FleetLock group)
       --reason TEXT        why, shown to everyone who looks (pause)
+      --failures           resume: the failure budget's pause, and a new count of failed reboots
       --kubeconfig PATH    kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the
                            pod's service account)
       --context NAME       kubeconfig context (default: the current one)
@@ -71,6 +74,7 @@ type options struct {
 	kubeconfig, context, namespace string
 	output                         string
 	group, reason                  string
+	failures                       bool
 	timeout                        time.Duration
 }
 
@@ -108,7 +112,7 @@ func run(ctx context.Context, prog string, args []string, stdout, stderr io.Writ
 		case "pause":
 			err = c.pause(ctx, stdout, o, e)
 		case "resume":
-			err = c.resume(ctx, stdout, o)
+			err = c.resume(ctx, stdout, o, e)
 		}
 	}
 	if err != nil {
@@ -132,6 +136,7 @@ func parseArgs(args []string) (string, options, error) {
 	fs.StringVar(&o.output, "o", o.output, "")
 	fs.StringVar(&o.group, "group", "", "")
 	fs.StringVar(&o.reason, "reason", "", "")
+	fs.BoolVar(&o.failures, "failures", false, "")
 	fs.DurationVar(&o.timeout, "request-timeout", o.timeout, "")
 	var pos []string
 	for {
@@ -175,7 +180,7 @@ func parseArgs(args []string) (string, options, error) {
 	}
 	for _, err := range []error{
 		only("o", "status"), only("output", "status"),
-		only("group", "pause", "resume"), only("reason", "pause"),
+		only("group", "pause", "resume"), only("reason", "pause"), only("failures", "resume"),
 	} {
 		if err != nil {
 			return "", o, err
@@ -196,6 +201,9 @@ func parseArgs(args []string) (string, options, error) {
 	}
 	if o.timeout <= 0 {
 		return "", o, fmt.Errorf("--request-timeout %s: must be positive", o.timeout)
+	}
+	if o.failures && o.group != "" {
+		return "", o, errors.New("--failures and --group: the failure budget pauses the whole fleet; give one of them")
 	}
 	return cmd, o, nil
 }
@@ -332,33 +340,85 @@ func (c *client) pause(ctx context.Context, w io.Writer, o options, e env) error
 	return nil
 }
 
-func (c *client) resume(ctx context.Context, w io.Writer, o options) error {
-	cm, err := c.fleetConfigMap(ctx, o.namespace)
-	if err != nil {
-		return err
-	}
-	sw := fleetswitch.Read(cm)
-	subject, was, paused := "fleet", sw.Reason, sw.Paused
-	if o.group != "" {
-		subject = "group " + o.group
-		was, paused = sw.Groups[o.group]
-	}
-	if !paused {
-		fmt.Fprintf(w, "%s is not paused\n", subject)
-		if o.group == "" && len(sw.Groups) > 0 {
-			fmt.Fprintf(w, "paused groups: %s (resume --group GROUP)\n", strings.Join(sw.PausedGroups(), ", "))
+func (c *client) resume(ctx context.Context, w io.Writer, o options, e env) error {
+	// Read, then write conditionally on what was read: a pause set in between (a person's, or the
+	// operator's failure pause) makes the write fail and the decision is made again on the new state.
+	for attempt := 0; ; attempt++ {
+		cm, err := c.fleetConfigMap(ctx, o.namespace)
+		if err != nil {
+			return err
+		}
+		sw := fleetswitch.Read(cm)
+		var patch []byte
+		var said []string
+		switch {
+		case o.failures:
+			patch = fleetswitch.ResumeFailuresPatch(e.now())
+			was := "was not paused by it"
+			if sw.FailuresPaused {
+				was = "was paused: " + orUnsaid(sw.FailuresReason)
+			}
+			said = append(said, fmt.Sprintf("failure budget reset: failed reboots recorded before now no longer count (%s)", was))
+			if sw.Paused {
+				said = append(said, fmt.Sprintf("the fleet is still paused by %s: %s (resume)", orUnsaid(sw.By), orUnsaid(sw.Reason)))
+			}
+		case o.group != "":
+			was, paused := sw.Groups[o.group]
+			if !paused {
+				fmt.Fprintf(w, "group %s is not paused\n", o.group)
+				return nil
+			}
+			patch = fleetswitch.ResumePatch(o.group)
+			said = append(said, fmt.Sprintf("group %s resumed (was paused: %s)", o.group, orUnsaid(was)))
+		default:
+			if !sw.Paused {
+				fmt.Fprintln(w, "fleet is not paused")
+				if sw.FailuresPaused {
+					fmt.Fprintf(w, "it is held by the failure budget: %s\nfix the failed nodes, then: resume --failures\n", orUnsaid(sw.FailuresReason))
+				}
+				if len(sw.Groups) > 0 {
+					fmt.Fprintf(w, "paused groups: %s (resume --group GROUP)\n", strings.Join(sw.PausedGroups(), ", "))
+				}
+				return nil
+			}
+			patch = fleetswitch.ResumePatch("")
+			said = append(said, fmt.Sprintf("fleet resumed (was paused: %s)", orUnsaid(sw.Reason)))
+			if sw.FailuresPaused {
+				said = append(said, fmt.Sprintf("still held by the failure budget: %s (resume --failures)", orUnsaid(sw.FailuresReason)))
+			}
+			if len(sw.Groups) > 0 {
+				said = append(said, "still paused groups: "+strings.Join(sw.PausedGroups(), ", "))
+			}
+		}
+		if cm != nil {
+			patch = withResourceVersion(patch, cm.ResourceVersion)
+		}
+		_, err = c.cs.CoreV1().ConfigMaps(o.namespace).Patch(ctx, fleetswitch.ConfigMapName, types.MergePatchType, patch, metav1.PatchOptions{})
+		if apierrors.IsConflict(err) && attempt < 5 {
+			continue // changed since we read it: decide again
+		}
+		if apierrors.IsNotFound(err) && o.failures {
+			return fmt.Errorf("ConfigMap %s/%s does not exist: nothing is paused (is Slipway installed there? see -n)", o.namespace, fleetswitch.ConfigMapName)
+		}
+		if err != nil {
+			return c.explain("patching ConfigMap "+o.namespace+"/"+fleetswitch.ConfigMapName, err)
+		}
+		for _, l := range said {
+			fmt.Fprintln(w, l)
 		}
 		return nil
 	}
-	_, err = c.cs.CoreV1().ConfigMaps(o.namespace).Patch(ctx, fleetswitch.ConfigMapName, types.MergePatchType, fleetswitch.ResumePatch(o.group), metav1.PatchOptions{})
-	if err != nil {
-		return c.explain("patching ConfigMap "+o.namespace+"/"+fleetswitch.ConfigMapName, err)
+}
+
+// withResourceVersion makes a merge patch conditional on the object's resourceVersion.
+func withResourceVersion(patch []byte, rv string) []byte {
+	var m map[string]interface{}
+	if err := json.Unmarshal(patch, &m); err != nil {
+		return patch
 	}
-	fmt.Fprintf(w, "%s resumed (was paused: %s)\n", subject, orUnsaid(was))
-	if o.group == "" && len(sw.Groups) > 0 {
-		fmt.Fprintf(w, "still paused groups: %s\n", strings.Join(sw.PausedGroups(), ", "))
-	}
-	return nil
+	m["metadata"] = map[string]interface{}{"resourceVersion": rv}
+	out, _ := json.Marshal(m)
+	return out
 }
 
 // patchData is the data a merge patch from package fleetswitch sets (its nulls delete, so they set nothing).

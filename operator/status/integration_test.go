@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
@@ -364,6 +365,32 @@ NODE  STATE  FOR  GROUP  LAST-REBOOT  DETAIL
 		t.Errorf("after group resume: %+v, data %v", sw, cm.Data)
 	}
 	do("group zone-b is not paused\n", "resume", "--group", "zone-b")
+
+	// The operator's failure pause is its own: a person's resume leaves it, says so, and only
+	// resume --failures clears it (and starts a new count from now).
+	if _, err := c.CoreV1().ConfigMaps(ns).Patch(context.Background(), fleetswitch.ConfigMapName, types.MergePatchType,
+		fleetswitch.FailuresPausePatch("max-failed-reboots: 2 nodes failed in this roll-out (a, b)"), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := statusLine("Fleet:"); got != "Fleet:     PAUSED by the failure budget: max-failed-reboots: 2 nodes failed in this roll-out (a, b) (undo: resume --failures)" {
+		t.Errorf("status with the failure pause: %q", got)
+	}
+	do("fleet is not paused\nit is held by the failure budget: max-failed-reboots: 2 nodes failed in this roll-out (a, b)\nfix the failed nodes, then: resume --failures\n", "resume")
+	do("fleet paused by admin: ops\nNo new reboot cycle starts; nodes in their cycle finish it. Undo: resume.\n", "pause", "--reason", "ops")
+	do("fleet resumed (was paused: ops)\nstill held by the failure budget: max-failed-reboots: 2 nodes failed in this roll-out (a, b) (resume --failures)\n", "resume")
+	if sw, _ := read(); sw.Paused || !sw.FailuresPaused {
+		t.Errorf("a person's resume touched the failure pause: %+v", sw)
+	}
+	do("failure budget reset: failed reboots recorded before now no longer count (was paused: max-failed-reboots: 2 nodes failed in this roll-out (a, b))\n", "resume", "--failures")
+	if sw, _ := read(); sw.FailuresPaused || !sw.FailuresResetAt.Equal(fixedNow) {
+		t.Errorf("after resume --failures: %+v", sw)
+	}
+	if got := statusLine("Fleet:"); got != "Fleet:     running" {
+		t.Errorf("status after resume --failures: %q", got)
+	}
+	if _, _, code := cli(append([]string{"resume", "--failures", "--group", "a"}, base...)...); code != ExitUsage {
+		t.Errorf("--failures with --group: exit %d, want %d", code, ExitUsage)
+	}
 
 	// Without a kubeconfig user the one who pauses is $USER.
 	var o, e bytes.Buffer

@@ -91,6 +91,10 @@ type Blocker struct {
 type FailedReboots struct {
 	Nodes []string `json:"nodes"`
 	Max   int      `json:"max"`
+	// Paused: the operator paused the fleet because the budget was spent (its own switch, which only
+	// resume --failures clears); Reason says why.
+	Paused bool   `json:"paused"`
+	Reason string `json:"reason"`
 }
 
 // Node is one node's row.
@@ -129,8 +133,10 @@ func Build(nodes []corev1.Node, cm *corev1.ConfigMap, namespace string, now time
 			GroupLabel:   st.GroupLabel,
 			Blockers:     []Blocker{},
 			FailedReboots: FailedReboots{
-				Nodes: append([]string{}, st.FailedReboots...),
-				Max:   st.MaxFailedReboots,
+				Nodes:  append([]string{}, st.FailedReboots...),
+				Max:    st.MaxFailedReboots,
+				Paused: sw.FailuresPaused,
+				Reason: sw.FailuresReason,
 			},
 			Schedule: schedule(st, published, now),
 		},

@@ -69,8 +69,11 @@ func WriteText(w io.Writer, r Report, o TextOptions) error {
 			by += " " + ago(now, *p.At) + " ago"
 		}
 		section("Fleet:", fmt.Sprintf("PAUSED%s: %s", by, orUnsaid(p.Reason)))
-	} else {
+	} else if !f.FailedReboots.Paused {
 		section("Fleet:", "running")
+	}
+	if fr := f.FailedReboots; fr.Paused {
+		section("Fleet:", fmt.Sprintf("PAUSED by the failure budget: %s (undo: resume --failures)", orUnsaid(fr.Reason)))
 	}
 	var groups []string
 	for _, g := range f.PausedGroups {
