@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -15,6 +16,8 @@ import (
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/slipway-dev/slipway/internal/redact"
 )
 
 // AlertsConfig configures the Prometheus alerts blocker.
@@ -29,6 +32,11 @@ type AlertsConfig struct {
 	// IncludePending also blocks on alerts still pending (their "for:" not yet elapsed), which is
 	// kured's default. Off: only firing alerts block.
 	IncludePending bool
+	// Require: alert names that must be firing for anything to be admitted (--alert-require), such
+	// as kube-prometheus' always-firing Watchdog: an empty answer from a Prometheus that just started,
+	// lost its rules or cannot reach Alertmanager's inputs is then no reason to go on. Required alerts
+	// never block themselves.
+	Require []string
 	// Timeout bounds one query (default 5 s); TTL is how long an answer, or a failure, is reused
 	// (default 10 s), so that many waiting nodes cost one query.
 	Timeout, TTL time.Duration
@@ -44,9 +52,10 @@ type AlertsConfig struct {
 // closed: an unreachable Prometheus, a timeout or a malformed answer blocks, with the error as the
 // reason, and is itself reused for the TTL.
 type Alerts struct {
-	cfg  AlertsConfig
-	api  promv1.API
-	addr string // URL without credentials, for reasons
+	cfg     AlertsConfig
+	api     promv1.API
+	addr    string   // the URL without its secrets (redact.URL), for reasons
+	secrets []string // what of the URL to scrub from the client's errors
 
 	mu     sync.Mutex // held across a query: concurrent checks wait for its answer
 	at     time.Time  // when the cached answer was made; zero: none
@@ -62,7 +71,13 @@ type answer struct {
 func NewAlerts(cfg AlertsConfig) (*Alerts, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("prometheus URL %q: want http(s)://host[:port][/prefix]", cfg.URL)
+		// Not repeated: what cannot be parsed cannot be redacted either.
+		return nil, fmt.Errorf("prometheus URL (%d characters, not shown: it may hold credentials): want http(s)://host[:port][/prefix]", len(cfg.URL))
+	}
+	for _, name := range cfg.Require {
+		if name == "" {
+			return nil, errors.New("required alert: empty name")
+		}
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
@@ -73,11 +88,12 @@ func NewAlerts(cfg AlertsConfig) (*Alerts, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	secrets := redact.Secrets(u, 0, 3)
 	c, err := promapi.NewClient(promapi.Config{Address: cfg.URL, RoundTripper: cfg.RoundTripper})
 	if err != nil {
-		return nil, fmt.Errorf("prometheus URL %q: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("prometheus URL %s: %s", redact.URL(u), redact.Scrub(err.Error(), secrets))
 	}
-	return &Alerts{cfg: cfg, api: promv1.NewAPI(c), addr: u.Redacted()}, nil
+	return &Alerts{cfg: cfg, api: promv1.NewAPI(c), addr: redact.URL(u), secrets: secrets}, nil
 }
 
 // Name is NameAlerts.
@@ -105,7 +121,7 @@ func (a *Alerts) Check(ctx context.Context, _ *corev1.Node) (bool, string) {
 	case err != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(qctx.Err(), context.DeadlineExceeded)):
 		ans = answer{true, fmt.Sprintf("Prometheus at %s did not answer within %s", a.addr, a.cfg.Timeout)}
 	case err != nil:
-		ans = answer{true, shorten(fmt.Sprintf("cannot read alerts from Prometheus at %s: %v", a.addr, err))}
+		ans = answer{true, shorten(fmt.Sprintf("cannot read alerts from Prometheus at %s: %s", a.addr, redact.Scrub(err.Error(), a.secrets)))}
 	default:
 		ans = a.judge(res.Alerts)
 	}
@@ -114,7 +130,17 @@ func (a *Alerts) Check(ctx context.Context, _ *corev1.Node) (bool, string) {
 }
 
 func (a *Alerts) judge(alerts []promv1.Alert) answer {
-	names := blockingAlerts(alerts, a.cfg.Include, a.cfg.Exclude, a.cfg.IncludePending)
+	if missing := missingAlerts(alerts, a.cfg.Require); len(missing) > 0 {
+		return answer{true, shorten(fmt.Sprintf("required %s not firing: %s (Prometheus at %s answered, but without it the alert pipeline is not proven to work)",
+			plural(len(missing), "alert"), nameList(missing), a.addr))}
+	}
+	var others []promv1.Alert
+	for _, al := range alerts {
+		if !slices.Contains(a.cfg.Require, string(al.Labels[model.AlertNameLabel])) {
+			others = append(others, al)
+		}
+	}
+	names := blockingAlerts(others, a.cfg.Include, a.cfg.Exclude, a.cfg.IncludePending)
 	if len(names) == 0 {
 		return answer{}
 	}
@@ -123,6 +149,24 @@ func (a *Alerts) judge(alerts []promv1.Alert) answer {
 		state = "firing or pending"
 	}
 	return answer{true, shorten(fmt.Sprintf("%s %s: %s", plural(len(names), "alert"), state, nameList(names)))}
+}
+
+// missingAlerts returns the required names that no firing alert carries, sorted.
+func missingAlerts(alerts []promv1.Alert, required []string) []string {
+	firing := map[string]bool{}
+	for _, al := range alerts {
+		if al.State == promv1.AlertStateFiring {
+			firing[string(al.Labels[model.AlertNameLabel])] = true
+		}
+	}
+	var out []string
+	for _, name := range required {
+		if !firing[name] && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // blockingAlerts returns the sorted, distinct names of the alerts that block: active (firing, or

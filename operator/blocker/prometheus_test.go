@@ -168,3 +168,54 @@ func TestAlertsTimeoutBlocks(t *testing.T) {
 		t.Errorf("check took %s", d)
 	}
 }
+
+// --alert-require: an answer without the required alert firing holds every node (fail closed: a
+// Prometheus that just started, or lost its rules, answers "no alerts"); the required alert itself
+// never blocks.
+func TestRequiredAlerts(t *testing.T) {
+	a := &Alerts{cfg: AlertsConfig{Require: []string{"Watchdog"}}, addr: "http://prom:9090"}
+	for _, c := range []struct {
+		name    string
+		alerts  []promv1.Alert
+		blocked bool
+		reason  string
+	}{
+		{"empty answer", nil, true, "required 1 alert not firing: Watchdog (Prometheus at http://prom:9090 answered, but without it the alert pipeline is not proven to work)"},
+		{"only pending", []promv1.Alert{alert("Watchdog", promv1.AlertStatePending)}, true, "required 1 alert not firing: Watchdog"},
+		{"firing, nothing else", []promv1.Alert{alert("Watchdog", promv1.AlertStateFiring)}, false, ""},
+		{"firing, and another", []promv1.Alert{alert("Watchdog", promv1.AlertStateFiring), alert("NodeDown", promv1.AlertStateFiring)}, true, "1 alert firing: NodeDown"},
+	} {
+		got := a.judge(c.alerts)
+		if got.blocked != c.blocked || !strings.HasPrefix(got.reason, c.reason) {
+			t.Errorf("%s: got (%v, %q), want (%v, %q...)", c.name, got.blocked, got.reason, c.blocked, c.reason)
+		}
+	}
+	if _, err := NewAlerts(AlertsConfig{URL: "http://prom:9090", Require: []string{""}}); err == nil {
+		t.Error("an empty required alert name accepted")
+	}
+}
+
+// A URL's credentials (user info, query values) appear in no reason, no error: the reason goes into
+// blocked-by on every waiting Node (readable by every agent), Events, the fleet status and
+// notifications.
+func TestAlertsURLCredentialsNeverRepeated(t *testing.T) {
+	addr := closedPort(t)
+	raw := "http://bob:hunter2pass@" + addr + "/prom?access_token=tok3n-s3cret&org=ops"
+	a, err := NewAlerts(AlertsConfig{URL: raw, Now: newFakeClock().now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, reason := a.Check(context.Background(), nil)
+	for _, leak := range []string{"hunter2pass", "tok3n-s3cret", "bob"} {
+		if strings.Contains(reason, leak) || strings.Contains(a.addr, leak) {
+			t.Errorf("%q repeated: reason %q, addr %q", leak, reason, a.addr)
+		}
+	}
+	if !strings.Contains(reason, "connection refused") || !strings.Contains(reason, "http://***@"+addr+"/prom?access_token=***&org=***") {
+		t.Errorf("reason %q does not say where and why", reason)
+	}
+	_, err = NewAlerts(AlertsConfig{URL: "http://bob:hunter2pass@a b/?x"})
+	if err == nil || strings.Contains(err.Error(), "hunter2pass") {
+		t.Errorf("unparsable URL: %v", err)
+	}
+}

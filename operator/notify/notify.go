@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 
+	"github.com/slipway-dev/slipway/internal/redact"
 	"github.com/slipway-dev/slipway/operator/admission"
 )
 
@@ -271,7 +272,7 @@ func newTarget(raw string, queue int, log klog.Logger) (*target, error) {
 		}
 		return nil, fmt.Errorf("is not a URL: %v", err)
 	}
-	name, secrets := redact(u), secretsOf(u)
+	name, secrets := shortName(u), secretsOf(u)
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("%q: %s", name, scrub(fmt.Sprintf(format, args...), secrets))
 	}
@@ -314,8 +315,8 @@ func newTarget(raw string, queue int, log klog.Logger) (*target, error) {
 	return &target{name: name, secrets: secrets, svc: svc, queue: make(chan queued, queue)}, nil
 }
 
-// redact names a URL without its secrets: scheme, user info masked, host, and whether there is more.
-func redact(u *url.URL) string {
+// shortName names a URL without its secrets: scheme, user info masked, host, and whether there is more.
+func shortName(u *url.URL) string {
 	s := u.Scheme + "://"
 	if u.User != nil {
 		s += "***@"
@@ -330,47 +331,12 @@ func redact(u *url.URL) string {
 	return s
 }
 
-// secretsOf lists the parts of u that may be secrets, for scrub.
-func secretsOf(u *url.URL) []string {
-	var out []string
-	add := func(s string, min int) {
-		if len(s) >= min {
-			out = append(out, s)
-		}
-	}
-	if u.User != nil {
-		add(u.User.String(), 3)
-		add(u.User.Username(), 3)
-		if p, ok := u.User.Password(); ok {
-			add(p, 3)
-		}
-	}
-	for _, seg := range strings.Split(u.Path+"/"+u.Opaque, "/") {
-		add(seg, 8)
-	}
-	for _, vs := range u.Query() {
-		for _, v := range vs {
-			add(v, 8)
-		}
-	}
-	// Longest first, so a secret containing another is replaced whole.
-	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
-	return out
-}
+// secretsOf lists the parts of u that may be secrets, for scrub: user info, query values, and path
+// segments and query values of 8 bytes or more (webhook tokens live in paths).
+func secretsOf(u *url.URL) []string { return redact.Secrets(u, 8, 8) }
 
-// scrub masks every secret in s, raw and query-escaped.
-func scrub(s string, secrets []string) string {
-	for _, x := range secrets {
-		s = strings.ReplaceAll(s, x, "***")
-		if e := url.QueryEscape(x); e != x {
-			s = strings.ReplaceAll(s, e, "***")
-		}
-		if e := url.PathEscape(x); e != x {
-			s = strings.ReplaceAll(s, e, "***")
-		}
-	}
-	return s
-}
+// scrub masks every secret in s, raw and escaped.
+func scrub(s string, secrets []string) string { return redact.Scrub(s, secrets) }
 
 // Notify queues ev for every URL and returns at once; a full queue drops it (counted).
 func (s *Sender) Notify(ev Event) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -191,4 +192,34 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// Text the view prints from a Node is stripped of control characters: an agent (or anyone who can
+// annotate a Node) cannot move the cursor, clear the screen, set the clipboard (OSC 52) or reorder
+// text (bidi overrides) on the terminal of whoever runs kubectl slipway. Wide and narrow alike.
+func TestTextStripsControlCharacters(t *testing.T) {
+	hostile := "logind said no\x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b[1;1H\r\nFleet: running\u009b31m\u202etxt.exe\x7f"
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{
+		protocol.RebootNeeded: "true", protocol.RebootError: hostile, protocol.DrainError: hostile,
+		protocol.BlockedBy: "budget: " + hostile, protocol.FleetLockGroup: "g\x1b[31m"}}}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	r := Build([]corev1.Node{n}, nil, "ns", time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+	for _, width := range []int{0, 100} {
+		var b strings.Builder
+		if err := WriteText(&b, r, TextOptions{Width: width}); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		for i, r := range out {
+			if r != '\n' && (unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)) {
+				t.Fatalf("width %d: control character %U at byte %d in:\n%q", width, r, i, out)
+			}
+		}
+		if strings.Count(out, "\nFleet:") != 0 || !strings.HasPrefix(out, "Fleet:") {
+			t.Errorf("width %d: a Node's text started a line of its own:\n%s", width, out)
+		}
+		if !strings.Contains(out, "logind said no") {
+			t.Errorf("width %d: the readable part of the error is gone:\n%s", width, out)
+		}
+	}
 }

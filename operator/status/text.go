@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -111,7 +112,7 @@ func WriteText(w io.Writer, r Report, o TextOptions) error {
 		if b.Pool == PoolGroup {
 			name = "group " + orDash(b.Group)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", name, b.Unavailable, limitCell(b, f.Published), b.Nodes)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", oneLine(name), b.Unavailable, limitCell(b, f.Published), b.Nodes)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -139,6 +140,9 @@ func writeNodes(w io.Writer, r Report, width int) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, pad, ' ', 0)
 	for _, row := range rows {
+		for i := range row {
+			row[i] = oneLine(row[i]) // every cell may come from a Node: no tab, newline or escape
+		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	return tw.Flush()
@@ -208,7 +212,22 @@ func detailCell(n Node) string {
 	return strings.Join(parts, "; ")
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// oneLine makes s safe to print on a terminal on one line: every run of white space becomes one space
+// and every other control character (C0, DEL, C1 such as CSI) or bidirectional override becomes
+// "?". Node annotations are written by agents and people; an escape sequence in one must not move the
+// cursor, rewrite the screen or set the clipboard (OSC 52) of whoever runs kubectl slipway.
+func oneLine(s string) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case unicode.IsSpace(r):
+			return ' '
+		case unicode.IsControl(r), unicode.Is(unicode.Bidi_Control, r), r == utf8.RuneError:
+			return '?'
+		}
+		return r
+	}, s)
+	return strings.Join(strings.Fields(s), " ")
+}
 
 // stateOrder is the cycle's order, for the summary.
 var stateOrder = []protocol.State{protocol.Idle, protocol.NeedsReboot, protocol.BeforeHooks, protocol.Draining,

@@ -103,6 +103,7 @@ type options struct {
 	podsOnNode, podsInCluster                 selectorFlag
 	prometheusURL, alertInclude, alertExclude string
 	alertFiringOnly                           bool
+	alertRequire                              selectorFlag
 	minReady                                  string
 	windows, exclusions                       multiFlag
 	notifyURLs                                urlsFlag
@@ -140,6 +141,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.StringVar(&o.alertInclude, "alert-include", "", "regexp (unanchored) on alert names: only matching alerts block; empty: all")
 	fs.StringVar(&o.alertExclude, "alert-exclude", "", "regexp (unanchored) on alert names: matching alerts never block, e.g. ^(Watchdog|InfoInhibitor)$")
 	fs.BoolVar(&o.alertFiringOnly, "alert-firing-only", true, "only firing alerts block; false also counts pending ones (kured's default)")
+	fs.Var(&o.alertRequire, "alert-require", "alert name that must be firing for any node to start, e.g. Watchdog (kube-prometheus' always-firing alert): an empty answer from a Prometheus that just started or lost its rules then holds the fleet; it never blocks itself; repeatable")
 	fs.StringVar(&o.minReady, "min-ready-nodes", "", "admit a node only if at least this many other nodes stay Ready, schedulable and out of a cycle: a count or % of all nodes (rounded up); empty disables")
 	fs.Var(&o.notifyURLs, "notify-url", "send notifications (cycle started, finished or aborted; stalled; fleet paused; blocked longer than --notify-blocked-after) to this shoutrrr URL, as kured's --notify-url: slack://, teams://, telegram://, ntfy://, smtp://, generic://host/path?template=json, logger:// ...; repeatable (several in UPDATE_OPERATOR_NOTIFY_URL separated by spaces); none: off")
 	fs.DurationVar(&o.notifyBlockedAfter, "notify-blocked-after", time.Hour, "notify once when nodes have been held this long by a pause or a blocker (not the budget, a window or the control-plane order); once per episode, once per blocker fleet-wide; 0 never")
@@ -280,8 +282,11 @@ func (o *options) config() (operator.Config, error) {
 		}
 		*r.dst = re
 	}
+	if len(o.alertRequire) > 0 && o.prometheusURL == "" {
+		return cfg, errors.New("alert-require needs --prometheus-url")
+	}
 	if o.prometheusURL != "" {
-		alerts, err := blocker.NewAlerts(blocker.AlertsConfig{URL: o.prometheusURL, Include: include, Exclude: exclude, IncludePending: !o.alertFiringOnly})
+		alerts, err := blocker.NewAlerts(blocker.AlertsConfig{URL: o.prometheusURL, Include: include, Exclude: exclude, IncludePending: !o.alertFiringOnly, Require: o.alertRequire})
 		if err != nil {
 			return cfg, fmt.Errorf("prometheus-url: %w", err)
 		}

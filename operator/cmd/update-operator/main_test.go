@@ -76,6 +76,9 @@ func TestFlagsRejected(t *testing.T) {
 		"group label FleetLock writes":                {[]string{"--group-label=update.slipway.dev/fleetlock-group"}, "group-label"},
 		"group label the operator writes":             {[]string{"--group-label=update.slipway.dev/admitted-group"}, "group-label"},
 		"group label not a key":                       {[]string{"--group-label=zone a"}, "group-label"},
+		"required alert without Prometheus":           {[]string{"--alert-require=Watchdog"}, "alert-require"},
+		"required alert empty":                        {[]string{"--prometheus-url=http://prom:9090", "--alert-require="}, "required alert"},
+		"Prometheus URL with credentials, unparsable": {[]string{"--prometheus-url=http://u:pw@a b"}, "prometheus-url"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
