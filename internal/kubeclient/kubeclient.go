@@ -5,6 +5,7 @@ package kubeclient
 import (
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 
 	"k8s.io/client-go/rest"
@@ -13,7 +14,7 @@ import (
 )
 
 // RestConfig uses kubeconfig, else $KUBECONFIG, else the in-cluster service account, with the
-// client-side rate limit lim.
+// client-side rate limit lim and a deadline on every request but a watch (lim.Timeout).
 func RestConfig(kubeconfig, userAgent string, lim Limits) (*rest.Config, error) {
 	if err := lim.Validate(); err != nil {
 		return nil, err
@@ -36,6 +37,11 @@ func RestConfig(kubeconfig, userAgent string, lim Limits) (*rest.Config, error) 
 	}
 	cfg.UserAgent = userAgent
 	cfg.QPS, cfg.Burst = float32(lim.QPS), lim.Burst
+	timeout := lim.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return deadlineTransport{rt: rt, timeout: timeout} })
 	return cfg, nil
 }
 

@@ -17,6 +17,8 @@ import (
 type Limits struct {
 	QPS   float64
 	Burst int
+	// Timeout bounds each request but a watch (0: DefaultTimeout).
+	Timeout time.Duration
 }
 
 // The binaries' defaults, from measurement (README "Performance"). The operator writes a few
@@ -31,6 +33,7 @@ var (
 func (l *Limits) AddFlags(fs *flag.FlagSet, def Limits) {
 	fs.Float64Var(&l.QPS, "kube-api-qps", def.QPS, "requests per second this process may send to the API server on average (client-side limit; waits show in the rate limiter metric)")
 	fs.IntVar(&l.Burst, "kube-api-burst", def.Burst, "requests this process may send to the API server in a burst above --kube-api-qps")
+	fs.DurationVar(&l.Timeout, "kube-api-timeout", DefaultTimeout, "give up on one API request (not a watch) after this long; the step is retried")
 }
 
 // Validate refuses limits client-go would misread: a QPS of 0 or less turns client-go's limiter
@@ -38,6 +41,9 @@ func (l *Limits) AddFlags(fs *flag.FlagSet, def Limits) {
 func (l Limits) Validate() error {
 	if !(l.QPS > 0) || l.QPS > 1e6 {
 		return fmt.Errorf("--kube-api-qps=%v: must be a positive number of requests per second (at most 1e6)", l.QPS)
+	}
+	if l.Timeout < 0 {
+		return fmt.Errorf("--kube-api-timeout=%s: must not be negative", l.Timeout)
 	}
 	if l.Burst < 1 || l.Burst > 1e6 {
 		return fmt.Errorf("--kube-api-burst=%d: must be between 1 and 1e6", l.Burst)
