@@ -75,8 +75,8 @@ type Config struct {
 	RebootTimeout time.Duration
 	// StallPolicy says whether a stalled node keeps its budget slot.
 	StallPolicy stall.Policy
-	// StuckAfter: /readyz fails when one sync has run this long, or nodes have waited in the queue
-	// this long without any sync finishing (DefaultStuckAfter).
+	// StuckAfter: /healthz and /readyz fail when one sync has run this long, or nodes have waited in
+	// the queue this long without any sync finishing (DefaultStuckAfter).
 	StuckAfter time.Duration
 	// Workers is how many nodes are synced at once (DefaultWorkers). Admissions are decided one at a
 	// time (admission.Admitter), where a node being admitted holds a reservation until its PATCH
@@ -386,14 +386,26 @@ func (c *Controller) forgetNode(name string) {
 func (c *Controller) SetFence(f func(context.Context) (fence.Term, error)) { c.cfg.Fence = f }
 
 // Ready is /readyz for the leader: an error when the controller should have made progress and has
-// not (informer not synced, one sync running for StuckAfter, or nodes queued for StuckAfter with no
-// sync finishing). An instance that does not lead has nothing to do and is ready.
+// not (informer not synced, or Live fails). An instance that does not lead has nothing to do and is
+// ready.
 func (c *Controller) Ready() error {
 	if !c.running.Load() {
 		return nil
 	}
 	if !c.synced.Load() {
 		return errors.New("leading, but the node informer has not synced")
+	}
+	return c.Live()
+}
+
+// Live is /healthz: an error when the leader's workers are wedged, one sync running for StuckAfter or
+// nodes queued for StuckAfter with no sync finishing. Every API request has its own deadline
+// (--kube-api-timeout), so only a wedged process gets here; the kubelet then restarts it and the lease
+// passes on, instead of a leader that renews its lease and does nothing keeping it for ever. A
+// standby, and a leader still syncing its informer (a large fleet's first list), are live.
+func (c *Controller) Live() error {
+	if !c.running.Load() || !c.synced.Load() {
+		return nil
 	}
 	now := c.cfg.Now()
 	for i := range c.syncStarted {

@@ -71,6 +71,9 @@ func TestReady(t *testing.T) {
 	if err := c.Ready(); err != nil {
 		t.Fatalf("standby must be ready: %v", err)
 	}
+	if err := c.Live(); err != nil {
+		t.Fatalf("standby must be live: %v", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = c.Run(ctx) }()
@@ -99,5 +102,9 @@ func TestReady(t *testing.T) {
 	}
 	if err := c.Ready(); !strings.Contains(err.Error(), "sync has been running") {
 		t.Errorf("reason: %v", err)
+	}
+	// Liveness says the same: a wedged leader is restarted and loses its lease.
+	if err := c.Live(); err == nil || !strings.Contains(err.Error(), "sync has been running") {
+		t.Errorf("Live() of a wedged leader: %v", err)
 	}
 }

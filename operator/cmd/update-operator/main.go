@@ -455,7 +455,7 @@ func run() int {
 	defer stop()
 	go notifier.Run(ctx)
 	if o.httpAddr != "" {
-		if err := serveHTTP(ctx, o.httpAddr, reg, ctrl.Ready, o.profiling, log); err != nil {
+		if err := serveHTTP(ctx, o.httpAddr, reg, ctrl.Live, ctrl.Ready, o.profiling, log); err != nil {
 			log.Error(err, "serving /healthz and /metrics", "address", o.httpAddr)
 			return 1
 		}
@@ -521,16 +521,22 @@ func run() int {
 	return 0
 }
 
-// serveHTTP serves /healthz (the process answers: liveness stays simple), /readyz (ready: the
-// controller, when it leads, is making progress) and /metrics, and with profiling /debug/pprof/.
-func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, ready func() error, profiling bool, log klog.Logger) error {
+// serveHTTP serves /healthz (live: the process answers and, when it leads, its workers are not
+// wedged), /readyz (ready: also synced) and /metrics, and with profiling /debug/pprof/.
+func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, live, ready func() error, profiling bool, log klog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
 	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) }
-	mux.HandleFunc("/healthz", ok)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := live(); err != nil {
+			http.Error(w, "not live: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		ok(w, r)
+	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := ready(); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -122,6 +124,32 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 }
 
 // /debug/pprof/ is served only with --profiling; probes and metrics always.
+// /healthz fails when the controller is wedged (the kubelet restarts it and the lease passes on);
+// /readyz says whether it is ready, separately.
+func TestServeHTTPLiveness(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wedged := func() error { return errors.New("one node sync has been running for 3m0s") }
+	if err := serveHTTP(ctx, addr, prometheus.NewRegistry(), wedged, wedged, false, klog.Background()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "sync has been running") {
+		t.Errorf("/healthz of a wedged controller: %d %q", resp.StatusCode, body)
+	}
+}
+
 func TestServeHTTPProfiling(t *testing.T) {
 	for _, profiling := range []bool{false, true} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -131,11 +159,11 @@ func TestServeHTTPProfiling(t *testing.T) {
 		addr := ln.Addr().String()
 		ln.Close()
 		ctx, cancel := context.WithCancel(context.Background())
-		if err := serveHTTP(ctx, addr, prometheus.NewRegistry(), func() error { return nil }, profiling, klog.Background()); err != nil {
+		if err := serveHTTP(ctx, addr, prometheus.NewRegistry(), func() error { return nil }, func() error { return errors.New("syncing") }, profiling, klog.Background()); err != nil {
 			cancel()
 			t.Fatal(err)
 		}
-		for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200, "/debug/pprof/heap": map[bool]int{false: 404, true: 200}[profiling]} {
+		for path, want := range map[string]int{"/healthz": 200, "/readyz": 503, "/metrics": 200, "/debug/pprof/heap": map[bool]int{false: 404, true: 200}[profiling]} {
 			resp, err := http.Get("http://" + addr + path)
 			if err != nil {
 				t.Fatal(err)
