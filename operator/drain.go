@@ -48,7 +48,15 @@ type DrainConfig struct {
 	Policy DrainPolicy
 	// RetryBase and RetryMax bound the backoff between failed attempts.
 	RetryBase, RetryMax time.Duration
+	// SkipWaitForDelete: on a NotReady node, a pod deleted (evicted) longer ago than this is taken as
+	// gone (kubectl drain's --skip-wait-for-delete-timeout). A NotReady node's kubelet cannot finish
+	// its pods, so they stay Terminating for ever and the drain could never end. Ready nodes always
+	// wait. 0: DefaultSkipWaitForDelete.
+	SkipWaitForDelete time.Duration
 }
+
+// DefaultSkipWaitForDelete is DrainConfig.SkipWaitForDelete's default.
+const DefaultSkipWaitForDelete = time.Minute
 
 // drainResult is the outcome of the last drain attempt of one cycle of one node.
 type drainResult struct {
@@ -77,7 +85,8 @@ func newDrainer(c kubernetes.Interface, cfg DrainConfig, log klog.Logger, done f
 }
 
 // start begins an attempt for node in cycle unless one is running. It reports whether it started one.
-func (d *drainer) start(ctx context.Context, node, cycle string) bool {
+// notReady: the node's kubelet is not Ready (pods deleted on it will not finish terminating).
+func (d *drainer) start(ctx context.Context, node, cycle string, notReady bool) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.running[node]; ok {
@@ -91,7 +100,7 @@ func (d *drainer) start(ctx context.Context, node, cycle string) bool {
 	ctx, cancel := context.WithCancel(ctx)
 	d.running[node] = cancel
 	go func() {
-		err := d.drain(ctx, node)
+		err := d.drain(ctx, node, notReady)
 		cancelled := ctx.Err() != nil
 		cancel()
 		if cancelled {
@@ -154,7 +163,7 @@ func (d *drainer) forget(node string) {
 	delete(d.results, node)
 }
 
-func (d *drainer) drain(ctx context.Context, node string) error {
+func (d *drainer) drain(ctx context.Context, node string, notReady bool) error {
 	log := d.log.WithValues("node", node)
 	var out logWriter
 	out.log = log
@@ -179,6 +188,14 @@ func (d *drainer) drain(ctx context.Context, node string) error {
 			}
 			log.Info("pod evicted", "pod", klog.KObj(pod))
 		},
+	}
+	if notReady {
+		skip := d.cfg.SkipWaitForDelete
+		if skip <= 0 {
+			skip = DefaultSkipWaitForDelete
+		}
+		h.SkipWaitForDeleteTimeoutSeconds = max(int(skip/time.Second), 1)
+		log.Info("node NotReady: pods deleted longer ago than the bound are taken as gone", "bound", skip.String())
 	}
 	list, errs := h.GetPodsForDeletion(node)
 	if len(errs) > 0 {
@@ -235,7 +252,7 @@ func (c *Controller) drain(ctx context.Context, n *corev1.Node, log klog.Logger)
 			return wait, nil
 		}
 	}
-	if c.drains.start(ctx, n.Name, cycle) {
+	if c.drains.start(ctx, n.Name, cycle, !protocol.NodeReady(n)) {
 		log.Info("draining", "timeout", c.cfg.Drain.Timeout.String())
 	}
 	return 0, nil

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
@@ -113,5 +114,43 @@ func TestHTTPEndpoints(t *testing.T) {
 	// --fleetlock-address serves FleetLock from the binary: an unknown machine gets the protocol's error.
 	if code, kind := zincati(t, fmt.Sprintf("http://127.0.0.1:%d", flPort), "pre-reboot", "ffffffffffffffffffffffffffffffff"); code != http.StatusNotFound || kind != "unknown_node" {
 		t.Errorf("FleetLock from the binary: %d %q", code, kind)
+	}
+}
+
+// A NotReady node's kubelet cannot finish its pods: evicted, they stay Terminating for ever (here: a
+// finalizer nobody removes). Its drain takes a pod deleted longer ago than the bound as gone (kubectl
+// drain's skip-wait-for-delete) and ends, well before the drain timeout; the pod is still there,
+// Terminating. A Ready node would wait for it.
+func TestDrainOfNotReadyNodeSkipsPodsStuckTerminating(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	if _, err := testenv.CreateNode(ctx, client, "sick-0", "boot-a", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testenv.SetNodeStatus(ctx, client, "sick-0", "boot-a", false); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sick"}}, metav1.CreateOptions{})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stuck", Namespace: "sick", Finalizers: []string{"example.com/hold"}},
+		Spec: corev1.PodSpec{NodeName: "sick-0", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	if _, err := client.CoreV1().Pods("sick").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = client.CoreV1().Pods("sick").Patch(ctx, "stuck", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
+	start := time.Now()
+	startOperator(t, opOptions{forceDrain: true, drainTO: time.Minute, tweak: func(c *operator.Config) { c.Drain.SkipWaitForDelete = time.Second }})
+	annotate(t, "sick-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	waitNode(t, "sick-0", 45*time.Second, "reboot-ok after a drain that skipped the stuck pod", func(n *corev1.Node) bool {
+		return n.Annotations[protocol.RebootOK] == protocol.True
+	})
+	if took := time.Since(start); took >= time.Minute {
+		t.Errorf("granted after %s: the drain waited out its timeout instead of skipping the stuck pod", took)
+	}
+	p, err := client.CoreV1().Pods("sick").Get(ctx, "stuck", metav1.GetOptions{})
+	if err != nil || p.DeletionTimestamp == nil {
+		t.Errorf("the stuck pod should still be there, Terminating (skipped, not removed): %v %+v", err, p)
 	}
 }

@@ -110,6 +110,7 @@ type options struct {
 	notifyBlockedAfter                        time.Duration
 	rebootTimeout                             time.Duration
 	drainRetryBase, drainRetryMax             time.Duration
+	drainSkipWait                             time.Duration
 	namespace, leaseName, identity            string
 	leaderElect                               bool
 	leaseDuration, renewDeadline, retryPeriod time.Duration
@@ -158,6 +159,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.StringVar(&o.drainPolicy, "drain-failure-policy", string(operator.DrainRetry), "after a failed or timed-out drain: \"retry\" (keep cordoned, no reboot-ok, retry with backoff) or \"force\" (grant reboot-ok anyway)")
 	fs.DurationVar(&o.drainRetryBase, "drain-retry-base", operator.DefaultDrainRetryBase, "first delay before retrying a failed drain (doubles per failure)")
 	fs.DurationVar(&o.drainRetryMax, "drain-retry-max", operator.DefaultDrainRetryMax, "longest delay between drain retries")
+	fs.DurationVar(&o.drainSkipWait, "drain-skip-wait-for-delete-timeout", operator.DefaultSkipWaitForDelete, "NotReady nodes only: a pod deleted longer ago than this is taken as gone (its kubelet cannot finish it), as kubectl drain's --skip-wait-for-delete-timeout; Ready nodes always wait")
 	fs.DurationVar(&o.rebootTimeout, "reboot-timeout", 30*time.Minute, "time a node may spend in one stage of its cycle (hooks, drain, reboot, coming back Ready) before it is reported stalled: annotation update.slipway.dev/stalled, a Stalled Warning Event, slipway_operator_stalled_nodes; 0 never")
 	fs.StringVar(&o.stallPolicy, "stall-policy", string(stall.Hold), "a stalled node: \"hold\" keeps its budget slot (safe); \"release\" frees it once the node stalled after its reboot was granted, so the roll-out goes on without it")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader-election Lease (default $POD_NAMESPACE)")
@@ -298,6 +300,9 @@ func (o *options) config() (operator.Config, error) {
 	if o.drainTimeout < 0 {
 		return cfg, fmt.Errorf("drain-timeout %s must not be negative", o.drainTimeout)
 	}
+	if o.drainSkipWait < time.Second {
+		return cfg, fmt.Errorf("drain-skip-wait-for-delete-timeout %s: must be at least 1s", o.drainSkipWait)
+	}
 	if o.drainRetryBase <= 0 || o.drainRetryMax < o.drainRetryBase {
 		return cfg, fmt.Errorf("drain-retry-base (%s) must be positive and at most drain-retry-max (%s)", o.drainRetryBase, o.drainRetryMax)
 	}
@@ -343,7 +348,7 @@ func (o *options) config() (operator.Config, error) {
 		Blockers:                   cfg.Blockers,
 		Drain: operator.DrainConfig{
 			Timeout: o.drainTimeout, GracePeriod: o.drainGrace, Force: o.forceDrain, Policy: policy,
-			RetryBase: o.drainRetryBase, RetryMax: o.drainRetryMax,
+			RetryBase: o.drainRetryBase, RetryMax: o.drainRetryMax, SkipWaitForDelete: o.drainSkipWait,
 		},
 	}, nil
 }
