@@ -28,10 +28,11 @@ const (
 	fluoAgent    = "flatcar-linux-update-agent"
 )
 
-// deploy/fluo-migration/ on a real API server where FLUO's namespace and ServiceAccounts exist: no
-// workload and no namespace of Slipway's; FLUO's operator ServiceAccount may do what Slipway's
-// operator does, FLUO's agent ServiceAccount what Slipway's agent does -- and is confined by the
-// same policy (its own node, its own keys).
+// deploy/fluo-migration/ on a real API server where FLUO's namespace, ServiceAccounts and RBAC (FLUO
+// v0.9.0's own manifests) exist: no workload and no namespace of Slipway's; FLUO's operator
+// ServiceAccount may do what Slipway's operator does, FLUO's agent ServiceAccount what Slipway's agent
+// does and no more (FLUO's cluster-wide pod delete and eviction for it are gone) -- and both are
+// confined by Slipway's policies (the agent: its own node, its own keys; the operator: no taints).
 func TestFLUOMigrationOverlay(t *testing.T) {
 	ctx := context.Background()
 	rendered := kustomize(t, "fluo-migration")
@@ -61,11 +62,21 @@ func TestFLUOMigrationOverlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apply := exec.Command(filepath.Join(bin, "kubectl"), "--kubeconfig", cp.Kubeconfig, "apply", "--server-side", "-f", "-")
-	apply.Stdin = strings.NewReader(rendered)
-	if out, err := apply.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	// FLUO's own RBAC first, from FLUO v0.9.0's module, applied as its README says (kubectl apply -k).
+	kubectl := func(stdin string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", cp.Kubeconfig}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
 	}
+	kubectl("", "apply", "-k", filepath.Join(fluoModule(t), "examples", "deploy", "rbac"))
+	if !can(t, asIn(cp, fluoNS, fluoAgent, ""), "delete", "", "pods", "", "default") {
+		t.Fatal("FLUO's RBAC is not in place: its agent account cannot delete pods")
+	}
+	// Then the overlay, as its comment says (kubectl apply -k deploy/fluo-migration).
+	kubectl(rendered, "apply", "-f", "-")
 	for _, n := range []string{"node-a", "node-b"} {
 		if _, err := testenv.CreateNode(ctx, admin, n, "boot-"+n, nil); err != nil {
 			t.Fatal(err)
@@ -86,6 +97,7 @@ func TestFLUOMigrationOverlay(t *testing.T) {
 		fluoAgent: {
 			{"get", "", "nodes", "", "", true}, {"watch", "", "nodes", "", "", true}, {"patch", "", "nodes", "", "", true},
 			{"create", "", "pods", "eviction", "default", false}, {"patch", "", "nodes", "status", "", false},
+			{"delete", "", "pods", "", "default", false}, {"list", "", "pods", "", "", false},
 			{"update", "coordination.k8s.io", "leases", "", fluoNS, false},
 		},
 	} {
@@ -120,9 +132,16 @@ func TestFLUOMigrationOverlay(t *testing.T) {
 			t.Errorf("FLUO's agent on node-a could set %s on %s", c.key, c.node)
 		}
 	}
-	// And the operator's identity is not confined: it grants and evicts.
+	// FLUO's operator account grants and evicts, and is confined by the operator's policy: no taints.
 	if err := annotate(operator, "node-a", protocol.RebootOK); err != nil {
 		t.Errorf("FLUO's operator ServiceAccount cannot grant reboot-ok: %v", err)
+	}
+	taint := []byte(`{"spec":{"taints":[{"key":"example.com/evict","effect":"NoExecute"}]}}`)
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, last = operator.CoreV1().Nodes().Patch(ctx, "node-b", types.MergePatchType, taint, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return last != nil && strings.Contains(last.Error(), "ValidatingAdmissionPolicy 'slipway-update-operator'"), nil
+	}); err != nil {
+		t.Errorf("FLUO's operator account may taint a node: the operator's policy does not hold it (last answer: %v)", last)
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}, Spec: corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
 	if _, err := admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
@@ -132,4 +151,19 @@ func TestFLUOMigrationOverlay(t *testing.T) {
 		t.Errorf("FLUO's operator ServiceAccount cannot evict: %v", err)
 	}
 	_ = os.RemoveAll(dir)
+}
+
+// fluoModule is FLUO v0.9.0's source from the Go module proxy (its example manifests are what a
+// migrating cluster runs). Skips, saying so, where the proxy cannot be reached.
+func fluoModule(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command("go", "mod", "download", "-json", "github.com/flatcar/flatcar-linux-update-operator@v0.9.0")
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	out, err := cmd.Output()
+	var m struct{ Dir, Error string }
+	if jerr := json.Unmarshal(out, &m); err != nil || jerr != nil || m.Dir == "" {
+		t.Skipf("FLUO v0.9.0 from the Go module proxy (for its RBAC manifests) not available: %v %s %s", err, m.Error, out)
+	}
+	return m.Dir
 }

@@ -122,9 +122,18 @@ func helmTemplate(vals map[string]any, ns string) (string, error) {
 
 // render is helmTemplate for Kubernetes kv, optionally with --skip-schema-validation.
 func render(vals map[string]any, ns string, kv *common.KubeVersion, skipSchema bool) (string, error) {
-	ch, err := loader.Load(chartDir)
+	rel, err := renderRelease(vals, ns, kv, skipSchema)
 	if err != nil {
 		return "", err
+	}
+	return rel.Manifest, nil
+}
+
+// renderRelease is render's whole release (its NOTES included).
+func renderRelease(vals map[string]any, ns string, kv *common.KubeVersion, skipSchema bool) (*release.Release, error) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, err
 	}
 	install := action.NewInstall(action.NewConfiguration())
 	install.DryRunStrategy = action.DryRunClient
@@ -135,16 +144,42 @@ func render(vals map[string]any, ns string, kv *common.KubeVersion, skipSchema b
 	install.SkipSchemaValidation = skipSchema
 	r, err := install.Run(ch, vals)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	rel, ok := r.(*release.Release)
 	if !ok {
-		return "", fmt.Errorf("unexpected release type %T", r)
+		return nil, fmt.Errorf("unexpected release type %T", r)
 	}
 	if len(rel.Hooks) != 0 {
-		return "", fmt.Errorf("the chart has %d hooks; kustomize has none", len(rel.Hooks))
+		return nil, fmt.Errorf("the chart has %d hooks; kustomize has none", len(rel.Hooks))
 	}
-	return rel.Manifest, nil
+	return rel, nil
+}
+
+// With the agent policy off (acknowledged), NOTES says loudly what that grants; with it on, nothing.
+func TestNotesWarnWithoutTheAgentPolicy(t *testing.T) {
+	for _, c := range []struct {
+		vals map[string]any
+		warn bool
+	}{
+		{nil, false},
+		{map[string]any{"agentPolicy": map[string]any{"enabled": false, "acknowledgeUnconfinedAgents": true}}, true},
+	} {
+		rel, err := renderRelease(c.vals, namespace, kubeVersion, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		notes := ""
+		if rel.Info != nil {
+			notes = rel.Info.Notes
+		}
+		if got := strings.Contains(notes, "WARNING: agentPolicy.enabled=false") && strings.Contains(notes, "patch ANY Node"); got != c.warn {
+			t.Errorf("values %v: NOTES warn %v, want %v:\n%s", c.vals, got, c.warn, notes)
+		}
+		if !strings.Contains(notes, "kubectl slipway status") {
+			t.Errorf("NOTES without the first command:\n%s", notes)
+		}
+	}
 }
 
 func helm(t *testing.T, vals map[string]any) objects {
@@ -426,8 +461,8 @@ func TestValues(t *testing.T) {
 		vals: `operator: {affinity: null}`,
 		edit: func(t *testing.T, o objects) { delete(podSpec(o[operatorKey]), "affinity") },
 	}, {
-		name: "agent policy off",
-		vals: `agentPolicy: {enabled: false}`,
+		name: "agent policy off, acknowledged",
+		vals: `agentPolicy: {enabled: false, acknowledgeUnconfinedAgents: true}`,
 		edit: func(t *testing.T, o objects) { delete(o, vapKey); delete(o, vapbKey) },
 	}, {
 		name: "own namespace",
@@ -553,6 +588,7 @@ func TestValuesRefused(t *testing.T) {
 		{`fleetlock: {networkPolicy: {nodeCIDRs: []}}`, "at '/fleetlock/networkPolicy/nodeCIDRs'"},
 		{`tolerations: []`, "'tolerations' not allowed"},
 		{`operator: {beforeRebootAnnotations: ["x']+['y"]}`, "is not an annotation key"},
+		{`agentPolicy: {enabled: false}`, "also set agentPolicy.acknowledgeUnconfinedAgents=true"},
 		{`operator: {afterRebootAnnotations: "example.com/a"}`, "at '/operator/afterRebootAnnotations'"},
 	} {
 		var vals map[string]any
