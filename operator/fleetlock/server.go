@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"time"
 
 	"k8s.io/klog/v2"
 )
@@ -51,6 +52,9 @@ var (
 	groupPattern = regexp.MustCompile(`^[a-zA-Z0-9.-]+$`)
 )
 
+// RequestTimeout bounds the cluster work of one FleetLock request (a variable for tests).
+var RequestTimeout = 15 * time.Second
+
 // MaxGroup is the longest group this server accepts (a Kubernetes label value's limit).
 const MaxGroup = 63
 
@@ -85,7 +89,11 @@ func Handler(b Backend, log klog.Logger) http.Handler {
 func serve(w http.ResponseWriter, r *http.Request, log klog.Logger, op string, do func(context.Context, string, string) error) {
 	id, group, err := parse(r)
 	if err == nil {
-		err = do(r.Context(), id, group)
+		// Bounded: Zincati retries, and a request held by a slow API server must not hold a
+		// connection (and a goroutine) for ever.
+		ctx, cancel := context.WithTimeout(r.Context(), RequestTimeout)
+		err = do(ctx, id, group)
+		cancel()
 	}
 	var fe *Error
 	switch {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/klog/v2"
 )
@@ -131,6 +132,40 @@ func TestRealClientRequests(t *testing.T) {
 		var reply map[string]string
 		if err := json.Unmarshal(rec.Body.Bytes(), &reply); err != nil || reply["kind"] != KindOK {
 			t.Errorf("%s: 200 body %q is not {kind: ok}", name, rec.Body.String())
+		}
+	}
+}
+
+// hangingBackend never answers until the request's context ends.
+type hangingBackend struct{}
+
+func (hangingBackend) PreReboot(ctx context.Context, _, _ string) (bool, error) {
+	<-ctx.Done()
+	return false, ctx.Err()
+}
+func (hangingBackend) SteadyState(ctx context.Context, _, _ string) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A request whose cluster work never ends (a wedged API server) is answered with an error Zincati
+// retries, after RequestTimeout, instead of holding its connection for ever.
+func TestRequestsAreBounded(t *testing.T) {
+	defer func(d time.Duration) { RequestTimeout = d }(RequestTimeout)
+	RequestTimeout = 200 * time.Millisecond
+	for _, op := range []string{"/v1/pre-reboot", "/v1/steady-state"} {
+		done := make(chan int, 1)
+		go func() {
+			status, _ := do(t, Handler(hangingBackend{}, klog.Background()), "POST", op, zincatiBody, true)
+			done <- status
+		}()
+		select {
+		case status := <-done:
+			if status != http.StatusInternalServerError {
+				t.Errorf("%s: %d, want 500 (retry)", op, status)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s never answered", op)
 		}
 	}
 }

@@ -466,7 +466,16 @@ func run() int {
 		}
 	}
 	if o.fleetlockAddr != "" {
-		if _, err := fleetlock.Serve(ctx, o.fleetlockAddr, client, o.namespace, log.WithName("fleetlock")); err != nil {
+		// FleetLock answers whoever reaches its port: it gets a client and a rate limit of its own, so a
+		// flood of requests waits in its bucket, never in the controller's.
+		flCfg := rest.CopyConfig(rc)
+		flCfg.QPS, flCfg.Burst, flCfg.RateLimiter = fleetlockQPS, fleetlockBurst, nil
+		flClient, err := kubernetes.NewForConfig(flCfg)
+		if err != nil {
+			log.Error(err, "building Kubernetes client")
+			return 1
+		}
+		if _, err := fleetlock.Serve(ctx, o.fleetlockAddr, flClient, o.namespace, log.WithName("fleetlock")); err != nil {
 			log.Error(err, "serving FleetLock", "address", o.fleetlockAddr)
 			return 1
 		}
@@ -525,6 +534,13 @@ func run() int {
 	}
 	return 0
 }
+
+// The FleetLock server's own client-side rate limit: a Zincati node sends a request every few minutes
+// (pre-reboot retries every 5 min by default, steady-state at boot), so 20/s serves thousands.
+const (
+	fleetlockQPS   = 20
+	fleetlockBurst = 40
+)
 
 // serveHTTP serves /healthz (live: the process answers and, when it leads, its workers are not
 // wedged), /readyz (ready: also synced) and /metrics, and with profiling /debug/pprof/.
