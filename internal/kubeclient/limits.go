@@ -25,15 +25,15 @@ type Limits struct {
 // patches per node step and reads through informers; the agent writes a handful per boot, and
 // thousands of agents share one API server, so it keeps client-go's default.
 var (
-	OperatorLimits = Limits{QPS: 200, Burst: 500}
-	AgentLimits    = Limits{QPS: 5, Burst: 10}
+	OperatorLimits = Limits{QPS: 200, Burst: 500, Timeout: DefaultTimeout}
+	AgentLimits    = Limits{QPS: 5, Burst: 10, Timeout: DefaultTimeout}
 )
 
 // AddFlags adds --kube-api-qps and --kube-api-burst to fs with def as defaults.
 func (l *Limits) AddFlags(fs *flag.FlagSet, def Limits) {
 	fs.Float64Var(&l.QPS, "kube-api-qps", def.QPS, "requests per second this process may send to the API server on average (client-side limit; waits show in the rate limiter metric)")
 	fs.IntVar(&l.Burst, "kube-api-burst", def.Burst, "requests this process may send to the API server in a burst above --kube-api-qps")
-	fs.DurationVar(&l.Timeout, "kube-api-timeout", DefaultTimeout, "give up on one API request (not a watch) after this long; the step is retried")
+	fs.DurationVar(&l.Timeout, "kube-api-timeout", def.Timeout, "give up on one API request (not a watch) after this long; the step is retried")
 }
 
 // Validate refuses limits client-go would misread: a QPS of 0 or less turns client-go's limiter

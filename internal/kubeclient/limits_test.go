@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -23,7 +24,7 @@ func TestLimitsValidate(t *testing.T) {
 			t.Errorf("%+v refused: %v", l, err)
 		}
 	}
-	for _, l := range []Limits{{QPS: 0, Burst: 10}, {QPS: -1, Burst: 10}, {QPS: math.NaN(), Burst: 10}, {QPS: math.Inf(1), Burst: 10}, {QPS: 5, Burst: 0}, {QPS: 5, Burst: -1}} {
+	for _, l := range []Limits{{QPS: 0, Burst: 10}, {QPS: -1, Burst: 10}, {QPS: math.NaN(), Burst: 10}, {QPS: math.Inf(1), Burst: 10}, {QPS: 5, Burst: 0}, {QPS: 5, Burst: -1}, {QPS: 5, Burst: 10, Timeout: -time.Second}} {
 		if err := l.Validate(); err == nil {
 			t.Errorf("%+v accepted", l)
 		}
@@ -37,10 +38,10 @@ func TestLimitsFlags(t *testing.T) {
 	if l != OperatorLimits {
 		t.Errorf("defaults %+v, want %+v", l, OperatorLimits)
 	}
-	if err := fs.Parse([]string{"--kube-api-qps=12.5", "--kube-api-burst=30"}); err != nil {
+	if err := fs.Parse([]string{"--kube-api-qps=12.5", "--kube-api-burst=30", "--kube-api-timeout=5s"}); err != nil {
 		t.Fatal(err)
 	}
-	if l != (Limits{QPS: 12.5, Burst: 30}) {
+	if l != (Limits{QPS: 12.5, Burst: 30, Timeout: 5 * time.Second}) {
 		t.Errorf("parsed %+v", l)
 	}
 }
