@@ -123,16 +123,7 @@ func TestOperatorPolicy(t *testing.T) {
 	if _, err := testenv.CreateNode(ctx, admin, "op-a", "boot-op-a", nil); err != nil {
 		t.Fatal(err)
 	}
-	pod, err := admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "update-operator-a", Namespace: ns},
-		Spec: corev1.PodSpec{
-			NodeName: "op-a", ServiceAccountName: "slipway-update-operator",
-			Containers: []corev1.Container{{Name: "update-operator", Image: "slipway"}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod := podOf(ctx, t, admin, "slipway-update-operator", "update-operator-a", "op-a")
 	op := tokenClient(cp, saToken(ctx, t, admin, "slipway-update-operator", pod))
 	if u := whoAmI(ctx, t, op); u.Username != "system:serviceaccount:"+ns+":slipway-update-operator" {
 		t.Fatalf("the token authenticates as %s", u.Username)

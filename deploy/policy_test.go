@@ -115,6 +115,21 @@ func saToken(ctx context.Context, t *testing.T, admin kubernetes.Interface, sa s
 	return tr.Status.Token
 }
 
+// podOf creates pod name of ServiceAccount sa, scheduled on node (no kubelet runs it: its token is
+// what the test wants, bound to a scheduled pod as the kubelet's projected token is).
+func podOf(ctx context.Context, t *testing.T, admin kubernetes.Interface, sa, name, node string) *corev1.Pod {
+	t.Helper()
+	pod, err := admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: sa,
+			Containers: []corev1.Container{{Name: "c", Image: "slipway"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
 // whoAmI is what the API server authenticated c as.
 func whoAmI(ctx context.Context, t *testing.T, c kubernetes.Interface) authenticationv1.UserInfo {
 	t.Helper()
@@ -138,17 +153,7 @@ func TestAgentPolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pod, err := admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "update-agent-a", Namespace: ns},
-		Spec: corev1.PodSpec{
-			NodeName: "agent-a", ServiceAccountName: "slipway-update-agent",
-			Containers: []corev1.Container{{Name: "update-agent", Image: "slipway"}},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent := tokenClient(cp, agentToken(ctx, t, admin, pod))
+	agent := tokenClient(cp, agentToken(ctx, t, admin, podOf(ctx, t, admin, "slipway-update-agent", "update-agent-a", "agent-a")))
 	unbound := tokenClient(cp, agentToken(ctx, t, admin, nil))
 	operator := as(t, cp, "slipway-update-operator")
 
