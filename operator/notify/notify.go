@@ -272,9 +272,10 @@ func newTarget(raw string, queue int, log klog.Logger) (*target, error) {
 		}
 		return nil, fmt.Errorf("is not a URL: %v", err)
 	}
-	name, secrets := shortName(u), secretsOf(u)
+	// user info, and query values and path segments of 8 bytes or more (webhook tokens live in paths)
+	name, secrets := shortName(u), redact.Secrets(u, 8, 8)
 	fail := func(format string, args ...any) error {
-		return fmt.Errorf("%q: %s", name, scrub(fmt.Sprintf(format, args...), secrets))
+		return fmt.Errorf("%q: %s", name, redact.Scrub(fmt.Sprintf(format, args...), secrets))
 	}
 	if u.Scheme == "" {
 		return nil, errors.New("has no service: want e.g. slack://, teams://, generic://...")
@@ -330,13 +331,6 @@ func shortName(u *url.URL) string {
 	}
 	return s
 }
-
-// secretsOf lists the parts of u that may be secrets, for scrub: user info, query values, and path
-// segments and query values of 8 bytes or more (webhook tokens live in paths).
-func secretsOf(u *url.URL) []string { return redact.Secrets(u, 8, 8) }
-
-// scrub masks every secret in s, raw and escaped.
-func scrub(s string, secrets []string) string { return redact.Scrub(s, secrets) }
 
 // Notify queues ev for every URL and returns at once; a full queue drops it (counted).
 func (s *Sender) Notify(ev Event) {
@@ -430,7 +424,7 @@ func (s *Sender) work(ctx context.Context, t *target) {
 			timeout.Stop()
 			if err != nil {
 				s.failed.Inc()
-				s.log.Info("notification failed", "target", t.name, "kind", q.kind, "error", scrub(err.Error(), t.secrets))
+				s.log.Info("notification failed", "target", t.name, "kind", q.kind, "error", redact.Scrub(err.Error(), t.secrets))
 			} else {
 				s.sent.Inc()
 				s.log.V(2).Info("notification sent", "target", t.name, "kind", q.kind)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
+
+	"github.com/slipway-dev/slipway/internal/redact"
 )
 
 // request is what the webhook received.
@@ -318,7 +320,7 @@ func TestScrubsSecretsFromErrors(t *testing.T) {
 	if sendErr == nil {
 		t.Fatal("send to a closed port succeeded")
 	}
-	got := scrub(sendErr.Error(), tgt.secrets)
+	got := redact.Scrub(sendErr.Error(), tgt.secrets)
 	if strings.Contains(got, "verysecretwebhookid") || strings.Contains(got, "sekrit") {
 		t.Errorf("scrubbed error still has a secret: %s", got)
 	}
