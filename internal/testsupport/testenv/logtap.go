@@ -39,7 +39,10 @@ func (l LogLine) String() string {
 
 // Logger returns next with every line also recorded in the tap.
 func (t *LogTap) Logger(next logr.Logger) logr.Logger {
-	return logr.New(&tapSink{tap: t, next: next.GetSink()})
+	// next is already initialised, and its sink may be shared (klog.Background() is one klogger for
+	// the whole process): it gets a copy one frame deeper, never a second Init, which would write
+	// into the shared sink while other goroutines log through it.
+	return logr.New(&tapSink{tap: t, next: next.WithCallDepth(1).GetSink()})
 }
 
 // Mark is the Seq of the last line so far: Wait(after=Mark()) sees only lines logged from now on.
@@ -109,11 +112,7 @@ type tapSink struct {
 	values []any
 }
 
-func (s *tapSink) Init(info logr.RuntimeInfo) {
-	if s.next != nil {
-		s.next.Init(logr.RuntimeInfo{CallDepth: info.CallDepth + 1})
-	}
-}
+func (s *tapSink) Init(logr.RuntimeInfo) {}
 
 func (s *tapSink) Enabled(int) bool { return true }
 
