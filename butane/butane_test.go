@@ -134,14 +134,15 @@ func TestCLCSnippet(t *testing.T) {
 	}
 }
 
-// The Fedora CoreOS snippet: Zincati's strategy is fleet_lock at Slipway's endpoint.
+// The Fedora CoreOS snippet: Zincati's strategy is fleet_lock at the per-node server on loopback
+// (deploy/fleetlock/ listens there; deploy/deploy_test.go checks the two agree).
 func TestFCOSSnippet(t *testing.T) {
 	cfg := parse3(t, "snippets/fcos-fleetlock.ign")
 	if len(cfg.Storage.Files) != 1 || !strings.HasPrefix(cfg.Storage.Files[0].Path, "/etc/zincati/config.d/") {
 		t.Fatalf("files: %+v", cfg.Storage.Files)
 	}
 	conf := decode(t, cfg.Storage.Files[0].Contents.Source)
-	for _, want := range []string{`strategy = "fleet_lock"`, `[updates.fleet_lock]`, `base_url = "http://`} {
+	for _, want := range []string{`strategy = "fleet_lock"`, `[updates.fleet_lock]`, `base_url = "http://127.0.0.1:8495/"`} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("zincati config lacks %q:\n%s", want, conf)
 		}

@@ -18,7 +18,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -196,95 +195,6 @@ func TestRenderedRBAC(t *testing.T) {
 	}
 	if err := operator.PolicyV1().Evictions("default").Evict(ctx, ev); err != nil {
 		t.Errorf("the operator cannot evict a pod: %v", err)
-	}
-}
-
-// deploy/fleetlock/: the base plus the FleetLock Service and the operator flag. Rendered by kubectl and
-// decoded; the Service must reach a port the operator container declares, and the snippet's base_url
-// must be the Service's address.
-func TestFleetLockOverlay(t *testing.T) {
-	rendered := kustomize(t, "fleetlock")
-	var dep appsv1.Deployment
-	var svc corev1.Service
-	for _, doc := range strings.Split(rendered, "\n---\n") {
-		switch {
-		case strings.Contains(doc, "kind: Deployment") && strings.Contains(doc, "name: slipway-update-operator"):
-			if err := yaml.Unmarshal([]byte(doc), &dep); err != nil {
-				t.Fatal(err)
-			}
-		case strings.Contains(doc, "kind: Service\n") && strings.Contains(doc, "name: slipway-fleetlock"):
-			if err := yaml.Unmarshal([]byte(doc), &svc); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if len(dep.Spec.Template.Spec.Containers) != 1 || svc.Name == "" {
-		t.Fatalf("rendered overlay lacks the operator Deployment or the Service:\n%s", rendered)
-	}
-	c := dep.Spec.Template.Spec.Containers[0]
-	if !strings.Contains(strings.Join(c.Args, " "), "--fleetlock-address=:8081") {
-		t.Errorf("operator args %v lack --fleetlock-address", c.Args)
-	}
-	port := false
-	for _, p := range c.Ports {
-		port = port || (p.Name == svc.Spec.Ports[0].TargetPort.StrVal && p.ContainerPort == 8081)
-	}
-	if !port {
-		t.Errorf("Service targets %q, which the operator container (%v) does not declare as 8081", svc.Spec.Ports[0].TargetPort.StrVal, c.Ports)
-	}
-	for k, v := range svc.Spec.Selector {
-		if dep.Spec.Template.Labels[k] != v {
-			t.Errorf("Service selector %s=%s does not select the operator pods", k, v)
-		}
-	}
-	// The NetworkPolicy: FleetLock's port only from node addresses, probes and metrics from anywhere,
-	// both ports named as the operator container names them; and the API server takes it.
-	var np networkingv1.NetworkPolicy
-	for _, doc := range strings.Split(rendered, "\n---\n") {
-		if strings.Contains(doc, "kind: NetworkPolicy") {
-			if err := yaml.Unmarshal([]byte(doc), &np); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for k, v := range np.Spec.PodSelector.MatchLabels {
-		if dep.Spec.Template.Labels[k] != v {
-			t.Errorf("NetworkPolicy selector %s=%s does not select the operator pods", k, v)
-		}
-	}
-	declared := map[string]bool{}
-	for _, p := range c.Ports {
-		declared[p.Name] = true
-	}
-	open := map[string]bool{}
-	for _, rule := range np.Spec.Ingress {
-		for _, p := range rule.Ports {
-			if !declared[p.Port.StrVal] {
-				t.Errorf("NetworkPolicy port %q is not a port of the operator container %v", p.Port.StrVal, c.Ports)
-			}
-			switch p.Port.StrVal {
-			case "fleetlock":
-				if len(rule.From) == 0 || rule.From[0].IPBlock == nil {
-					t.Errorf("FleetLock's port is open to everyone: %+v", rule)
-				}
-			case "http":
-				open["http"] = len(rule.From) == 0
-			}
-		}
-	}
-	if !open["http"] {
-		t.Error("the NetworkPolicy must leave /healthz, /readyz and /metrics reachable")
-	}
-	cp := controlPlane(t)
-	if _, err := cp.Client().NetworkingV1().NetworkPolicies(np.Namespace).Create(context.Background(), &np, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
-		t.Errorf("the API server refuses the NetworkPolicy: %v", err)
-	}
-	snippet, err := os.ReadFile("../butane/snippets/fcos-fleetlock.bu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := fmt.Sprintf(`base_url = "http://%s:%d/"`, svc.Spec.ClusterIP, svc.Spec.Ports[0].Port); !strings.Contains(string(snippet), want) {
-		t.Errorf("butane/snippets/fcos-fleetlock.bu does not point Zincati at the Service (%s)", want)
 	}
 }
 

@@ -51,10 +51,11 @@ func quotedIn(expr string) []string {
 }
 
 // The keys the operator's policy lets it change are exactly what it writes: its own keys in
-// protocol.Owners (before-reboot and after-reboot as labels), FLUO's agent-made-unschedulable, and
-// what the FleetLock server in its process writes for agentless nodes (protocol.NodeEffects and the
-// FleetLock keys). The spec rule names every NodeSpec field but unschedulable, so a field added to
-// Kubernetes is noticed here rather than left writable.
+// protocol.Owners (before-reboot and after-reboot as labels) and FLUO's agent-made-unschedulable.
+// Not what a node asks with (reboot-needed, reboot-in-progress, the FleetLock keys): the FleetLock
+// server runs as update-agent under its own ServiceAccount, not in the operator. The spec rule names
+// every NodeSpec field but unschedulable, so a field added to Kubernetes is noticed here rather than
+// left writable.
 func TestOperatorPolicyKeys(t *testing.T) {
 	vap := operatorPolicyDoc(t)
 	vars := map[string]string{}
@@ -64,22 +65,12 @@ func TestOperatorPolicyKeys(t *testing.T) {
 	operatorLabels := []string{protocol.BeforeReboot, protocol.AfterReboot}
 	var wantAnn, wantLabels []string
 	for k, w := range protocol.Owners {
-		if w == protocol.WriterOperator && !slices.Contains(operatorLabels, k) || w == protocol.WriterFleetLock {
+		if w == protocol.WriterOperator && !slices.Contains(operatorLabels, k) {
 			wantAnn = append(wantAnn, k)
 		}
 	}
 	wantAnn = append(wantAnn, protocol.AgentMadeUnschedulable)
 	wantLabels = append(wantLabels, operatorLabels...)
-	for _, effects := range protocol.NodeEffects {
-		for _, e := range append(effects, protocol.NodeBack...) {
-			if !slices.Contains(wantAnn, e.Key) {
-				wantAnn = append(wantAnn, e.Key)
-			}
-			if e.Label && !slices.Contains(wantLabels, e.Key) {
-				wantLabels = append(wantLabels, e.Key)
-			}
-		}
-	}
 	sort.Strings(wantAnn)
 	sort.Strings(wantLabels)
 	if got := quotedIn(vars["operatorAnnotations"]); !slices.Equal(got, wantAnn) {
@@ -128,7 +119,7 @@ func TestOperatorPolicy(t *testing.T) {
 	if u := whoAmI(ctx, t, op); u.Username != "system:serviceaccount:"+ns+":slipway-update-operator" {
 		t.Fatalf("the token authenticates as %s", u.Username)
 	}
-	waitEnforced(ctx, t, op, "op-a", `{"spec":{"taints":[{"key":"example.com/probe","effect":"NoSchedule"}]}}`)
+	waitEnforced(ctx, t, op, operatorPolicy, "op-a", `{"spec":{"taints":[{"key":"example.com/probe","effect":"NoSchedule"}]}}`)
 
 	seed := `{"metadata":{"labels":{"node-role.kubernetes.io/worker":""},"annotations":{"` + protocol.RebootPaused + `":"true","example.com/hook":"true","example.com/other":"x"}}}`
 	if _, err := admin.CoreV1().Nodes().Patch(ctx, "op-a", types.MergePatchType, []byte(seed), metav1.PatchOptions{}); err != nil {
@@ -151,13 +142,6 @@ func TestOperatorPolicy(t *testing.T) {
 				p.SetAnnotation(n, protocol.RebootOK, protocol.True)
 				p.SetAnnotation(n, protocol.RebootBootID, "boot-op-a")
 				p.DeleteAnnotation(n, protocol.DrainStarted)
-			},
-			func(n *corev1.Node, p *nodes.Patch) { // FleetLock for an agentless node
-				p.SetAnnotation(n, protocol.RebootNeeded, protocol.True)
-				p.SetLabel(n, protocol.RebootNeeded, protocol.True)
-				p.SetAnnotation(n, protocol.RebootInProgress, protocol.True)
-				p.SetAnnotation(n, protocol.FleetLockID, "975228d46dc94622b9bbe16671e2b58d")
-				p.SetAnnotation(n, protocol.FleetLockGroup, "default")
 			},
 			func(n *corev1.Node, p *nodes.Patch) { // the end: uncordon, FLUO's leftover, bookkeeping
 				p.SetAnnotation(n, protocol.RebootOK, protocol.False)
@@ -207,6 +191,8 @@ func TestOperatorPolicy(t *testing.T) {
 		{"an unlisted hook annotation", ann("example.com/hook", nil), "", "does not own: example.com/hook (a hook annotation must be listed"},
 		{"someone else's annotation", ann("example.com/other", &x), "", "does not own: example.com/other"},
 		{"the agent's status", ann(protocol.Status, &x), "", "does not own: " + protocol.Status},
+		{"a node's ask (reboot-needed)", ann(protocol.RebootNeeded, &x), "", "does not own: " + protocol.RebootNeeded},
+		{"a FleetLock group", ann(protocol.FleetLockGroup, &x), "", "does not own: " + protocol.FleetLockGroup},
 		{"a finalizer", `{"metadata":{"finalizers":["example.com/x"]}}`, "", "only labels and annotations"},
 		{"node status", `{"status":{"conditions":[{"type":"Ready","status":"False","reason":"x","message":"x"}]}}`, "status", ""},
 	} {
@@ -280,14 +266,14 @@ func TestOperatorPolicy(t *testing.T) {
 	})
 }
 
-// waitEnforced waits until the API server refuses c's dry-run patch body of node by the operator
-// policy: a new policy is enforced once compiled, and nothing is written while it is not.
-func waitEnforced(ctx context.Context, t *testing.T, c kubernetes.Interface, node, body string) {
+// waitEnforced waits until the API server refuses c's dry-run patch body of node by the admission
+// policy named policy: a new policy is enforced once compiled, and nothing is written while it is not.
+func waitEnforced(ctx context.Context, t *testing.T, c kubernetes.Interface, policy, node, body string) {
 	t.Helper()
 	var last error
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, last = c.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(body), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
-		return last != nil && strings.Contains(last.Error(), "ValidatingAdmissionPolicy '"+operatorPolicy+"'"), nil
+		return last != nil && strings.Contains(last.Error(), "ValidatingAdmissionPolicy '"+policy+"'"), nil
 	}); err != nil {
 		t.Fatalf("the policy does not refuse %s after 1m (last answer: %v)", body, last)
 	}

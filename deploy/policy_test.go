@@ -301,10 +301,10 @@ func TestAgentPolicy(t *testing.T) {
 	}
 
 	t.Run("operator is not confined by the agent's policy", func(t *testing.T) {
-		// FleetLock's writes and every cycle step go through the operator's identity.
+		// Every cycle step goes through the operator's identity (confined by its own policy).
 		for _, n := range []string{"agent-a", "agent-b"} {
 			var p nodes.Patch
-			p.Annotations = map[string]*string{protocol.RebootOK: nodes.Str(protocol.True), protocol.Cordoned: nodes.Str(protocol.True), protocol.RebootNeeded: nodes.Str(protocol.True)}
+			p.Annotations = map[string]*string{protocol.RebootOK: nodes.Str(protocol.True), protocol.Cordoned: nodes.Str(protocol.True)}
 			p.Unschedulable = new(bool)
 			*p.Unschedulable = true
 			if _, err := p.Apply(ctx, operator, n); err != nil {

@@ -2,9 +2,11 @@ package operator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -83,11 +85,7 @@ func TestHTTPEndpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flPort, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	runOperatorProcess(t, "http", "--leader-elect=false", fmt.Sprintf("--http-address=127.0.0.1:%d", port), fmt.Sprintf("--fleetlock-address=127.0.0.1:%d", flPort))
+	runOperatorProcess(t, "http", "--leader-elect=false", fmt.Sprintf("--http-address=127.0.0.1:%d", port))
 	get := func(path string) (int, string) {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
 		if err != nil {
@@ -111,9 +109,11 @@ func TestHTTPEndpoints(t *testing.T) {
 	if code, body := get("/healthz"); code != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)
 	}
-	// --fleetlock-address serves FleetLock from the binary: an unknown machine gets the protocol's error.
-	if code, kind := zincati(t, fmt.Sprintf("http://127.0.0.1:%d", flPort), "pre-reboot", "ffffffffffffffffffffffffffffffff"); code != http.StatusNotFound || kind != "unknown_node" {
-		t.Errorf("FleetLock from the binary: %d %q", code, kind)
+	// FleetLock is no longer the operator's: the old flag stops the binary at once, saying where it went.
+	out, err := exec.Command(bins, "--fleetlock-address=:8081", "--kubeconfig="+cp.Kubeconfig, "--namespace=x").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "update-agent fleetlock") {
+		t.Errorf("--fleetlock-address: %v %s, want exit 2 naming update-agent fleetlock", err, out)
 	}
 }
 

@@ -14,10 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/slipway-dev/slipway/internal/fleetlock"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
-	"github.com/slipway-dev/slipway/operator/fleetlock"
 )
 
 var enrolled = map[string]string{protocol.FleetLockEnrolled: protocol.True}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -35,7 +36,9 @@ const (
 	vapbKey      = "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding slipway-update-agent"
 	opVAPKey     = "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy slipway-update-operator"
 	serviceKey   = "v1 Service slipway-system/slipway-fleetlock"
-	netpolKey    = "networking.k8s.io/v1 NetworkPolicy slipway-system/slipway-update-operator"
+	netpolKey    = "networking.k8s.io/v1 NetworkPolicy slipway-system/slipway-fleetlock-central"
+	flDSKey      = "apps/v1 DaemonSet slipway-system/slipway-fleetlock"
+	centralKey   = "apps/v1 Deployment slipway-system/slipway-fleetlock-central"
 	defaultImage = "ghcr.io/slipway-dev/slipway:v0.3.0"
 )
 
@@ -238,12 +241,21 @@ func TestDefaultsEqualKustomize(t *testing.T) {
 // fleetlock.enabled renders the objects of `kubectl kustomize deploy/fleetlock/`, exactly.
 func TestFleetLockEqualsOverlay(t *testing.T) {
 	want := kustomize(t, filepath.Join(deployDir, "fleetlock"))
-	for _, k := range []string{serviceKey, netpolKey} {
+	if _, ok := want[flDSKey]; !ok {
+		t.Fatalf("the overlay no longer renders %s", flDSKey)
+	}
+	assertSame(t, want, helm(t, map[string]any{"fleetlock": map[string]any{"enabled": true}}))
+}
+
+// fleetlock.central.enabled renders the objects of `kubectl kustomize deploy/fleetlock-central/`, exactly.
+func TestFleetLockCentralEqualsOverlay(t *testing.T) {
+	want := kustomize(t, filepath.Join(deployDir, "fleetlock-central"))
+	for _, k := range []string{centralKey, serviceKey, netpolKey} {
 		if _, ok := want[k]; !ok {
 			t.Fatalf("the overlay no longer renders %s", k)
 		}
 	}
-	assertSame(t, want, helm(t, map[string]any{"fleetlock": map[string]any{"enabled": true}}))
+	assertSame(t, want, helm(t, map[string]any{"fleetlock": map[string]any{"central": map[string]any{"enabled": true}}}))
 }
 
 // agent.rebootRequiredFile renders deploy/ with the deploy/reboot-required-file component, exactly.
@@ -302,8 +314,9 @@ func TestKubectlKustomize(t *testing.T) {
 	}
 	kubectl := kubectlBin(t)
 	for dir, vals := range map[string]map[string]any{
-		".":         nil,
-		"fleetlock": {"fleetlock": map[string]any{"enabled": true}},
+		".":                 nil,
+		"fleetlock":         {"fleetlock": map[string]any{"enabled": true}},
+		"fleetlock-central": {"fleetlock": map[string]any{"central": map[string]any{"enabled": true}}},
 	} {
 		out, err := exec.Command(kubectl, "kustomize", filepath.Join(deployDir, dir)).Output()
 		if err != nil {
@@ -325,9 +338,9 @@ func TestKubectlKustomize(t *testing.T) {
 // changed flag is one differing object.
 func TestComparisonDetectsDifferences(t *testing.T) {
 	d := differences(kustomize(t, filepath.Join(deployDir, "fleetlock")), helm(t, nil))
-	if len(d) != 3 || !strings.HasPrefix(d[0], "differs "+operatorKey) || !strings.Contains(d[0], "--fleetlock-address=:8081") ||
-		d[1] != "missing "+netpolKey || d[2] != "missing "+serviceKey {
-		t.Errorf("default chart vs fleetlock overlay: want the Deployment differing and Service, NetworkPolicy missing, got %d:\n%s", len(d), strings.Join(d, "\n"))
+	agentDiffers := slices.IndexFunc(d, func(s string) bool { return strings.HasPrefix(s, "differs "+agentKey) })
+	if len(d) != 7 || agentDiffers < 0 || !strings.Contains(d[agentDiffers], `"affinity"`) || !slices.Contains(d, "missing "+flDSKey) {
+		t.Errorf("default chart vs fleetlock overlay: want the agent DaemonSet differing and the FleetLock DaemonSet and its ServiceAccount, RBAC missing, got %d:\n%s", len(d), strings.Join(d, "\n"))
 	}
 	d = differences(kustomize(t, deployDir), helm(t, map[string]any{"operator": map[string]any{"maxUnavailable": 2}}))
 	if len(d) != 1 || !strings.Contains(d[0], "--max-unavailable=2") {
@@ -488,37 +501,57 @@ func TestValues(t *testing.T) {
 			}
 		},
 	}, {
-		name: "fleetlock with a dynamic ClusterIP, another port, two CIDRs",
-		vals: `fleetlock: {enabled: true, port: 9081, service: {clusterIP: ""}, networkPolicy: {nodeCIDRs: [192.168.0.0/16, "fd00::/8"]}}`,
+		name: "fleetlock on another port",
+		vals: `fleetlock: {enabled: true, port: 9495}`,
 		edit: func(t *testing.T, o objects) {
-			appendArgs(o[operatorKey], "--fleetlock-address=:9081")
-			c := container(o[operatorKey])
-			c["ports"] = append(c["ports"].([]any), map[string]any{"name": "fleetlock", "containerPort": 9081})
+			fl := kustomizeOverlay(t, "fleetlock")
+			for k := range o {
+				delete(o, k)
+			}
+			maps.Copy(o, fl)
+			ds := maps.Clone(o[flDSKey])
+			setPath(t, ds, []string{"spec", "template", "spec", "containers", "0", "args", "0"}, "--listen=127.0.0.1:9495")
+			setPath(t, ds, []string{"spec", "template", "spec", "containers", "0", "readinessProbe", "httpGet", "port"}, 9495)
+			setPath(t, ds, []string{"spec", "template", "spec", "containers", "0", "livenessProbe", "httpGet", "port"}, 9495)
+			o[flDSKey] = ds
+		},
+	}, {
+		name: "central fleetlock with a dynamic ClusterIP, another port, two CIDRs",
+		vals: `fleetlock: {central: {enabled: true, port: 9081, service: {clusterIP: ""}, networkPolicy: {nodeCIDRs: [192.168.0.0/16, "fd00::/8"]}}}`,
+		edit: func(t *testing.T, o objects) {
+			fl := kustomizeOverlay(t, "fleetlock-central")
+			for k := range o {
+				delete(o, k)
+			}
+			maps.Copy(o, fl)
+			dep := maps.Clone(o[centralKey])
+			o[centralKey] = dep
+			setPath(t, dep, []string{"spec", "template", "spec", "containers", "0", "args", "1"}, "--listen=:9081")
+			setPath(t, dep, []string{"spec", "template", "spec", "containers", "0", "ports", "0", "containerPort"}, 9081)
 			o[serviceKey] = mustParse(`apiVersion: v1
 kind: Service
 metadata:
   name: slipway-fleetlock
   namespace: slipway-system
-  labels: {app.kubernetes.io/name: slipway-update-operator, app.kubernetes.io/part-of: slipway}
+  labels: {app.kubernetes.io/name: slipway-fleetlock-central, app.kubernetes.io/part-of: slipway}
 spec:
-  selector: {app.kubernetes.io/name: slipway-update-operator}
+  selector: {app.kubernetes.io/name: slipway-fleetlock-central}
   ports: [{name: fleetlock, port: 9081, targetPort: fleetlock}]`)
 			o[netpolKey] = mustParse(`apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
-metadata: {name: slipway-update-operator, namespace: slipway-system}
+metadata: {name: slipway-fleetlock-central, namespace: slipway-system}
 spec:
-  podSelector: {matchLabels: {app.kubernetes.io/name: slipway-update-operator}}
+  podSelector: {matchLabels: {app.kubernetes.io/name: slipway-fleetlock-central}}
   policyTypes: [Ingress]
   ingress:
     - ports: [{port: fleetlock, protocol: TCP}]
-      from: [{ipBlock: {cidr: 192.168.0.0/16}}, {ipBlock: {cidr: "fd00::/8"}}]
-    - ports: [{port: http, protocol: TCP}]`)
+      from: [{ipBlock: {cidr: 192.168.0.0/16}}, {ipBlock: {cidr: "fd00::/8"}}]`)
 		},
 	}, {
-		name: "fleetlock without the NetworkPolicy",
-		vals: `fleetlock: {enabled: true, networkPolicy: {enabled: false}}`,
+		name: "central fleetlock without the NetworkPolicy",
+		vals: `fleetlock: {central: {enabled: true, networkPolicy: {enabled: false}}}`,
 		edit: func(t *testing.T, o objects) {
-			fl := kustomizeFleetLock(t)
+			fl := kustomizeOverlay(t, "fleetlock-central")
 			for k := range o {
 				delete(o, k)
 			}
@@ -547,14 +580,67 @@ spec:
 	}
 }
 
-var fleetLockCache objects
+var overlayCache = map[string]objects{}
 
-func kustomizeFleetLock(t *testing.T) objects {
+// kustomizeOverlay is `kubectl kustomize deploy/<dir>`, rendered once per test binary.
+func kustomizeOverlay(t *testing.T, dir string) objects {
 	t.Helper()
-	if fleetLockCache == nil {
-		fleetLockCache = kustomize(t, filepath.Join(deployDir, "fleetlock"))
+	if overlayCache[dir] == nil {
+		overlayCache[dir] = kustomize(t, filepath.Join(deployDir, dir))
 	}
-	return maps.Clone(fleetLockCache)
+	return maps.Clone(overlayCache[dir])
+}
+
+// setPath sets the value at path (map keys, and list indexes as decimal strings) in o, deep-copying
+// what it walks through so that cached renders stay as rendered.
+func setPath(t *testing.T, o object, path []string, v any) {
+	t.Helper()
+	var cur any = o
+	for i, p := range path {
+		last := i == len(path)-1
+		switch c := cur.(type) {
+		case map[string]any:
+			if last {
+				c[p] = v
+				return
+			}
+			next := deepCopy(c[p])
+			c[p] = next
+			cur = next
+		case []any:
+			n, err := strconv.Atoi(p)
+			if err != nil || n >= len(c) {
+				t.Fatalf("path %v: %q is not an index of a list of %d", path, p, len(c))
+			}
+			if last {
+				c[n] = v
+				return
+			}
+			next := deepCopy(c[n])
+			c[n] = next
+			cur = next
+		default:
+			t.Fatalf("path %v: nothing at %q", path, p)
+		}
+	}
+}
+
+func deepCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = deepCopy(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = deepCopy(e)
+		}
+		return l
+	}
+	return v
 }
 
 func mustParse(s string) object {
@@ -585,7 +671,9 @@ func TestValuesRefused(t *testing.T) {
 		{`operator: {replicas: 0}`, "at '/operator/replicas'"},
 		{`fleetlock: {enabled: "yes"}`, "at '/fleetlock/enabled'"},
 		{`fleetlock: {port: 70000}`, "at '/fleetlock/port'"},
-		{`fleetlock: {networkPolicy: {nodeCIDRs: []}}`, "at '/fleetlock/networkPolicy/nodeCIDRs'"},
+		{`fleetlock: {central: {networkPolicy: {nodeCIDRs: []}}}`, "at '/fleetlock/central/networkPolicy/nodeCIDRs'"},
+		{`fleetlock: {networkPolicy: {enabled: true}}`, "'networkPolicy' not allowed"},
+		{`fleetlock: {enabled: true, central: {enabled: true}}`, "exclude each other"},
 		{`tolerations: []`, "'tolerations' not allowed"},
 		{`operator: {beforeRebootAnnotations: ["x']+['y"]}`, "is not an annotation key"},
 		{`agentPolicy: {enabled: false}`, "also set agentPolicy.acknowledgeUnconfinedAgents=true"},
@@ -650,7 +738,7 @@ func TestKubeVersionRequired(t *testing.T) {
 }
 
 // The chart runs the release kustomize pins: Chart.yaml's appVersion is values.yaml's image.tag is
-// the tag of deploy/ and deploy/fleetlock/ (and none is latest).
+// the tag of deploy/, deploy/fleetlock/ and deploy/fleetlock-central/ (and none is latest).
 func TestChartPinsKustomizeImage(t *testing.T) {
 	ch, err := loader.Load(chartDir)
 	if err != nil {
@@ -660,9 +748,13 @@ func TestChartPinsKustomizeImage(t *testing.T) {
 	if tag != ch.Metadata.AppVersion || tag == "latest" || tag == "" {
 		t.Errorf("values image.tag %v, Chart.yaml appVersion %q", tag, ch.Metadata.AppVersion)
 	}
-	for _, dir := range []string{deployDir, filepath.Join(deployDir, "fleetlock")} {
+	for dir, keys := range map[string][]string{
+		deployDir:                                     {operatorKey, agentKey},
+		filepath.Join(deployDir, "fleetlock"):         {operatorKey, agentKey, flDSKey},
+		filepath.Join(deployDir, "fleetlock-central"): {operatorKey, agentKey, centralKey},
+	} {
 		o := kustomize(t, dir)
-		for _, k := range []string{operatorKey, agentKey} {
+		for _, k := range keys {
 			if img := container(o[k])["image"]; img != "ghcr.io/slipway-dev/slipway:"+tag.(string) {
 				t.Errorf("%s: %s runs %v, the chart %v", dir, k, img, tag)
 			}

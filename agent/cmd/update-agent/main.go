@@ -34,6 +34,7 @@ Usage:
   update-agent [flags]            run the agent
   update-agent send-need-reboot   emit what 'locksmithctl send-need-reboot' emits, then exit
   update-agent node-config apply  bring this node in line with an Ignition snippet (see node-config apply --help)
+  update-agent fleetlock          answer Zincati's FleetLock requests for this node (see fleetlock --help)
   update-agent version            print the version
 
 Every flag can also be set as UPDATE_AGENT_<FLAG> (e.g. UPDATE_AGENT_NODE).
@@ -51,6 +52,10 @@ func main() {
 			os.Exit(sendNeedReboot())
 		case "node-config":
 			os.Exit(nodeConfig(os.Args[2:], os.Stdin, os.Stdout, os.Stderr, realSystemd))
+		case "fleetlock":
+			code := fleetlockCmd(os.Args[2:], os.Stderr)
+			klog.Flush()
+			os.Exit(code)
 		}
 	}
 	code := run()

@@ -1,7 +1,7 @@
-// Package operatorproc builds the real update-operator binary and runs it as a separate process, for
-// the tests and tools that need a process to SIGKILL, a lease to lose, an exit status or a resident
-// set to measure: the operator package's leader tests, the chaos run, the fleet bench and the VM
-// harness. One build recipe and one process wrapper, so that what they measure is the binary `make
+// Package operatorproc builds the real update-operator binary (and update-agent, for its FleetLock
+// server) and runs it as a separate process, for the tests and tools that need a process to SIGKILL,
+// a lease to lose, an exit status or a resident set to measure: the operator package's leader tests,
+// the chaos run, the fleet bench, the VM harness and deploy's FleetLock confinement test. One build recipe and one process wrapper, so that what they measure is the binary `make
 // build` and the image ship.
 package operatorproc
 
@@ -30,7 +30,19 @@ type Binary struct {
 // else from commit rev alone (git archive into dir/src, so edits in the working tree do not leak into a
 // measurement of an older commit). Refused under -short, like every real part.
 func Build(ctx context.Context, dir, rev string) (Binary, error) {
-	if err := testenv.RefuseUnderShort("go build of update-operator"); err != nil {
+	return build(ctx, dir, rev, "update-operator")
+}
+
+// BuildAgent builds update-agent from the working tree the same way, for tests that run its
+// subcommands as real processes (update-agent fleetlock); Start and Proc serve it as well.
+func BuildAgent(ctx context.Context, dir string) (Binary, error) {
+	return build(ctx, dir, "", "update-agent")
+}
+
+// build builds command name (update-operator or update-agent) from its cmd/ package.
+func build(ctx context.Context, dir, rev, name string) (Binary, error) {
+	pkg := map[string]string{"update-operator": "./operator/cmd/update-operator", "update-agent": "./agent/cmd/update-agent"}[name]
+	if err := testenv.RefuseUnderShort("go build of " + name); err != nil {
 		return Binary{}, err
 	}
 	root, err := testenv.RepoRoot()
@@ -48,7 +60,7 @@ func Build(ctx context.Context, dir, rev string) (Binary, error) {
 	if err != nil {
 		return Binary{}, fmt.Errorf("git rev-parse %s: %w", head, err)
 	}
-	b := Binary{Path: filepath.Join(dir, "update-operator"), Commit: strings.TrimSpace(string(out))}
+	b := Binary{Path: filepath.Join(dir, name), Commit: strings.TrimSpace(string(out))}
 	src := root
 	if rev != "" {
 		src = filepath.Join(dir, "src")
@@ -59,14 +71,14 @@ func Build(ctx context.Context, dir, rev string) (Binary, error) {
 		if out, err := archive.CombinedOutput(); err != nil {
 			return Binary{}, fmt.Errorf("git archive %s: %v: %s", b.Commit, err, out)
 		}
-	} else if dirty, _ := exec.CommandContext(ctx, "git", "-C", root, "status", "--porcelain", "--", "operator", "internal", "go.mod", "go.sum").Output(); len(dirty) > 0 {
+	} else if dirty, _ := exec.CommandContext(ctx, "git", "-C", root, "status", "--porcelain", "--", "operator", "agent", "internal", "go.mod", "go.sum").Output(); len(dirty) > 0 {
 		b.Commit += "+dirty"
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", b.Path, "./operator/cmd/update-operator")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", b.Path, pkg)
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return Binary{}, fmt.Errorf("building update-operator: %v\n%s", err, out)
+		return Binary{}, fmt.Errorf("building %s: %v\n%s", name, err, out)
 	}
 	return b, nil
 }
@@ -107,7 +119,7 @@ func Start(bin string, args []string, logPath string) (*Proc, error) {
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("starting update-operator: %w", err)
+		return nil, fmt.Errorf("starting %s: %w", filepath.Base(bin), err)
 	}
 	p.started = time.Now()
 	go func() { p.err = p.cmd.Wait(); p.ended = time.Now(); f.Close(); close(p.done) }()
@@ -148,7 +160,7 @@ func (p *Proc) RefusedFlags() bool {
 func (p *Proc) Alive() error {
 	select {
 	case <-p.done:
-		return fmt.Errorf("update-operator exited (%v); log %s: %s", p.err, p.log, testenv.LogTail(p.log))
+		return fmt.Errorf("%s exited (%v); log %s: %s", filepath.Base(p.cmd.Path), p.err, p.log, testenv.LogTail(p.log))
 	default:
 		return nil
 	}

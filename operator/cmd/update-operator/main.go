@@ -47,7 +47,6 @@ import (
 	"github.com/slipway-dev/slipway/operator/blocker"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/fence"
-	"github.com/slipway-dev/slipway/operator/fleetlock"
 	"github.com/slipway-dev/slipway/operator/notify"
 	"github.com/slipway-dev/slipway/operator/stall"
 	"github.com/slipway-dev/slipway/operator/status"
@@ -171,7 +170,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
 	fs.StringVar(&o.httpAddr, "http-address", ":8080", "address serving /healthz, /readyz and /metrics; empty disables")
 	fs.BoolVar(&o.profiling, "profiling", false, "also serve Go's pprof profiles at /debug/pprof/ on --http-address (CPU profiles up to 25 s: the server's write timeout is 30 s)")
-	fs.StringVar(&o.fleetlockAddr, "fleetlock-address", "", "address serving the FleetLock protocol for Fedora CoreOS/Zincati nodes (e.g. \":8081\"); empty disables")
+	fs.StringVar(&o.fleetlockAddr, "fleetlock-address", "", "removed: FleetLock is served by update-agent fleetlock (per node, deploy/fleetlock; or --central, deploy/fleetlock-central); set, it stops the operator with that message")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	kubeclient.AddLogFlags(fs)
 	fluoflags.AddKlog(fs) // FLUO's klog flags, with klog's meaning
@@ -186,6 +185,11 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	}
 	if err := o.limits.Validate(); err != nil {
 		return nil, fs, err
+	}
+	if o.fleetlockAddr != "" {
+		// The operator's token can cordon and evict; a server anyone on the network reaches does not
+		// belong in its process. Said at start rather than ignored: Zincati would wait for ever.
+		return nil, fs, fmt.Errorf("--fleetlock-address=%s: the update-operator no longer serves FleetLock; `update-agent fleetlock` does, on each Fedora CoreOS node at 127.0.0.1:8495 (kubectl apply -k deploy/fleetlock/; Zincati's base_url http://127.0.0.1:8495/), or as one server under its own ServiceAccount (deploy/fleetlock-central/). README \"FleetLock\" has the migration", o.fleetlockAddr)
 	}
 	return o, fs, nil
 }
@@ -465,21 +469,6 @@ func run() int {
 			return 1
 		}
 	}
-	if o.fleetlockAddr != "" {
-		// FleetLock answers whoever reaches its port: it gets a client and a rate limit of its own, so a
-		// flood of requests waits in its bucket, never in the controller's.
-		flCfg := rest.CopyConfig(rc)
-		flCfg.QPS, flCfg.Burst, flCfg.RateLimiter = fleetlockQPS, fleetlockBurst, nil
-		flClient, err := kubernetes.NewForConfig(flCfg)
-		if err != nil {
-			log.Error(err, "building Kubernetes client")
-			return 1
-		}
-		if _, err := fleetlock.Serve(ctx, o.fleetlockAddr, flClient, o.namespace, log.WithName("fleetlock")); err != nil {
-			log.Error(err, "serving FleetLock", "address", o.fleetlockAddr)
-			return 1
-		}
-	}
 	log.Info("starting", "version", version.String(), "identity", o.identity, "leaderElect", o.leaderElect)
 	if !o.leaderElect {
 		cfg.Metrics.IsLeader.Set(1)
@@ -534,13 +523,6 @@ func run() int {
 	}
 	return 0
 }
-
-// The FleetLock server's own client-side rate limit: a Zincati node sends a request every few minutes
-// (pre-reboot retries every 5 min by default, steady-state at boot), so 20/s serves thousands.
-const (
-	fleetlockQPS   = 20
-	fleetlockBurst = 40
-)
 
 // serveHTTP serves /healthz (live: the process answers and, when it leads, its workers are not
 // wedged), /readyz (ready: also synced) and /metrics, and with profiling /debug/pprof/.

@@ -81,6 +81,7 @@ func TestFlagsRejected(t *testing.T) {
 		"required alert without Prometheus":           {[]string{"--alert-require=Watchdog"}, "alert-require"},
 		"required alert empty":                        {[]string{"--prometheus-url=http://prom:9090", "--alert-require="}, "required alert"},
 		"Prometheus URL with credentials, unparsable": {[]string{"--prometheus-url=http://u:pw@a b"}, "prometheus-url"},
+		"FleetLock in the operator (moved)":           {[]string{"--fleetlock-address=:8081"}, "update-agent fleetlock"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

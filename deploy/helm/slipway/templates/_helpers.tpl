@@ -37,7 +37,7 @@ tolerations:
 
 {{/*
 The update-operator's flags, as a YAML list: the named values in the kustomize base's order, then
-operator.extraArgs, then what FleetLock adds (the overlay appends it last).
+operator.extraArgs.
 */}}
 {{- define "slipway.operatorArgs" -}}
 {{- $op := .Values.operator -}}
@@ -51,7 +51,6 @@ operator.extraArgs, then what FleetLock adds (the overlay appends it last).
 {{- with $op.beforeRebootAnnotations }}{{ $args = append $args (printf "--before-reboot-annotations=%s" (join "," .)) }}{{ end -}}
 {{- with $op.afterRebootAnnotations }}{{ $args = append $args (printf "--after-reboot-annotations=%s" (join "," .)) }}{{ end -}}
 {{- range $op.extraArgs }}{{ $args = append $args (toString .) }}{{ end -}}
-{{- if .Values.fleetlock.enabled }}{{ $args = append $args (printf "--fleetlock-address=:%v" .Values.fleetlock.port) }}{{ end -}}
 {{- toYaml $args -}}
 {{- end -}}
 
@@ -66,4 +65,21 @@ operator.extraArgs, then what FleetLock adds (the overlay appends it last).
 {{- $keys = append $keys (printf "'%s'" .) }}
 {{- end -}}
 [{{ join ", " $keys }}]
+{{- end -}}
+
+{{/*
+The agent's scheduling values, with Slipway's agent kept off FleetLock nodes when a FleetLock server is
+on (deploy/fleetlock/agent-not-on-fleetlock-nodes.yaml). (The chart has no agent.affinity to merge.)
+*/}}
+{{- define "slipway.agentScheduling" -}}
+{{- $ag := .Values.agent -}}
+{{- $fl := .Values.fleetlock -}}
+{{- if and $fl.enabled $fl.central.enabled }}{{ fail "fleetlock.enabled (a server on each node) and fleetlock.central.enabled (one server) exclude each other: pick one" }}{{ end -}}
+{{- if or $fl.enabled $fl.central.enabled -}}
+{{- $notOnFleetLockNodes := dict "key" "update.slipway.dev/fleetlock" "operator" "NotIn" "values" (list "true") -}}
+{{- $aff := dict "nodeAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (dict "nodeSelectorTerms" (list (dict "matchExpressions" (list $notOnFleetLockNodes))))) -}}
+{{- include "slipway.scheduling" (dict "root" . "w" (merge (dict "affinity" $aff) $ag)) -}}
+{{- else -}}
+{{- include "slipway.scheduling" (dict "root" . "w" $ag) -}}
+{{- end -}}
 {{- end -}}

@@ -42,6 +42,7 @@ const (
 	KindOK           = "ok"             // the body of a 200
 	KindPaused       = "fleet_paused"   // asked; the fleet (or the node's group) is paused (ConfigMap slipway-fleet)
 	KindGroupChanged = "group_changed"  // asked in another group than the one the node's pending ask or cycle is in
+	KindNotThisNode  = "not_this_node"  // a per-node server asked for another node's id
 )
 
 var (
@@ -79,6 +80,10 @@ func Handler(b Backend, log klog.Logger) http.Handler {
 	})
 	mux.HandleFunc("/v1/steady-state", func(w http.ResponseWriter, r *http.Request) {
 		serve(w, r, log, "steady-state", b.SteadyState)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		// The kubelet's probe of a hostNetwork pod on loopback: the server answers.
+		reply(w, &Error{Status: http.StatusOK, Kind: KindOK, Value: "serving"})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, &Error{Status: http.StatusNotFound, Kind: KindBadRequest, Value: "FleetLock serves POST /v1/pre-reboot and /v1/steady-state"})
