@@ -264,16 +264,11 @@ func freeLoopback(t *testing.T) string {
 // zincatiAsks posts what Zincati posts (its exact body and header) and returns status and kind.
 func zincatiAsks(t *testing.T, base, op, id, group string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+"/v1/"+op, strings.NewReader(fmt.Sprintf(`{"client_params":{"id":%q,"group":%q}}`, id, group)))
-	req.Header.Set("fleet-lock-protocol", "true")
-	resp, err := http.DefaultClient.Do(req)
+	status, kind, err := fleetlock.Ask(context.Background(), base, op, id, group)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var reply struct{ Kind, Value string }
-	_ = json.NewDecoder(resp.Body).Decode(&reply)
-	return resp.StatusCode, reply.Kind
+	return status, kind
 }
 
 // startFleetLock runs the real `update-agent fleetlock` with args and kubeconfig until the test
@@ -365,6 +360,22 @@ func TestFleetLockServersConfined(t *testing.T) {
 			n, _ := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			t.Errorf("%s changed: %v %v", name, n.Annotations, n.Labels)
 		}
+	}
+
+	// What RBAC gives each server: Nodes (read, patch) and the fleet switch (read); nothing that
+	// drains, deletes or writes status.
+	for _, sa := range []string{"slipway-fleetlock", "slipway-fleetlock-central"} {
+		checkAccess(t, sa, as(t, cp, sa), []access{
+			{"patch", "", "nodes", "", "", true},
+			{"watch", "", "nodes", "", "", true},
+			{"patch", "", "nodes", "status", "", false},
+			{"delete", "", "nodes", "", "", false},
+			{"create", "", "pods", "eviction", "default", false},
+			{"delete", "", "pods", "", "default", false},
+			{"list", "", "secrets", "", ns, false},
+			{"update", "", "configmaps", "", ns, false},
+			{"get", "coordination.k8s.io", "leases", "", ns, false},
+		})
 	}
 
 	bin, err := operatorproc.BuildAgent(ctx, filepath.Join(t.TempDir(), "bin"))

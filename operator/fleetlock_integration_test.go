@@ -2,10 +2,8 @@ package operator_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,16 +88,11 @@ func zincati(t *testing.T, base, op, id string) (int, string) {
 // zincatiIn is zincati with Zincati's group set to group.
 func zincatiIn(t *testing.T, base, op, id, group string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+"/v1/"+op, strings.NewReader(fmt.Sprintf(`{"client_params":{"id":%q,"group":%q}}`, id, group)))
-	req.Header.Set("fleet-lock-protocol", "true")
-	resp, err := http.DefaultClient.Do(req)
+	status, kind, err := fleetlock.Ask(context.Background(), base, op, id, group)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var reply struct{ Kind string }
-	_ = json.NewDecoder(resp.Body).Decode(&reply)
-	return resp.StatusCode, reply.Kind
+	return status, kind
 }
 
 // A Fedora CoreOS node without an agent reboots through FleetLock: the real operator (on a real API

@@ -35,6 +35,21 @@ func Set(fs *flag.FlagSet, prefix string) error {
 	return err
 }
 
+// Parse parses args into fs, then fills what they left unset from the environment under prefix, and
+// refuses stray arguments: the command line of each of Slipway's commands.
+func Parse(fs *flag.FlagSet, args []string, prefix string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := Set(fs, prefix); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
+	}
+	return nil
+}
+
 // Undocumented lists the flags of fs that doc (a README) does not mention as `--name` (`-v` for v).
 func Undocumented(fs *flag.FlagSet, doc string) []string {
 	var missing []string

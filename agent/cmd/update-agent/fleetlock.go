@@ -58,14 +58,8 @@ func parseFleetLock(args []string, stderr io.Writer) (*fleetlockOptions, *flag.F
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty means in-cluster config (or $KUBECONFIG)")
 	o.limits.AddFlags(fs, kubeclient.AgentLimits)
 	kubeclient.AddLogFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := flagenv.Parse(fs, args, "UPDATE_AGENT_FLEETLOCK"); err != nil {
 		return nil, fs, err
-	}
-	if err := flagenv.Set(fs, "UPDATE_AGENT_FLEETLOCK"); err != nil {
-		return nil, fs, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fs, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
 	}
 	if err := o.limits.Validate(); err != nil {
 		return nil, fs, err

@@ -98,14 +98,8 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	kubeclient.AddLogFlags(fs)
 	addFLUOFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := flagenv.Parse(fs, args, "UPDATE_AGENT"); err != nil {
 		return nil, fs, err
-	}
-	if err := flagenv.Set(fs, "UPDATE_AGENT"); err != nil {
-		return nil, fs, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fs, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
 	}
 	if err := o.limits.Validate(); err != nil {
 		return nil, fs, err

@@ -174,14 +174,8 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	kubeclient.AddLogFlags(fs)
 	fluoflags.AddKlog(fs) // FLUO's klog flags, with klog's meaning
-	if err := fs.Parse(args); err != nil {
+	if err := flagenv.Parse(fs, args, "UPDATE_OPERATOR"); err != nil {
 		return nil, fs, err
-	}
-	if err := flagenv.Set(fs, "UPDATE_OPERATOR"); err != nil {
-		return nil, fs, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fs, fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0))
 	}
 	if err := o.limits.Validate(); err != nil {
 		return nil, fs, err
