@@ -142,7 +142,7 @@ func TestFCOSSnippet(t *testing.T) {
 		t.Fatalf("files: %+v", cfg.Storage.Files)
 	}
 	conf := decode(t, cfg.Storage.Files[0].Contents.Source)
-	for _, want := range []string{`strategy = "fleet_lock"`, `[updates.fleet_lock]`, `base_url = "http://127.0.0.1:8495/"`} {
+	for _, want := range []string{`strategy = "fleet_lock"`, `[updates.fleet_lock]`, `base_url = "http://127.0.0.1:495/"`} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("zincati config lacks %q:\n%s", want, conf)
 		}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -139,11 +140,22 @@ func TestFleetLockOverlay(t *testing.T) {
 			t.Errorf("%s probe %+v, want GET http://127.0.0.1:%s/healthz", name, p, port)
 		}
 	}
-	if sc := c.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-		t.Errorf("container securityContext %+v", sc)
+	// A port below 1024 (no unprivileged process on the node can take it over while the pod restarts),
+	// bound with one capability and nothing else.
+	if n, _ := strconv.Atoi(port); n <= 0 || n >= 1024 {
+		t.Errorf("listens on port %s: an unprivileged process on the node could take it over", port)
 	}
-	if sc := spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
-		t.Errorf("pod securityContext %+v: the server needs no root", sc)
+	if sc := c.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.Capabilities == nil ||
+		!slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"NET_BIND_SERVICE"}) {
+		t.Errorf("container securityContext %+v: want no escalation, a read-only root, only NET_BIND_SERVICE", sc)
+	}
+	var nsFromPod bool
+	for _, e := range c.Env {
+		nsFromPod = nsFromPod || e.Name == "UPDATE_AGENT_FLEETLOCK_NAMESPACE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace"
+	}
+	if !nsFromPod {
+		t.Error("the fleet switch's namespace is not the pod's own (an overlay that moves the namespace would break it)")
 	}
 	for k := range all {
 		if strings.HasPrefix(k, "Service/") || strings.HasPrefix(k, "NetworkPolicy/") {
@@ -250,15 +262,22 @@ func tokenKubeconfig(t *testing.T, cp *testenv.ControlPlane, token string) strin
 	return path
 }
 
-// freeLoopback is a loopback address with a port nobody listens on now.
-func freeLoopback(t *testing.T) string {
+// freeLowLoopback is a loopback address with a port below 1024 nobody listens on now (the per-node
+// server refuses others); binding one needs root, as the server's pod has NET_BIND_SERVICE.
+func freeLowLoopback(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	if os.Geteuid() != 0 {
+		t.Skip("binding a port below 1024 needs root (the per-node FleetLock server listens on one)")
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	for p := 700; p < 1024; p++ {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err == nil {
+			ln.Close()
+			return ln.Addr().String()
+		}
+	}
+	t.Fatal("no free port in 127.0.0.1:700-1023")
+	return ""
 }
 
 // zincatiAsks posts what Zincati posts (its exact body and header) and returns status and kind.
@@ -383,7 +402,7 @@ func TestFleetLockServersConfined(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("per-node server answers for its own node only", func(t *testing.T) {
-		base := startFleetLock(t, bin.Path, tokenKubeconfig(t, cp, perNodeToken), freeLoopback(t), "--node=fcos-a")
+		base := startFleetLock(t, bin.Path, tokenKubeconfig(t, cp, perNodeToken), freeLowLoopback(t), "--node=fcos-a")
 		before := rv("fcos-b")
 		for _, op := range []string{"pre-reboot", "steady-state"} {
 			if status, kind := zincatiAsks(t, base, op, ids["fcos-b"], "default"); status != http.StatusForbidden || kind != fleetlock.KindNotThisNode {
@@ -400,14 +419,14 @@ func TestFleetLockServersConfined(t *testing.T) {
 		}
 	})
 	t.Run("per-node server refuses a non-loopback address", func(t *testing.T) {
-		out, err := exec.Command(bin.Path, "fleetlock", "--node=fcos-a", "--listen=0.0.0.0:8495").CombinedOutput()
+		out, err := exec.Command(bin.Path, "fleetlock", "--node=fcos-a", "--listen=0.0.0.0:495").CombinedOutput()
 		var ee *exec.ExitError
 		if err == nil || !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "loopback") {
-			t.Errorf("--listen=0.0.0.0:8495: %v %s, want exit 2 naming loopback", err, out)
+			t.Errorf("--listen=0.0.0.0:495: %v %s, want exit 2 naming loopback", err, out)
 		}
 	})
 	t.Run("central server answers for enrolled agentless nodes", func(t *testing.T) {
-		base := startFleetLock(t, bin.Path, tokenKubeconfig(t, cp, centralToken), freeLoopback(t), "--central")
+		base := startFleetLock(t, bin.Path, tokenKubeconfig(t, cp, centralToken), freeLowLoopback(t), "--central")
 		if status, kind := zincatiAsks(t, base, "pre-reboot", ids["fcos-b"], "default"); status != http.StatusConflict || kind != fleetlock.KindWaiting {
 			t.Errorf("pre-reboot for fcos-b: %d %s, want 409 %s", status, kind, fleetlock.KindWaiting)
 		}
@@ -434,6 +453,8 @@ func TestFleetLockServersConfined(t *testing.T) {
 		{"per-node: another enrolled node", perNode, "fcos-b", ann(protocol.RebootNeeded, "true"), false, "may change only its own Node"},
 		{"per-node: reboot-ok on its own node", perNode, "fcos-a", ann(protocol.RebootOK, "true"), false, "does not own: " + protocol.RebootOK},
 		{"per-node: cordon its own node", perNode, "fcos-a", `{"spec":{"unschedulable":true}}`, false, "spec"},
+		{"per-node: an agent key it does not write (boot-id)", perNode, "fcos-a", ann(protocol.BootID, "boot-x"), false, "does not own: " + protocol.BootID},
+		{"per-node: FLUO's group label", perNode, "fcos-a", `{"metadata":{"labels":{"` + protocol.Group + `":"g"}}}`, false, "does not own: " + protocol.Group},
 		{"per-node: un-enrol its own node", perNode, "fcos-a", `{"metadata":{"labels":{"` + protocol.FleetLockEnrolled + `":null}}}`, false, "does not own: " + protocol.FleetLockEnrolled},
 		{"central: FleetLock keys on an enrolled agentless node", central, "fcos-b", ann(protocol.FleetLockGroup, "g2"), true, ""},
 		{"central: a node with an agent", central, "fcos-agent", ann(protocol.RebootNeeded, "true"), false, "run no update-agent"},
@@ -465,32 +486,51 @@ func TestFleetLockServersConfined(t *testing.T) {
 
 var fleetlockKeysPattern = regexp.MustCompile(`'([^']*)'`)
 
-// The FleetLock keys the policy adds for the FleetLock servers are exactly protocol.Owners' FleetLock
-// keys.
+// The keys the policy lets the FleetLock servers change are exactly what they write: the node side's
+// effects (protocol.NodeEffects, NodeBack) and the keys protocol.Owners gives FleetLock; of those only
+// reboot-needed is also a label.
 func TestFleetLockPolicyKeys(t *testing.T) {
 	b, err := os.ReadFile("base/agent-policy.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := strings.Split(string(b), "\n---\n")[0]
-	i := strings.Index(doc, "name: fleetlockAnnotations")
-	if i < 0 {
-		t.Fatal("base/agent-policy.yaml has no fleetlockAnnotations")
+	list := func(name string) []string {
+		i := strings.Index(doc, "name: "+name+"\n")
+		if i < 0 {
+			t.Fatalf("base/agent-policy.yaml has no %s", name)
+		}
+		rest := doc[i:]
+		rest = rest[:strings.Index(rest, "]")+1]
+		var keys []string
+		for _, m := range fleetlockKeysPattern.FindAllStringSubmatch(rest, -1) {
+			keys = append(keys, m[1])
+		}
+		slices.Sort(keys)
+		return keys
 	}
-	rest := doc[i:]
-	rest = rest[:strings.Index(rest, "]")+1]
-	var got, want []string
-	for _, m := range fleetlockKeysPattern.FindAllStringSubmatch(rest, -1) {
-		got = append(got, m[1])
-	}
+	var wantAnn, wantLabels []string
 	for k, w := range protocol.Owners {
 		if w == protocol.WriterFleetLock {
-			want = append(want, k)
+			wantAnn = append(wantAnn, k)
 		}
 	}
-	slices.Sort(got)
-	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Errorf("fleetlockAnnotations = %q, protocol.Owners gives FleetLock %q", got, want)
+	for _, effects := range protocol.NodeEffects {
+		for _, e := range append(effects, protocol.NodeBack...) {
+			if !slices.Contains(wantAnn, e.Key) {
+				wantAnn = append(wantAnn, e.Key)
+			}
+			if e.Label && !slices.Contains(wantLabels, e.Key) {
+				wantLabels = append(wantLabels, e.Key)
+			}
+		}
+	}
+	slices.Sort(wantAnn)
+	slices.Sort(wantLabels)
+	if got := list("fleetlockAnnotations"); !slices.Equal(got, wantAnn) {
+		t.Errorf("fleetlockAnnotations = %q, want %q", got, wantAnn)
+	}
+	if got := list("fleetlockLabels"); !slices.Equal(got, wantLabels) {
+		t.Errorf("fleetlockLabels = %q, want %q", got, wantLabels)
 	}
 }

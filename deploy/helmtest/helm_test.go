@@ -502,7 +502,7 @@ func TestValues(t *testing.T) {
 		},
 	}, {
 		name: "fleetlock on another port",
-		vals: `fleetlock: {enabled: true, port: 9495}`,
+		vals: `fleetlock: {enabled: true, port: 496}`,
 		edit: func(t *testing.T, o objects) {
 			fl := kustomizeOverlay(t, "fleetlock")
 			for k := range o {
@@ -510,9 +510,9 @@ func TestValues(t *testing.T) {
 			}
 			maps.Copy(o, fl)
 			ds := maps.Clone(o[flDSKey])
-			setPath(t, ds, []string{"spec", "template", "spec", "containers", "0", "args", "0"}, "--listen=127.0.0.1:9495")
-			setPath(t, ds, []string{"spec", "template", "spec", "containers", "0", "readinessProbe", "httpGet", "port"}, 9495)
-			setPath(t, ds, []string{"spec", "template", "spec", "containers", "0", "livenessProbe", "httpGet", "port"}, 9495)
+			setPath(t, ds, []string{"spec", "template", "spec", "containers", "0", "args", "0"}, "--listen=127.0.0.1:496")
+			setPath(t, ds, []string{"spec", "template", "spec", "containers", "0", "readinessProbe", "httpGet", "port"}, 496)
+			setPath(t, ds, []string{"spec", "template", "spec", "containers", "0", "livenessProbe", "httpGet", "port"}, 496)
 			o[flDSKey] = ds
 		},
 	}, {
@@ -671,6 +671,7 @@ func TestValuesRefused(t *testing.T) {
 		{`operator: {replicas: 0}`, "at '/operator/replicas'"},
 		{`fleetlock: {enabled: "yes"}`, "at '/fleetlock/enabled'"},
 		{`fleetlock: {port: 70000}`, "at '/fleetlock/port'"},
+		{`fleetlock: {port: 8495}`, "at '/fleetlock/port'"},
 		{`fleetlock: {central: {networkPolicy: {nodeCIDRs: []}}}`, "at '/fleetlock/central/networkPolicy/nodeCIDRs'"},
 		{`fleetlock: {networkPolicy: {enabled: true}}`, "'networkPolicy' not allowed"},
 		{`fleetlock: {enabled: true, central: {enabled: true}}`, "exclude each other"},

@@ -87,7 +87,14 @@ func LoopbackOnly(addr string) error {
 	return nil
 }
 
-func start(ctx context.Context, addr string, client kubernetes.Interface, namespace, node string, log klog.Logger) (net.Addr, error) {
+func start(parent context.Context, addr string, client kubernetes.Interface, namespace, node string, log klog.Logger) (_ net.Addr, err error) {
+	// The informers live as long as the server; a start that fails stops what it started.
+	ctx, cancel := context.WithCancel(parent)
+	defer func() {
+		if err != nil {
+			cancel()
+		}
+	}()
 	opts := []informers.SharedInformerOption{informers.WithTransform(nodes.Strip)}
 	if node != "" {
 		opts = append(opts, informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + node }))

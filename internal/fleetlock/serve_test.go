@@ -87,7 +87,7 @@ func TestServeNodeAnswersOnlyForItsNode(t *testing.T) {
 // The per-node server refuses to listen anywhere but loopback, and to start without its node.
 func TestServeNodeRefusesNonLoopback(t *testing.T) {
 	client := fake.NewSimpleClientset()
-	for _, addr := range []string{":8495", "0.0.0.0:8495", "10.0.0.5:8495", "[::]:8495", "localhost:8495", "127.0.0.1"} {
+	for _, addr := range []string{":495", "0.0.0.0:495", "10.0.0.5:495", "[::]:495", "localhost:495", "127.0.0.1"} {
 		if _, err := ServeNode(context.Background(), addr, client, "fcos-a", "", klog.Background()); err == nil || !strings.Contains(err.Error(), "loopback") && !strings.Contains(err.Error(), "127.0.0.1:PORT") {
 			t.Errorf("ServeNode on %q: %v, want a refusal naming loopback", addr, err)
 		}

@@ -125,7 +125,8 @@ const (
 	WriterAdmin    Writer = "admin"
 	WriterFLUO     Writer = "fluo-agent"
 	WriterHook     Writer = "hook"
-	// WriterFleetLock is the operator's FleetLock server, acting as the agent of agentless nodes.
+	// WriterFleetLock is the FleetLock server (update-agent fleetlock), acting as the agent of agentless
+	// nodes.
 	WriterFleetLock Writer = "fleetlock"
 )
 

@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -25,9 +27,10 @@ before it reboots (POST /v1/pre-reboot, /v1/steady-state). It writes what the ag
 the node (reboot-needed, and after the reboot the flags reset); the update-operator does the rest.
 
 Usage:
-  update-agent fleetlock [--listen 127.0.0.1:8495] [--node NAME]
+  update-agent fleetlock [--listen 127.0.0.1:495] [--node NAME]
       per node (deploy/fleetlock: a hostNetwork DaemonSet on enrolled nodes): answers only for the
-      Node it runs on, on a loopback address; Zincati's base_url is http://127.0.0.1:8495/
+      Node it runs on, on a loopback address and a port below 1024 (only root may take it);
+      Zincati's base_url is http://127.0.0.1:495/
   update-agent fleetlock --central --listen :8081
       one server for every enrolled node (deploy/fleetlock-central, opt-in): trusts whoever reaches
       its port and knows a node's id, which is derived from the node's machine ID
@@ -38,7 +41,7 @@ Flags:
 `
 
 // DefaultFleetLockListen is the per-node server's address, and Zincati's base_url on every node.
-const DefaultFleetLockListen = "127.0.0.1:8495"
+const DefaultFleetLockListen = "127.0.0.1:495"
 
 type fleetlockOptions struct {
 	listen, node, namespace, kubeconfig string
@@ -51,7 +54,7 @@ func parseFleetLock(args []string, stderr io.Writer) (*fleetlockOptions, *flag.F
 	fs := flag.NewFlagSet("update-agent fleetlock", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), fleetlockUsage); fs.PrintDefaults() }
-	fs.StringVar(&o.listen, "listen", DefaultFleetLockListen, "address to serve FleetLock on; per node, a loopback IP and port")
+	fs.StringVar(&o.listen, "listen", DefaultFleetLockListen, "address to serve FleetLock on; per node, a loopback IP and a port below 1024")
 	fs.StringVar(&o.node, "node", "", "the Node this server answers for (default $NODE_NAME); not with --central")
 	fs.BoolVar(&o.central, "central", false, "answer for every enrolled node from one address (opt-in: see --help)")
 	fs.StringVar(&o.namespace, "namespace", "slipway-system", "namespace of the fleet switch ConfigMap slipway-fleet, whose pauses replies name; empty: none")
@@ -79,7 +82,18 @@ func parseFleetLock(args []string, stderr io.Writer) (*fleetlockOptions, *flag.F
 	if err := fleetlock.LoopbackOnly(o.listen); err != nil {
 		return nil, fs, fmt.Errorf("--listen: %v; --central serves every node from one address", err)
 	}
+	// Zincati trusts whatever answers on its base_url: a process that took the port while this server
+	// restarts could answer "reboot now" with no drain. Below 1024 only root (or CAP_NET_BIND_SERVICE)
+	// may bind.
+	if _, p, _ := net.SplitHostPort(o.listen); !privileged(p) {
+		return nil, fs, fmt.Errorf("--listen %s: the per-node server listens on a port below 1024, which only root or CAP_NET_BIND_SERVICE may bind, so that no unprivileged process on the node can take the port over while the server restarts and answer Zincati itself", o.listen)
+	}
 	return o, fs, nil
+}
+
+func privileged(port string) bool {
+	n, err := strconv.Atoi(port)
+	return err == nil && n > 0 && n < 1024
 }
 
 func fleetlockCmd(args []string, stderr io.Writer) int {

@@ -27,11 +27,13 @@ func TestFleetLockFlags(t *testing.T) {
 		says string
 	}{
 		"no node":                  {"", nil, "NODE_NAME"},
-		"all interfaces":           {"fcos-1", []string{"--listen=:8495"}, "loopback"},
-		"a node address":           {"fcos-1", []string{"--listen=10.0.0.7:8495"}, "loopback"},
-		"a host name":              {"fcos-1", []string{"--listen=localhost:8495"}, "loopback"},
+		"all interfaces":           {"fcos-1", []string{"--listen=:495"}, "loopback"},
+		"a node address":           {"fcos-1", []string{"--listen=10.0.0.7:495"}, "loopback"},
+		"a host name":              {"fcos-1", []string{"--listen=localhost:495"}, "loopback"},
 		"no port":                  {"fcos-1", []string{"--listen=127.0.0.1"}, "127.0.0.1:PORT"},
 		"central with a node":      {"", []string{"--central", "--node=fcos-1"}, "--node"},
+		"an unprivileged port":     {"fcos-1", []string{"--listen=127.0.0.1:8495"}, "below 1024"},
+		"port zero":                {"fcos-1", []string{"--listen=127.0.0.1:0"}, "below 1024"},
 		"unknown flag":             {"fcos-1", []string{"--address=127.0.0.1:1"}, "address"},
 		"stray argument":           {"fcos-1", []string{"serve"}, "serve"},
 		"zero qps":                 {"fcos-1", []string{"--kube-api-qps=0"}, "kube-api-qps"},
@@ -51,7 +53,7 @@ func TestFleetLockFlags(t *testing.T) {
 	}
 	// The whole command: a refused flag exits 2 before any client is built.
 	var stderr strings.Builder
-	if code := fleetlockCmd([]string{"--listen=0.0.0.0:8495", "--node=fcos-1"}, &stderr); code != 2 || !strings.Contains(stderr.String(), "loopback") {
+	if code := fleetlockCmd([]string{"--listen=0.0.0.0:495", "--node=fcos-1"}, &stderr); code != 2 || !strings.Contains(stderr.String(), "loopback") {
 		t.Errorf("exit %d, %q", code, stderr.String())
 	}
 }

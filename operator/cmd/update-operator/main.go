@@ -183,7 +183,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	if o.fleetlockAddr != "" {
 		// The operator's token can cordon and evict; a server anyone on the network reaches does not
 		// belong in its process. Said at start rather than ignored: Zincati would wait for ever.
-		return nil, fs, fmt.Errorf("--fleetlock-address=%s: the update-operator no longer serves FleetLock; `update-agent fleetlock` does, on each Fedora CoreOS node at 127.0.0.1:8495 (kubectl apply -k deploy/fleetlock/; Zincati's base_url http://127.0.0.1:8495/), or as one server under its own ServiceAccount (deploy/fleetlock-central/). README \"FleetLock\" has the migration", o.fleetlockAddr)
+		return nil, fs, fmt.Errorf("--fleetlock-address=%s: the update-operator no longer serves FleetLock; `update-agent fleetlock` does, on each Fedora CoreOS node at 127.0.0.1:495 (kubectl apply -k deploy/fleetlock/; Zincati's base_url http://127.0.0.1:495/), or as one server under its own ServiceAccount (deploy/fleetlock-central/). README \"FleetLock\" has the migration", o.fleetlockAddr)
 	}
 	return o, fs, nil
 }
