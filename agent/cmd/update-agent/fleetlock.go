@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/slipway-dev/slipway/internal/flagenv"
@@ -106,14 +105,8 @@ func fleetlockCmd(args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := klog.Background().WithName("fleetlock")
-	cfg, err := kubeclient.RestConfig(o.kubeconfig, "slipway-fleetlock/"+version.String(), o.limits)
-	if err != nil {
-		log.Error(err, "no Kubernetes client configuration")
-		return 1
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		log.Error(err, "building Kubernetes client")
+	client, ok := newClient(o.kubeconfig, "slipway-fleetlock", o.limits, log)
+	if !ok {
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

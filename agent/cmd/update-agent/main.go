@@ -138,14 +138,8 @@ func run() int {
 		log.Error(err, "cannot read this boot's ID", "file", o.bootIDFile)
 		return 1
 	}
-	cfg, err := kubeclient.RestConfig(o.kubeconfig, "slipway-update-agent/"+version.String(), o.limits)
-	if err != nil {
-		log.Error(err, "no Kubernetes client configuration")
-		return 1
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		log.Error(err, "building Kubernetes client")
+	client, ok := newClient(o.kubeconfig, "slipway-update-agent", o.limits, log)
+	if !ok {
 		return 1
 	}
 	a, err := agent.New(agent.Config{
@@ -173,6 +167,22 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// newClient is the API client of either command (the agent, its FleetLock server), named userAgent
+// in the API server's logs; failures are logged and reported as false.
+func newClient(kubeconfig, userAgent string, lim kubeclient.Limits, log klog.Logger) (kubernetes.Interface, bool) {
+	cfg, err := kubeclient.RestConfig(kubeconfig, userAgent+"/"+version.String(), lim)
+	if err != nil {
+		log.Error(err, "no Kubernetes client configuration")
+		return nil, false
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		log.Error(err, "building Kubernetes client")
+		return nil, false
+	}
+	return client, true
 }
 
 // systemRebooter dials the system bus for every attempt, so a restarted dbus-daemon does not leave
