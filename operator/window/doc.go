@@ -8,7 +8,8 @@
 //     the first three letters, any case) and a length (a Go duration such as "1h30m"), in one zone.
 //     This is what --reboot-window-start, --reboot-window-length and --reboot-window-timezone give;
 //     it behaves exactly as in FLUO.
-//   - Windows ([Rule], [ParseWindow]): days of the week, a start and an end time, and a zone.
+//   - Windows ([Rule], [ParseWindow]): days of the week or of the month, a start and an end time, and a
+//     zone.
 //   - Exclusions ([Exclusion], [ParseExclusion]): absolute date ranges during which nothing starts
 //     (a change freeze).
 //
@@ -20,9 +21,11 @@
 //
 //	window = [ days " " ] start "-" end [ " " zone ]
 //	days   = "*" | "daily" | item { "," item }
-//	item   = day | day "-" day
+//	item   = day | day "-" day | nth "-" day | date
 //	day    = Mon | Tue | Wed | Thu | Fri | Sat | Sun      (any case; two letters, e.g. "Mo", and full
 //	                                                       names, e.g. "Monday", are accepted too)
+//	nth    = 1st | 2nd | 3rd | 4th | 5th | last           (that weekday of each month)
+//	date   = 1 .. 31                                      (that day of each month)
 //	start  = HH:MM                                        (00:00 to 23:59; one-digit hours allowed)
 //	end    = HH:MM | "24:00"
 //	zone   = an IANA name such as Europe/Berlin, or UTC   (default UTC)
@@ -34,6 +37,13 @@
 //	Mon,Wed-Fri 13:00-15:00 Asia/Tokyo   a list mixing days and ranges
 //	Fri-Mon 23:00-01:00                  a range may wrap past Sunday: Fri, Sat, Sun, Mon
 //	02:00-04:00 America/New_York         no days: every day (same as "*" or "daily")
+//	3rd-Tue 22:00-02:00 Europe/Berlin    the third Tuesday of each month (Patch Tuesday's week)
+//	last-Fri 20:00-23:00                 the last Friday of each month
+//	16 02:00-04:00                       the 16th of each month
+//	1st-Sat,15 01:00-05:00               a list may mix them, and weekdays too
+//
+// A month without the named day has no window: no 5th Tuesday, no 31st, no 29th in February of a
+// common year (as in cron). The days of the month are those of the window's zone.
 //
 // The start is inclusive, the end exclusive. An end at or before the start crosses midnight: the
 // window ends on the next day, and the days name the day the window STARTS on ("Fri 22:00-02:00" is

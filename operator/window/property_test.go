@@ -3,6 +3,7 @@ package window
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,8 @@ var propertyStarts = []struct {
 
 type randomWindow struct {
 	days       [7]bool
-	start, end int // minutes; end as written, 0..1440
+	monthly    []string // days of the month: "3rd-Tue", "last-Fri", "16"
+	start, end int      // minutes; end as written, 0..1440
 	zone       string
 }
 
@@ -42,11 +44,52 @@ func (w randomWindow) spec() string {
 			names = append(names, time.Weekday(d).String()[:3])
 		}
 	}
-	days := names[0]
-	for _, n := range names[1:] {
-		days += "," + n
+	names = append(names, w.monthly...)
+	return fmt.Sprintf("%s %d:%02d-%02d:%02d %s", strings.Join(names, ","), w.start/60, w.start%60, w.end/60, w.end%60, w.zone)
+}
+
+// on reports whether the window starts on the local date y-m-d, read from the spec's words without
+// the package's parser: a weekday it names, or a day of the month it names.
+func (w randomWindow) on(y int, m time.Month, d int) bool {
+	date := time.Date(y, m, d, 12, 0, 0, 0, time.UTC)
+	if w.days[date.Weekday()] {
+		return true
 	}
-	return fmt.Sprintf("%s %d:%02d-%02d:%02d %s", days, w.start/60, w.start%60, w.end/60, w.end%60, w.zone)
+	daysInMonth := time.Date(y, m+1, 0, 12, 0, 0, 0, time.UTC).Day()
+	for _, item := range w.monthly {
+		if n, err := strconv.Atoi(item); err == nil {
+			if d == n {
+				return true
+			}
+			continue
+		}
+		ord, day, _ := strings.Cut(item, "-")
+		if date.Weekday().String()[:3] != day {
+			continue
+		}
+		if ord == "last" && d+7 > daysInMonth {
+			return true
+		}
+		if n := int(ord[0] - '0'); ord != "last" && d > 7*(n-1) && d <= 7*n {
+			return true
+		}
+	}
+	return false
+}
+
+// randomMonthly picks days of the month: an nth or last weekday, or a date (29 to 31 often, for the
+// months without them).
+func randomMonthly(rng *rand.Rand) string {
+	day := time.Weekday(rng.IntN(7)).String()[:3]
+	switch rng.IntN(4) {
+	case 0:
+		return "last-" + day
+	case 1:
+		return []string{"1st", "2nd", "3rd", "4th", "5th"}[rng.IntN(5)] + "-" + day
+	case 2:
+		return strconv.Itoa(29 + rng.IntN(3))
+	}
+	return strconv.Itoa(1 + rng.IntN(31))
 }
 
 // clockMinute picks a time of day, half the time on the half hour in the small hours where the
@@ -72,7 +115,16 @@ var changeTimes = map[string][]int{
 // change soon) is not empty, a short one in one of them right at the change.
 func newRandomWindow(rng *rand.Rand, zones, changing []string) randomWindow {
 	w := randomWindow{zone: zones[rng.IntN(len(zones))], start: clockMinute(rng), end: clockMinute(rng)}
-	for !w.days[0] && !w.days[1] && !w.days[2] && !w.days[3] && !w.days[4] && !w.days[5] && !w.days[6] {
+	if rng.IntN(3) == 0 {
+		// Days of the month, alone or besides weekdays.
+		for range 1 + rng.IntN(3) {
+			w.monthly = append(w.monthly, randomMonthly(rng))
+		}
+		if rng.IntN(2) == 0 {
+			w.days[rng.IntN(7)] = true
+		}
+	}
+	for len(w.monthly) == 0 && !w.days[0] && !w.days[1] && !w.days[2] && !w.days[3] && !w.days[4] && !w.days[5] && !w.days[6] {
 		for d := range w.days {
 			w.days[d] = rng.IntN(3) == 0
 		}
@@ -242,6 +294,10 @@ func TestOpenMatchesWallClock(t *testing.T) {
 		}
 		w := newRandomWindow(rng, zones, nil)
 		r := mustWindow(t, w.spec())
+		minutes := minutes
+		if len(w.monthly) > 0 {
+			minutes = 40 * 24 * 60 // past a month's end: the last and 5th weekdays, the 29th to 31st
+		}
 		exSpec := randomExclusion(rng, base, zones[:3]) // fixed-offset zones
 		ex := mustExclusion(t, exSpec)
 		loc := r.loc
@@ -254,11 +310,12 @@ func TestOpenMatchesWallClock(t *testing.T) {
 		wallOpen := func(now time.Time) bool {
 			local := now.In(loc)
 			m := local.Hour()*60 + local.Minute()
-			today, yesterday := local.Weekday(), (local.Weekday()+6)%7
+			prev := local.AddDate(0, 0, -1)
+			today, yesterday := w.on(local.Date()), w.on(prev.Date())
 			if end > w.start {
-				return w.days[today] && m >= w.start && m < end
+				return today && m >= w.start && m < end
 			}
-			return w.days[today] && m >= w.start || w.days[yesterday] && m < end
+			return today && m >= w.start || yesterday && m < end
 		}
 		wallExcluded := func(now time.Time) bool {
 			local := now.In(exLoc)

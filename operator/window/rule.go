@@ -3,6 +3,7 @@ package window
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,11 +14,13 @@ import (
 // is at or before the start) in its zone. Build it with [ParseWindow]; the syntax is in the package
 // documentation.
 type Rule struct {
-	spec  string
-	days  [7]bool // indexed by time.Weekday
-	start int     // minutes after midnight, 0..1439
-	end   int     // minutes after midnight, 1..1440; at or before start: on the next day
-	loc   *time.Location
+	spec string
+	days [7]bool // indexed by time.Weekday
+	// monthly are the calendar days besides the weekdays (3rd-Tue, last-Fri, 16), in the order given.
+	monthly []monthDay
+	start   int // minutes after midnight, 0..1439
+	end     int // minutes after midnight, 1..1440; at or before start: on the next day
+	loc     *time.Location
 }
 
 // dayNames holds the names a day may be given by (any case), as kured accepts them.
@@ -32,9 +35,86 @@ var dayNames = map[string]time.Weekday{
 }
 
 const (
-	windowSyntax = `want "[DAYS ]HH:MM-HH:MM[ ZONE]", e.g. "Mon-Fri 22:00-05:00 Europe/Berlin"`
-	daysSyntax   = `want day names (Mon, Tue, Wed, Thu, Fri, Sat, Sun), ranges such as Mon-Fri or Fri-Mon, lists such as Sat,Sun or Mon,Wed-Fri, or * (or daily) for every day`
+	windowSyntax = `want "[DAYS ]HH:MM-HH:MM[ ZONE]", e.g. "Mon-Fri 22:00-05:00 Europe/Berlin" or "3rd-Tue 22:00-02:00"`
+	daysSyntax   = `want day names (Mon, Tue, Wed, Thu, Fri, Sat, Sun), ranges such as Mon-Fri or Fri-Mon, days of the month such as 3rd-Tue, last-Fri or 16, lists such as Sat,Sun or 1st-Sat,15, or * (or daily) for every day`
 )
+
+// monthDay is one day of each month: the nth weekday of the month (nth 1..5, "3rd-Tue"), its last
+// such weekday (nth -1, "last-Fri"), or a date (nth 0, mday 1..31, "16"). A month without it (no 5th
+// Tuesday, no 31st) has no occurrence, as in cron.
+type monthDay struct {
+	nth     int
+	weekday time.Weekday
+	mday    int
+}
+
+var ordinals = map[string]int{"1st": 1, "2nd": 2, "3rd": 3, "4th": 4, "5th": 5, "last": -1}
+
+// parseMonthDay reads "3rd-Tue", "last-Fri" or "16"; ok is false when item has neither form (it may
+// be a weekday or a range of weekdays).
+func parseMonthDay(item string) (m monthDay, ok bool, err error) {
+	if digits(item) && item != "" {
+		d, _ := strconv.Atoi(item)
+		if d < 1 || d > 31 || len(item) > 2 {
+			return m, true, fmt.Errorf("day of the month %q: want 1 to 31", item)
+		}
+		return monthDay{mday: d}, true, nil
+	}
+	ord, day, found := strings.Cut(item, "-")
+	nth, isOrd := ordinals[strings.ToLower(ord)]
+	if !found {
+		return m, false, nil
+	}
+	if !isOrd {
+		if n := strings.TrimRight(strings.ToLower(ord), "stndrh"); n != "" && n != ord && digits(n) {
+			return m, true, fmt.Errorf("%q: want 1st, 2nd, 3rd, 4th, 5th or last before the day", item)
+		}
+		return m, false, nil
+	}
+	wd, err := parseDay(day)
+	if err != nil {
+		return m, true, fmt.Errorf("%q: %v", item, err)
+	}
+	return monthDay{nth: nth, weekday: wd}, true, nil
+}
+
+// on reports whether the civil date date (midnight UTC) is this day of its month.
+func (m monthDay) on(date time.Time) bool {
+	switch {
+	case m.nth == 0:
+		return date.Day() == m.mday
+	case date.Weekday() != m.weekday:
+		return false
+	case m.nth > 0:
+		return (date.Day()-1)/7+1 == m.nth
+	}
+	return date.AddDate(0, 0, 7).Month() != date.Month() // no such weekday later this month
+}
+
+func (m monthDay) String() string {
+	if m.nth == 0 {
+		return strconv.Itoa(m.mday)
+	}
+	for name, n := range ordinals {
+		if n == m.nth {
+			return name + "-" + m.weekday.String()[:3]
+		}
+	}
+	return "?"
+}
+
+// on reports whether the window starts on the civil date date (midnight UTC).
+func (r *Rule) on(date time.Time) bool {
+	if r.days[date.Weekday()] {
+		return true
+	}
+	for _, m := range r.monthly {
+		if m.on(date) {
+			return true
+		}
+	}
+	return false
+}
 
 // ParseWindow reads a window such as "Mon-Fri 22:00-05:00 Europe/Berlin" (syntax in the package
 // documentation). The error names the bad part and says what is expected.
@@ -52,11 +132,11 @@ func ParseWindow(spec string) (*Rule, error) {
 	if looksLikeClock(fields[0]) {
 		r.days = [7]bool{true, true, true, true, true, true, true}
 	} else {
-		days, err := parseDays(fields[0])
+		days, monthly, err := parseDays(fields[0])
 		if err != nil {
 			return fail("days %q: %v; %s", fields[0], err, daysSyntax)
 		}
-		r.days, fields = days, fields[1:]
+		r.days, r.monthly, fields = days, monthly, fields[1:]
 		if len(fields) == 0 {
 			return fail("no time range after the days; %s", windowSyntax)
 		}
@@ -89,9 +169,22 @@ func ParseWindow(spec string) (*Rule, error) {
 	return r, nil
 }
 
-// looksLikeClock tells a time range ("22:00-05:00") from days ("Mon-Fri", "*").
+// looksLikeClock tells a time range ("22:00-05:00", or a malformed "10pm-5am") from days ("Mon-Fri",
+// "*", "16", "1,15", "3rd-Tue"): a clock has a colon, or starts with a digit and is no list of days of
+// the month.
 func looksLikeClock(field string) bool {
-	return strings.Contains(field, ":") || field[0] >= '0' && field[0] <= '9'
+	if strings.Contains(field, ":") {
+		return true
+	}
+	if field[0] < '0' || field[0] > '9' {
+		return false
+	}
+	for _, item := range strings.Split(field, ",") {
+		if _, ok, _ := parseMonthDay(item); !ok {
+			return true
+		}
+	}
+	return false
 }
 
 func parseDay(name string) (time.Weekday, error) {
@@ -105,16 +198,26 @@ func parseDay(name string) (time.Weekday, error) {
 	return d, nil
 }
 
-func parseDays(text string) ([7]bool, error) {
+func parseDays(text string) ([7]bool, []monthDay, error) {
 	var days [7]bool
+	var monthly []monthDay
 	if text == "*" || strings.EqualFold(text, "daily") {
-		return [7]bool{true, true, true, true, true, true, true}, nil
+		return [7]bool{true, true, true, true, true, true, true}, nil, nil
 	}
 	for _, item := range strings.Split(text, ",") {
+		if m, ok, err := parseMonthDay(item); ok {
+			if err != nil {
+				return days, nil, err
+			}
+			if !slices.Contains(monthly, m) {
+				monthly = append(monthly, m)
+			}
+			continue
+		}
 		from, to, isRange := strings.Cut(item, "-")
 		first, err := parseDay(from)
 		if err != nil {
-			return days, err
+			return days, nil, err
 		}
 		if !isRange {
 			days[first] = true
@@ -122,10 +225,10 @@ func parseDays(text string) ([7]bool, error) {
 		}
 		last, err := parseDay(to)
 		if err != nil {
-			return days, err
+			return days, nil, err
 		}
 		if first == last {
-			return days, fmt.Errorf("range %q starts and ends on the same day (write %s alone, or * for every day)", item, from)
+			return days, nil, fmt.Errorf("range %q starts and ends on the same day (write %s alone, or * for every day)", item, from)
 		}
 		for d := first; ; d = (d + 1) % 7 {
 			days[d] = true
@@ -134,7 +237,10 @@ func parseDays(text string) ([7]bool, error) {
 			}
 		}
 	}
-	return days, nil
+	if days == [7]bool{true, true, true, true, true, true, true} {
+		monthly = nil // every day already
+	}
+	return days, monthly, nil
 }
 
 // parseClock reads H:MM or HH:MM as minutes after midnight; "24:00" only if end.
@@ -193,10 +299,22 @@ func (r *Rule) String() string {
 	if r == nil {
 		return "always"
 	}
-	return fmt.Sprintf("%s %s-%s %s", daysString(r.days), clockString(r.start), clockString(r.end), r.loc)
+	return fmt.Sprintf("%s %s-%s %s", r.daysString(), clockString(r.start), clockString(r.end), r.loc)
 }
 
 func clockString(m int) string { return fmt.Sprintf("%02d:%02d", m/60, m%60) }
+
+// daysString is the weekdays (daysString) followed by the days of the month, as given.
+func (r *Rule) daysString() string {
+	var items []string
+	if r.days != [7]bool{} {
+		items = append(items, daysString(r.days))
+	}
+	for _, m := range r.monthly {
+		items = append(items, m.String())
+	}
+	return strings.Join(items, ",")
+}
 
 // daysString writes days compactly: "daily", "Mon-Fri", "Sat,Sun", "Fri-Mon", "Mon,Wed-Fri".
 func daysString(days [7]bool) string {
@@ -267,7 +385,7 @@ func (r *Rule) Contains(t time.Time) bool {
 	// D-1 (a clock set back across midnight) to D+2 (an end in a repeated hour after midnight).
 	for i := -2; i <= 1; i++ {
 		day := today.AddDate(0, 0, i)
-		if !r.days[day.Weekday()] {
+		if !r.on(day) {
 			continue
 		}
 		if from, to := r.occurrence(day); !t.Before(from) && t.Before(to) {
@@ -278,23 +396,24 @@ func (r *Rule) Contains(t time.Time) bool {
 }
 
 // NextOpen returns t if the window is open at t, else the start of its next occurrence after t (in t's
-// location). Every rule opens at least once a week, except that an occurrence lost in a skipped hour
-// moves the next opening a week on.
+// location), looking ahead at most Horizon. A weekly rule opens at least once a week (an occurrence
+// lost in a skipped hour moves the next opening a week on); a monthly one at least every few months
+// (a 5th weekday, a 31st).
 func (r *Rule) NextOpen(t time.Time) time.Time {
 	if r.Contains(t) {
 		return t
 	}
 	today := civilDate(t, r.loc)
-	for i := -2; i <= 16; i++ {
+	for i := -2; i <= int(Horizon/(24*time.Hour)); i++ {
 		day := today.AddDate(0, 0, i)
-		if !r.days[day.Weekday()] {
+		if !r.on(day) {
 			continue
 		}
 		if from, to := r.occurrence(day); from.Before(to) && !from.Before(t) {
 			return from.In(t.Location())
 		}
 	}
-	return time.Time{} // unreachable: at least one day, and a skipped hour takes one occurrence a year
+	return time.Time{} // none within the horizon (every rule has at least one day a year)
 }
 
 // spanEdges maps the wall-clock time wall (its fields read in UTC) in loc to the instants that bound

@@ -49,6 +49,14 @@ func TestParseWindowForms(t *testing.T) {
 		{"Mon,Mon,Tue 10:00-11:00", "Mon,Tue 10:00-11:00 UTC", ""},
 		{"Sun 23:59-00:01", "Sun 23:59-00:01 UTC", ""},
 		{"  Mon-Fri \t 22:00-05:00  ", "Mon-Fri 22:00-05:00 UTC", "Mon-Fri 22:00-05:00"},
+		// Days of the month: the nth weekday, the last weekday, a date; mixed with weekdays.
+		{"3rd-Tue 22:00-02:00 Europe/Berlin", "3rd-Tue 22:00-02:00 Europe/Berlin", ""},
+		{"LAST-friday 20:00-23:00", "last-Fri 20:00-23:00 UTC", ""},
+		{"16 02:00-04:00", "16 02:00-04:00 UTC", ""},
+		{"1,15,1 02:00-04:00", "1,15 02:00-04:00 UTC", ""},
+		{"Sat,Sun,1st-Mon 02:00-04:00", "Sat,Sun,1st-Mon 02:00-04:00 UTC", ""},
+		{"2nd-Wed,4th-Wed,5th-Wed 02:00-04:00", "2nd-Wed,4th-Wed,5th-Wed 02:00-04:00 UTC", ""},
+		{"Mon-Sun,16 02:00-04:00", "daily 02:00-04:00 UTC", ""},
 	} {
 		r := mustWindow(t, c.spec)
 		if got := r.String(); got != c.canonical {
@@ -162,8 +170,8 @@ func TestParseExclusionKnownAnswers(t *testing.T) {
 // with the flag's name.
 func TestBadSpecs(t *testing.T) {
 	const (
-		winSyntax  = `want "[DAYS ]HH:MM-HH:MM[ ZONE]", e.g. "Mon-Fri 22:00-05:00 Europe/Berlin"`
-		daySyntax  = `want day names (Mon, Tue, Wed, Thu, Fri, Sat, Sun), ranges such as Mon-Fri or Fri-Mon, lists such as Sat,Sun or Mon,Wed-Fri, or * (or daily) for every day`
+		winSyntax  = `want "[DAYS ]HH:MM-HH:MM[ ZONE]", e.g. "Mon-Fri 22:00-05:00 Europe/Berlin" or "3rd-Tue 22:00-02:00"`
+		daySyntax  = `want day names (Mon, Tue, Wed, Thu, Fri, Sat, Sun), ranges such as Mon-Fri or Fri-Mon, days of the month such as 3rd-Tue, last-Fri or 16, lists such as Sat,Sun or 1st-Sat,15, or * (or daily) for every day`
 		zoneWant   = `want an IANA name such as Europe/Berlin or America/New_York, or UTC`
 		exclSyntax = `want "YYYY-MM-DD[THH:MM]/YYYY-MM-DD[THH:MM][ ZONE]" or "YYYY-MM-DD[ ZONE]", e.g. "2026-11-27/2026-12-01 America/New_York"`
 		dateWant   = `want YYYY-MM-DD or YYYY-MM-DDTHH:MM, e.g. 2026-11-27 or 2026-11-27T18:00`
@@ -180,6 +188,13 @@ func TestBadSpecs(t *testing.T) {
 		{"Mon, 22:00-05:00", `window "Mon, 22:00-05:00": days "Mon,": empty day name; ` + daySyntax},
 		{"Mon-Mon 22:00-05:00", `window "Mon-Mon 22:00-05:00": days "Mon-Mon": range "Mon-Mon" starts and ends on the same day (write Mon alone, or * for every day); ` + daySyntax},
 		{"Mon-Wed-Fri 22:00-05:00", `window "Mon-Wed-Fri 22:00-05:00": days "Mon-Wed-Fri": unknown day "Wed-Fri"; ` + daySyntax},
+		{"0 02:00-04:00", `window "0 02:00-04:00": days "0": day of the month "0": want 1 to 31; ` + daySyntax},
+		{"32 02:00-04:00", `window "32 02:00-04:00": days "32": day of the month "32": want 1 to 31; ` + daySyntax},
+		{"016 02:00-04:00", `window "016 02:00-04:00": days "016": day of the month "016": want 1 to 31; ` + daySyntax},
+		{"6th-Tue 02:00-04:00", `window "6th-Tue 02:00-04:00": days "6th-Tue": "6th-Tue": want 1st, 2nd, 3rd, 4th, 5th or last before the day; ` + daySyntax},
+		{"3rd-Tux 02:00-04:00", `window "3rd-Tux 02:00-04:00": days "3rd-Tux": "3rd-Tux": unknown day "Tux"; ` + daySyntax},
+		{"last 02:00-04:00", `window "last 02:00-04:00": days "last": unknown day "last"; ` + daySyntax},
+		{"last-Fri-Sat 02:00-04:00", `window "last-Fri-Sat 02:00-04:00": days "last-Fri-Sat": "last-Fri-Sat": unknown day "Fri-Sat"; ` + daySyntax},
 		{"Mon Tue 22:00-05:00", `window "Mon Tue 22:00-05:00": time range "Tue": want HH:MM-HH:MM, e.g. 22:00-05:00`},
 		{"22:00-", `window "22:00-": end "": want HH:MM (24-hour clock)`},
 		{"-05:00", `window "-05:00": start "": want HH:MM (24-hour clock)`},
@@ -228,6 +243,65 @@ func TestBadSpecs(t *testing.T) {
 			t.Errorf("ParseExclusion(%q) accepted", c.spec)
 		} else if err.Error() != c.err {
 			t.Errorf("ParseExclusion(%q):\n got %s\nwant %s", c.spec, err, c.err)
+		}
+	}
+}
+
+// TestMonthlyKnownAnswers checks days of the month: the nth weekday, the last weekday, a date, in months
+// without a 5th weekday or a 31st, in February, and on daylight-saving change days. Calendar facts used:
+// 1 November 2026 and 1 February 2026 are Sundays, 1 December 2026 a Tuesday; Europe/Berlin's clocks go
+// forward on Sunday 29 March 2026 and back on Sunday 25 October 2026.
+func TestMonthlyKnownAnswers(t *testing.T) {
+	for _, c := range []struct {
+		spec     string
+		at       string // UTC
+		open     bool
+		nextOpen string // UTC; "" when open
+	}{
+		// 3rd Tuesday: 17 November (3, 10, 17), 15 December; Berlin is UTC+1 in winter.
+		{"3rd-Tue 22:00-02:00 Europe/Berlin", "2026-11-17 20:59", false, "2026-11-17 21:00"},
+		{"3rd-Tue 22:00-02:00 Europe/Berlin", "2026-11-17 21:00", true, ""},
+		{"3rd-Tue 22:00-02:00 Europe/Berlin", "2026-11-18 00:59", true, ""}, // after midnight: still the 17th's window
+		{"3rd-Tue 22:00-02:00 Europe/Berlin", "2026-11-18 01:00", false, "2026-12-15 21:00"},
+		{"3rd-Tue 22:00-02:00 Europe/Berlin", "2026-11-10 21:30", false, "2026-11-17 21:00"}, // the 2nd Tuesday
+		{"3rd-Tue 22:00-02:00 Europe/Berlin", "2026-11-24 21:30", false, "2026-12-15 21:00"}, // the 4th
+		// Last Friday: 27 November (6 .. 27), 25 December (dim-6 of a 31-day month), 27 February 2026.
+		{"last-Fri 20:00-23:00", "2026-11-27 20:00", true, ""},
+		{"last-Fri 20:00-23:00", "2026-11-20 20:00", false, "2026-11-27 20:00"},
+		{"last-Fri 20:00-23:00", "2026-11-28 00:00", false, "2026-12-25 20:00"},
+		{"last-Fri 20:00-23:00", "2026-12-18 21:00", false, "2026-12-25 20:00"},
+		{"last-Fri 20:00-23:00", "2026-02-20 21:00", false, "2026-02-27 20:00"},
+		// 5th Tuesday: none in November 2026 (3 .. 24); 29 December.
+		{"5th-Tue 02:00-04:00", "2026-11-01 00:00", false, "2026-12-29 02:00"},
+		{"5th-Tue 02:00-04:00", "2026-12-29 03:59", true, ""},
+		// The 16th, the 31st (none in November), the 29th (none in February 2026, one in 2028).
+		{"16 02:00-04:00", "2026-11-16 02:00", true, ""},
+		{"16 02:00-04:00", "2026-11-16 04:00", false, "2026-12-16 02:00"},
+		{"31 02:00-04:00", "2026-11-01 00:00", false, "2026-12-31 02:00"},
+		{"31 02:00-04:00", "2027-01-31 04:00", false, "2027-03-31 02:00"},
+		{"29 02:00-04:00", "2026-02-01 00:00", false, "2026-03-29 02:00"},
+		{"29 02:00-04:00", "2028-02-01 00:00", false, "2028-02-29 02:00"},
+		// Mixed with weekdays: Saturdays and the 1st.
+		{"Sat,1 02:00-04:00", "2026-11-28 02:30", true, ""},
+		{"Sat,1 02:00-04:00", "2026-11-29 02:30", false, "2026-12-01 02:00"},
+		// DST: on the last Sunday of March 2026 Berlin's 02:00-03:00 does not happen; the next last
+		// Sunday is 26 April (UTC+2). On the last Sunday of October 01:00-04:00 lasts four real hours.
+		{"last-Sun 02:00-03:00 Europe/Berlin", "2026-03-01 00:00", false, "2026-04-26 00:00"},
+		{"last-Sun 01:00-04:00 Europe/Berlin", "2026-10-24 23:00", true, ""},
+		{"last-Sun 01:00-04:00 Europe/Berlin", "2026-10-25 02:59", true, ""},
+		{"last-Sun 01:00-04:00 Europe/Berlin", "2026-10-25 03:00", false, "2026-11-29 00:00"},
+	} {
+		r := mustWindow(t, c.spec)
+		at := utc(c.at)
+		if got := r.Contains(at); got != c.open {
+			t.Errorf("%q at %s UTC: open=%v, want %v", c.spec, c.at, got, c.open)
+		}
+		want := at
+		if c.nextOpen != "" {
+			want = utc(c.nextOpen)
+		}
+		if got := r.NextOpen(at); !got.Equal(want) {
+			t.Errorf("%q NextOpen(%s UTC) = %s, want %s", c.spec, c.at, got.UTC().Format("2006-01-02 15:04"), want.Format("2006-01-02 15:04"))
 		}
 	}
 }
