@@ -53,6 +53,14 @@ type DrainConfig struct {
 	// its pods, so they stay Terminating for ever and the drain could never end. Ready nodes always
 	// wait. 0: DefaultSkipWaitForDelete.
 	SkipWaitForDelete time.Duration
+	// SkipWaitForDeleteAll is kured's --skip-wait-for-delete-timeout: on every node, Ready or not, a
+	// pod deleted longer ago than this is taken as gone (a Ready node's pod stuck Terminating on a
+	// finalizer would otherwise time every attempt out). 0: Ready nodes always wait. On a NotReady
+	// node the shorter of the two applies.
+	SkipWaitForDeleteAll time.Duration
+	// PodSelector is kured's --drain-pod-selector: only pods matching this label selector are evicted;
+	// the others stay on the node through its reboot. "": every pod.
+	PodSelector string
 }
 
 // DefaultSkipWaitForDelete is DrainConfig.SkipWaitForDelete's default.
@@ -179,6 +187,7 @@ func (d *drainer) drain(ctx context.Context, node string, notReady bool) error {
 		IgnoreAllDaemonSets: true,
 		DeleteEmptyDirData:  true,
 		Timeout:             d.cfg.Timeout,
+		PodSelector:         d.cfg.PodSelector,
 		Out:                 &out,
 		ErrOut:              &out,
 		OnPodDeletionOrEvictionFinished: func(pod *corev1.Pod, usingEviction bool, err error) {
@@ -189,13 +198,9 @@ func (d *drainer) drain(ctx context.Context, node string, notReady bool) error {
 			log.Info("pod evicted", "pod", klog.KObj(pod))
 		},
 	}
-	if notReady {
-		skip := d.cfg.SkipWaitForDelete
-		if skip <= 0 {
-			skip = DefaultSkipWaitForDelete
-		}
+	if skip := d.skipWaitForDelete(notReady); skip > 0 {
 		h.SkipWaitForDeleteTimeoutSeconds = max(int(skip/time.Second), 1)
-		log.Info("node NotReady: pods deleted longer ago than the bound are taken as gone", "bound", skip.String())
+		log.Info("pods deleted longer ago than the bound are taken as gone", "bound", skip.String(), "nodeReady", !notReady)
 	}
 	list, errs := h.GetPodsForDeletion(node)
 	if len(errs) > 0 {
@@ -217,6 +222,22 @@ func (d *drainer) drain(ctx context.Context, node string, notReady bool) error {
 		return fmt.Errorf("evicting pods: %w", err)
 	}
 	return nil
+}
+
+// skipWaitForDelete is the bound after which a deleted pod is taken as gone (0: wait for it): kured's
+// bound on every node, and on a NotReady node the NotReady bound too, whichever is shorter.
+func (d *drainer) skipWaitForDelete(notReady bool) time.Duration {
+	skip := d.cfg.SkipWaitForDeleteAll
+	if notReady {
+		nr := d.cfg.SkipWaitForDelete
+		if nr <= 0 {
+			nr = DefaultSkipWaitForDelete
+		}
+		if skip <= 0 || nr < skip {
+			skip = nr
+		}
+	}
+	return skip
 }
 
 // logWriter turns kubectl drain's progress lines into structured log lines.

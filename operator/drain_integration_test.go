@@ -154,3 +154,66 @@ func TestDrainOfNotReadyNodeSkipsPodsStuckTerminating(t *testing.T) {
 		t.Errorf("the stuck pod should still be there, Terminating (skipped, not removed): %v %+v", err, p)
 	}
 }
+
+// kured's --skip-wait-for-delete-timeout holds on Ready nodes too: a pod stuck Terminating on a
+// finalizer nobody removes is taken as gone after the bound, and the node is granted well before the
+// drain timeout. Without the bound a Ready node waits for it (the NotReady bound does not apply).
+func TestSkipWaitForDeleteOnReadyNode(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	if _, err := testenv.CreateNode(ctx, client, "stuckready-0", "boot-a", nil); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "stuckready"}}, metav1.CreateOptions{})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stuck", Namespace: "stuckready", Finalizers: []string{"example.com/hold"}},
+		Spec: corev1.PodSpec{NodeName: "stuckready-0", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	if _, err := client.CoreV1().Pods("stuckready").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = client.CoreV1().Pods("stuckready").Patch(ctx, "stuck", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
+	// First without kured's bound: the attempt times out (2 s) on the Terminating pod, no grant.
+	stop := startOperator(t, opOptions{forceDrain: true, drainTO: 2 * time.Second, tweak: func(c *operator.Config) { c.Drain.SkipWaitForDelete = time.Second }})
+	annotate(t, "stuckready-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	n := waitNode(t, "stuckready-0", 30*time.Second, "a drain error (the Ready node waits for its Terminating pod)", func(n *corev1.Node) bool {
+		return n.Annotations[protocol.DrainError] != ""
+	})
+	if n.Annotations[protocol.RebootOK] == protocol.True {
+		t.Fatal("granted without the bound: a Ready node must wait for its pods")
+	}
+	stop()
+	start := time.Now()
+	startOperator(t, opOptions{forceDrain: true, drainTO: time.Minute, tweak: func(c *operator.Config) { c.Drain.SkipWaitForDeleteAll = time.Second }})
+	waitNode(t, "stuckready-0", 45*time.Second, "reboot-ok after a drain that skipped the stuck pod", func(n *corev1.Node) bool {
+		return n.Annotations[protocol.RebootOK] == protocol.True
+	})
+	if took := time.Since(start); took >= time.Minute {
+		t.Errorf("granted after %s: the drain waited out its timeout instead of skipping the stuck pod", took)
+	}
+}
+
+// kured's --drain-pod-selector: only matching pods are evicted; the others stay on the node.
+func TestDrainPodSelector(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	if _, err := testenv.CreateNode(ctx, client, "select-0", "boot-a", nil); err != nil {
+		t.Fatal(err)
+	}
+	workload(t, "select", "web", "select-0", 2)
+	workload(t, "select", "db", "select-0", 1)
+	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Drain.PodSelector = "app=web" }})
+	annotate(t, "select-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	waitNode(t, "select-0", 30*time.Second, "reboot-ok", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })
+	for app, want := range map[string]int{"web": 0, "db": 1} {
+		l, err := client.CoreV1().Pods("select").List(ctx, metav1.ListOptions{LabelSelector: "app=" + app, FieldSelector: "spec.nodeName=select-0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(l.Items); got != want {
+			t.Errorf("pods app=%s left on the node: %d, want %d", app, got, want)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -110,6 +112,8 @@ type options struct {
 	rebootTimeout                             time.Duration
 	drainRetryBase, drainRetryMax             time.Duration
 	drainSkipWait                             time.Duration
+	skipWaitAll                               secondsFlag
+	drainPodSelector                          string
 	namespace, leaseName, identity            string
 	leaderElect                               bool
 	leaseDuration, renewDeadline, retryPeriod time.Duration
@@ -159,6 +163,8 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.DurationVar(&o.drainRetryBase, "drain-retry-base", operator.DefaultDrainRetryBase, "first delay before retrying a failed drain (doubles per failure)")
 	fs.DurationVar(&o.drainRetryMax, "drain-retry-max", operator.DefaultDrainRetryMax, "longest delay between drain retries")
 	fs.DurationVar(&o.drainSkipWait, "drain-skip-wait-for-delete-timeout", operator.DefaultSkipWaitForDelete, "NotReady nodes only: a pod deleted longer ago than this is taken as gone (its kubelet cannot finish it), as kubectl drain's --skip-wait-for-delete-timeout; Ready nodes always wait")
+	fs.Var(&o.skipWaitAll, "skip-wait-for-delete-timeout", "every node, Ready or not: a pod deleted longer ago than this is taken as gone, so a pod stuck Terminating (a finalizer nobody removes) does not time every drain attempt out; seconds (kured's form, e.g. 300) or a duration (5m); 0 (default) waits for every pod on Ready nodes. On NotReady nodes the shorter of this and --drain-skip-wait-for-delete-timeout applies")
+	fs.StringVar(&o.drainPodSelector, "drain-pod-selector", "", "label selector (kubectl syntax): only pods matching it are evicted, the others stay on the node through its reboot (kured's flag, same meaning); empty: every pod")
 	fs.DurationVar(&o.rebootTimeout, "reboot-timeout", 30*time.Minute, "time a node may spend in one stage of its cycle (hooks, drain, reboot, coming back Ready) before it is reported stalled: annotation update.slipway.dev/stalled, a Stalled Warning Event, slipway_operator_stalled_nodes; 0 never")
 	fs.StringVar(&o.stallPolicy, "stall-policy", string(stall.Hold), "a stalled node: \"hold\" keeps its budget slot (safe); \"release\" frees it once the node stalled after its reboot was granted, so the roll-out goes on without it")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader-election Lease (default $POD_NAMESPACE)")
@@ -301,6 +307,11 @@ func (o *options) config() (operator.Config, error) {
 	if o.drainSkipWait < time.Second {
 		return cfg, fmt.Errorf("drain-skip-wait-for-delete-timeout %s: must be at least 1s", o.drainSkipWait)
 	}
+	if o.drainPodSelector != "" {
+		if _, err := labels.Parse(o.drainPodSelector); err != nil {
+			return cfg, fmt.Errorf("drain-pod-selector %q: %w", o.drainPodSelector, err)
+		}
+	}
 	if o.drainRetryBase <= 0 || o.drainRetryMax < o.drainRetryBase {
 		return cfg, fmt.Errorf("drain-retry-base (%s) must be positive and at most drain-retry-max (%s)", o.drainRetryBase, o.drainRetryMax)
 	}
@@ -347,6 +358,7 @@ func (o *options) config() (operator.Config, error) {
 		Drain: operator.DrainConfig{
 			Timeout: o.drainTimeout, GracePeriod: o.drainGrace, Force: o.forceDrain, Policy: policy,
 			RetryBase: o.drainRetryBase, RetryMax: o.drainRetryMax, SkipWaitForDelete: o.drainSkipWait,
+			SkipWaitForDeleteAll: time.Duration(o.skipWaitAll), PodSelector: o.drainPodSelector,
 		},
 	}, nil
 }
@@ -562,6 +574,31 @@ func (m *multiFlag) Set(v string) error {
 	if v = strings.TrimSpace(v); v != "" {
 		*m = append(*m, v)
 	}
+	return nil
+}
+
+// secondsFlag is a duration given as whole seconds (kured's --skip-wait-for-delete-timeout=300) or as
+// a Go duration ("5m"); never negative.
+type secondsFlag time.Duration
+
+func (f *secondsFlag) String() string { return time.Duration(*f).String() }
+func (f *secondsFlag) Set(v string) error {
+	v = strings.TrimSpace(v)
+	if n, err := strconv.Atoi(v); err == nil {
+		if n < 0 {
+			return fmt.Errorf("%d seconds: must not be negative", n)
+		}
+		*f = secondsFlag(time.Duration(n) * time.Second)
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q: want whole seconds (300) or a duration (5m)", v)
+	}
+	if d < 0 {
+		return fmt.Errorf("%s: must not be negative", d)
+	}
+	*f = secondsFlag(d)
 	return nil
 }
 

@@ -42,8 +42,29 @@ func TestFlagsValid(t *testing.T) {
 	if cfg.Schedule == nil || !strings.Contains(cfg.Schedule.String(), "Thu 14:00 for 1h0m0s (Europe/Berlin)") {
 		t.Errorf("window from the environment = %v", cfg.Schedule)
 	}
-	if cfg.Drain.Timeout != 10*time.Minute || cfg.Drain.Policy != "retry" {
+	if cfg.Drain.Timeout != 10*time.Minute || cfg.Drain.Policy != "retry" || cfg.Drain.SkipWaitForDeleteAll != 0 || cfg.Drain.PodSelector != "" {
 		t.Errorf("drain defaults: %+v", cfg.Drain)
+	}
+}
+
+// kured's drain knobs: --skip-wait-for-delete-timeout in kured's whole seconds or as a duration,
+// --drain-pod-selector as given.
+func TestKuredDrainFlags(t *testing.T) {
+	for _, c := range []struct {
+		arg  string
+		want time.Duration
+	}{{"300", 5 * time.Minute}, {"0", 0}, {"90s", 90 * time.Second}, {"2m", 2 * time.Minute}} {
+		o, _, err := parse([]string{"--namespace=ns", "--skip-wait-for-delete-timeout=" + c.arg, "--drain-pod-selector=app!=db"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := o.config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Drain.SkipWaitForDeleteAll != c.want || cfg.Drain.PodSelector != "app!=db" {
+			t.Errorf("%s: %+v", c.arg, cfg.Drain)
+		}
 	}
 }
 
@@ -66,6 +87,9 @@ func TestFlagsRejected(t *testing.T) {
 		"hook is protocol key":   {[]string{"--after-reboot-annotations=flatcar-linux-update.v1.flatcar-linux.net/reboot-ok"}, "after-reboot-annotations"},
 		"lease timing":           {[]string{"--lease-duration=5s", "--renew-deadline=10s"}, "lease-duration"},
 		"retry bounds":           {[]string{"--drain-retry-base=1m", "--drain-retry-max=1s"}, "drain-retry-base"},
+		"drain pod selector":     {[]string{"--drain-pod-selector=app in (a"}, "drain-pod-selector"},
+		"skip wait negative":     {[]string{"--skip-wait-for-delete-timeout=-5"}, "skip-wait-for-delete-timeout"},
+		"skip wait word":         {[]string{"--skip-wait-for-delete-timeout=soon"}, "skip-wait-for-delete-timeout"},
 		"unknown flag":           {[]string{"--max-unavailible=2"}, "max-unavailible"},
 		"stray argument":         {[]string{"now"}, "now"},
 		"no namespace":           {[]string{"--namespace="}, "namespace"},
