@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -108,6 +109,8 @@ type Config struct {
 	Notify *notify.Sender
 	// Identity is this instance's leader-election identity, published as the fleet status's leader.
 	Identity string
+	// Settle keeps a finished node's budget slots held for a while (settle.go).
+	Settle SettleConfig
 	// MaxFailedReboots pauses the fleet when that many nodes of the current roll-out stalled after
 	// their grant or came back with a fleet-wide blocker firing; 0 never.
 	MaxFailedReboots int
@@ -129,6 +132,17 @@ type Controller struct {
 	queue     workqueue.TypedRateLimitingInterface[string]
 	drains    *drainer
 	log       klog.Logger
+	// PodDisruptionBudgets, for --settle-pdbs (nil when off).
+	pdbs       policylisters.PodDisruptionBudgetLister
+	pdbInf     cache.SharedIndexInformer
+	pdbFactory informers.SharedInformerFactory
+	// settleUntil: node -> when only time ends its settling (reindex), for the timer sync sets;
+	// settleTimeouts: node -> the cycle (last-reboot-time) whose settle timeout was reported.
+	settleUntil    sync.Map
+	settleTimeouts sync.Map
+	// volumes: VolumeAttachments by node, for --wait-for-volume-detach (nil when off).
+	volumes        cache.SharedIndexInformer
+	volumesFactory informers.SharedInformerFactory
 
 	// malformed: node -> the malformed values last reported (one Event per change); per node, and
 	// the workqueue never hands one node to two workers, so a sync.Map needs no lock of ours.
@@ -270,6 +284,40 @@ func New(cfg Config) (*Controller, error) {
 			return nil, err
 		}
 	}
+	if cfg.Drain.WaitForVolumeDetach {
+		if cfg.Drain.VolumeDetachTimeout <= 0 {
+			c.cfg.Drain.VolumeDetachTimeout = DefaultVolumeDetachTimeout
+		}
+		c.volumesFactory = informers.NewSharedInformerFactory(cfg.Client, 0)
+		c.volumes = c.volumesFactory.Storage().V1().VolumeAttachments().Informer()
+		if err := c.volumes.AddIndexers(cache.Indexers{byNode: vaByNode}); err != nil {
+			return nil, err
+		}
+		if _, err := c.volumes.AddEventHandler(c.volumeHandler()); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Settle.PDBs {
+		if cfg.Settle.Timeout <= 0 {
+			c.cfg.Settle.Timeout = DefaultSettleTimeout
+		}
+		c.pdbFactory = informers.NewSharedInformerFactory(cfg.Client, 0)
+		c.pdbInf = c.pdbFactory.Policy().V1().PodDisruptionBudgets().Informer()
+		c.pdbs = c.pdbFactory.Policy().V1().PodDisruptionBudgets().Lister()
+		// A PDB recovering ends the settling of the nodes whose drain consumed it.
+		resettle := func() {
+			for _, name := range c.index.SettlingNames() {
+				c.queue.Add(name)
+			}
+		}
+		if _, err := c.pdbInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(interface{}) { resettle() },
+			UpdateFunc: func(interface{}, interface{}) { resettle() },
+			DeleteFunc: func(interface{}) { resettle() },
+		}); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Metrics != nil {
 		cfg.Metrics.Observe(c)
 	}
@@ -298,6 +346,20 @@ func (c *Controller) Run(ctx context.Context) error {
 		go inf.Run(ctx.Done())
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			return fmt.Errorf("a blocker's informer never synced: check the operator's RBAC (list/watch pods)")
+		}
+	}
+	if c.volumesFactory != nil {
+		c.volumesFactory.Start(ctx.Done())
+		defer c.volumesFactory.Shutdown()
+		if !cache.WaitForCacheSync(ctx.Done(), c.volumes.HasSynced) {
+			return fmt.Errorf("VolumeAttachment informer never synced: check the operator's RBAC (list/watch volumeattachments), or turn --wait-for-volume-detach off")
+		}
+	}
+	if c.pdbFactory != nil {
+		c.pdbFactory.Start(ctx.Done())
+		defer c.pdbFactory.Shutdown()
+		if !cache.WaitForCacheSync(ctx.Done(), c.pdbInf.HasSynced) {
+			return fmt.Errorf("PodDisruptionBudget informer never synced: check the operator's RBAC (list/watch poddisruptionbudgets), or turn --settle-pdbs off")
 		}
 	}
 	if c.cmFactory != nil {
@@ -376,6 +438,8 @@ func (c *Controller) processNext(ctx context.Context, slot int) bool {
 // under its name starts afresh (its malformed values are reported again, its wait starts anew).
 func (c *Controller) forgetNode(name string) {
 	c.malformed.Delete(name)
+	c.settleUntil.Delete(name)
+	c.settleTimeouts.Delete(name)
 	c.drains.forget(name)
 	c.index.EndWait(name)
 	c.cfg.Notify.Unblocked(name)
@@ -448,12 +512,20 @@ func (c *Controller) allNodes() []*corev1.Node {
 // reindex brings name's index entry up to date with the newest view of the node (the informer's
 // store or our own newer write) and, when it changed, gives waiting nodes another look.
 func (c *Controller) reindex(name string) {
-	changed := c.index.Update(name, c.cfg.Now(), func() (admission.Node, bool) {
+	now := c.cfg.Now()
+	changed := c.index.Update(name, now, func() (admission.Node, bool) {
 		n, err := c.node(name)
 		if err != nil {
 			return admission.Node{}, false
 		}
-		return admission.Of(n, c.cfg.GroupLabel, c.cfg.StallPolicy), true
+		e := admission.Of(n, c.cfg.GroupLabel, c.cfg.StallPolicy)
+		var until time.Time
+		if e.Settling, until = c.settling(n, e.State, now); until.After(now) {
+			c.settleUntil.Store(name, until)
+		} else {
+			c.settleUntil.Delete(name)
+		}
+		return e, true
 	})
 	if changed {
 		c.queue.Add(waitingKey)

@@ -58,6 +58,10 @@ type DrainConfig struct {
 	// finalizer would otherwise time every attempt out). 0: Ready nodes always wait. On a NotReady
 	// node the shorter of the two applies.
 	SkipWaitForDeleteAll time.Duration
+	// WaitForVolumeDetach: after the drain, reboot-ok waits until no VolumeAttachment names the node,
+	// at most VolumeDetachTimeout (DefaultVolumeDetachTimeout when 0); then it counts as a failed drain.
+	WaitForVolumeDetach bool
+	VolumeDetachTimeout time.Duration
 	// PodSelector is kured's --drain-pod-selector: only pods matching this label selector are evicted;
 	// the others stay on the node through its reboot. "": every pod.
 	PodSelector string
@@ -73,6 +77,8 @@ type drainResult struct {
 	at       time.Time
 	failures int  // failed attempts in this cycle so far
 	reported bool // the failure is on the Node already
+	// waitingSince: the attempt's wait for volume detach was announced (its at); zero not yet.
+	waitingSince time.Time
 }
 
 // drainer runs drains in the background, at most one per node, through kubectl's drain package: the
@@ -137,6 +143,30 @@ func (d *drainer) result(node, cycle string) (drainResult, bool) {
 		return drainResult{}, false
 	}
 	return *r, true
+}
+
+// fail turns node's last successful attempt in cycle into a failed one (the wait after it failed).
+func (d *drainer) fail(node, cycle string, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r, ok := d.results[node]; ok && r.cycle == cycle && r.err == nil {
+		r.err, r.reported = err, false
+		r.failures++
+		r.at = time.Now()
+	}
+}
+
+// noteWaiting records that the wait for volume detach after the attempt finished at `at` was
+// announced; it reports whether this is the first time.
+func (d *drainer) noteWaiting(node, cycle string, at time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r, ok := d.results[node]
+	if !ok || r.cycle != cycle || r.waitingSince.Equal(at) {
+		return false
+	}
+	r.waitingSince = at
+	return true
 }
 
 // markReported notes that the failure of the last attempt is on the Node.

@@ -26,6 +26,8 @@ type step struct {
 	// failed: why this step's node counts against --max-failed-reboots ("" it does not); its
 	// reboot-failed mark is written with the step.
 	failed string
+	// pdbs: StartDrain's settle-pdbs value (the PDBs before the drain; "" none or --settle-pdbs off).
+	pdbs string
 }
 
 // admission: the step starts the node's cycle.
@@ -84,7 +86,7 @@ var effects = []effect{
 	},
 	{
 		Do:     protocol.StartDrain,
-		Writes: "cordon (cordoned=true, unless already unschedulable); drain-started=now; clear drain-error, blocked-by, label before-reboot and its hook annotations; cycle-started=now, admitted-group and admitted-control-plane when admitted straight into the drain",
+		Writes: "cordon (cordoned=true, unless already unschedulable); drain-started=now; settle-pdbs=the PDBs of the node's pods and the disruptions each allows now (--settle-pdbs; else cleared); clear drain-error, blocked-by, label before-reboot and its hook annotations; cycle-started=now, admitted-group and admitted-control-plane when admitted straight into the drain",
 		patch:  startDrain,
 		Event:  "Draining",
 		message: func(s step) string {
@@ -260,6 +262,11 @@ func startDrain(s step) *nodes.Patch {
 		p.SetAnnotation(n, protocol.Cordoned, protocol.True)
 	}
 	p.SetAnnotation(n, protocol.DrainStarted, now)
+	if s.pdbs != "" {
+		p.SetAnnotation(n, protocol.SettlePDBs, s.pdbs)
+	} else {
+		p.DeleteAnnotation(n, protocol.SettlePDBs) // the last cycle's
+	}
 	p.DeleteAnnotation(n, protocol.DrainError)
 	p.DeleteLabel(n, protocol.BeforeReboot)
 	clearHooks(p, n, s.hooks.Before)

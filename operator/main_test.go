@@ -304,9 +304,20 @@ func simNodes(t *testing.T, prefix string, n int) []*simnode.Node {
 // drains treat them as managed pods and the garbage collector leaves them alone.
 func workload(t *testing.T, ns, name, node string, replicas int) {
 	t.Helper()
+	nodes := make([]string, replicas)
+	for i := range nodes {
+		nodes[i] = node
+	}
+	workloadOn(t, ns, name, nodes...)
+}
+
+// workloadOn is workload with one pod on each of nodes.
+func workloadOn(t *testing.T, ns, name string, nodes ...string) {
+	t.Helper()
 	ctx := context.Background()
 	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	labels := map[string]string{"app": name}
+	replicas := len(nodes)
 	rs := &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: appsv1.ReplicaSetSpec{
@@ -322,20 +333,26 @@ func workload(t *testing.T, ns, name, node string, replicas int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < replicas; i++ {
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: fmt.Sprintf("%s-%d", name, i), Namespace: ns, Labels: labels,
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr(true)}},
-			},
-			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "example.invalid/app:1"}}},
-		}
-		if _, err := client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	for i, node := range nodes {
+		replicaPod(t, rs, fmt.Sprintf("%s-%d", name, i), node)
 	}
 	if err := testenv.WaitPodsRunning(ctx, client, ns, "app="+name, replicas); err != nil {
 		t.Fatalf("pods of %s not running: %v", name, err)
+	}
+}
+
+// replicaPod creates a pod of rs on node (what the ReplicaSet controller and the scheduler would do).
+func replicaPod(t *testing.T, rs *appsv1.ReplicaSet, name, node string) {
+	t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: rs.Namespace, Labels: rs.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr(true)}},
+		},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "example.invalid/app:1"}}},
+	}
+	if _, err := client.CoreV1().Pods(rs.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -31,13 +31,15 @@ type Metrics struct {
 	stalls       *prometheus.CounterVec
 	failed       prometheus.Counter
 	selfPauses   prometheus.Counter
-	paused       *prometheus.Desc
-	nodesByState *prometheus.Desc
-	stalled      *prometheus.Desc
-	blocked      *prometheus.Desc
-	limitDesc    *prometheus.Desc
-	usedDesc     *prometheus.Desc
-	view         FleetView
+	// settleTimeouts: nodes whose PDBs were not back within --settle-timeout.
+	settleTimeouts prometheus.Counter
+	paused         *prometheus.Desc
+	nodesByState   *prometheus.Desc
+	stalled        *prometheus.Desc
+	blocked        *prometheus.Desc
+	limitDesc      *prometheus.Desc
+	usedDesc       *prometheus.Desc
+	view           FleetView
 }
 
 // NewMetrics registers the metrics on reg.
@@ -78,6 +80,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		failed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slipway_operator_failed_reboots_total", Help: "Nodes counted against --max-failed-reboots.",
 		}),
+		settleTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slipway_operator_settle_timeouts_total", Help: "Finished nodes whose PodDisruptionBudgets were not back within --settle-timeout.",
+		}),
 		selfPauses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slipway_operator_self_pauses_total", Help: "Times the operator paused the fleet because --max-failed-reboots was reached.",
 		}),
@@ -90,7 +95,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Nodes waiting to start a cycle, by what holds them (the kind in update.slipway.dev/blocked-by: budget, window, paused, order, or a blocker's name).", []string{"reason"}, nil),
 	}
 	reg.MustRegister(m.actions, m.drainFails, m.IsLeader, m.needToGrant, m.grantToBack,
-		m.drainSeconds, m.cycles, m.stalls, m.failed, m.selfPauses, m)
+		m.drainSeconds, m.cycles, m.stalls, m.failed, m.selfPauses, m.settleTimeouts, m)
 	for _, r := range []string{"finished", "aborted"} {
 		m.cycles.WithLabelValues(r)
 	}

@@ -33,6 +33,12 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	// The index holds this node as this sync sees it (an informer handler may still be on its way).
 	c.reindex(name)
+	if u, ok := c.settleUntil.Load(name); ok {
+		// Settling ends with time: look again then, and the index lets the slot go.
+		if d := u.(time.Time).Sub(c.cfg.Now()); d > 0 {
+			retry = minRetry(retry, d+10*time.Millisecond)
+		}
+	}
 	n, admitted, wait, done, err := c.admit(ctx, n, state, f, log)
 	// An admitted node is held against every pool until the admission PATCH below has returned (and
 	// our own write is in the index) or failed: admissions decided meanwhile count it.
@@ -42,11 +48,16 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	f.Admitted = admitted
 	f.DrainDone = c.drainDone(n, state, log)
+	if f.DrainDone {
+		var wait time.Duration
+		f.VolumesAttached, wait = c.volumesHeld(n, log)
+		retry = minRetry(retry, wait)
+	}
 	state, row := protocol.Decide(f)
 	retry = minRetry(retry, wait)
 	switch row.Do {
 	case protocol.None:
-		return 0, nil
+		return retry, nil
 	case protocol.Wait:
 		log.V(2).Info("waiting", "state", state, "because", row.When)
 		return retry, nil
@@ -54,7 +65,13 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		d, err := c.drain(ctx, n, log)
 		return minRetry(d, retry), err
 	}
-	return 0, c.act(ctx, step{n: n, f: f, from: state, row: row, now: c.cfg.Now(), hooks: c.cfg.Hooks, groupLabel: c.cfg.GroupLabel}, log)
+	s := step{n: n, f: f, from: state, row: row, now: c.cfg.Now(), hooks: c.cfg.Hooks, groupLabel: c.cfg.GroupLabel}
+	if row.Do == protocol.StartDrain {
+		if s.pdbs, err = c.pdbsBeforeDrain(ctx, n); err != nil {
+			return 0, err
+		}
+	}
+	return 0, c.act(ctx, s, log)
 }
 
 // observe reads the node's facts and reports malformed values once per change of them.

@@ -102,6 +102,7 @@ var Table = []Row{
 	{BeforeHooks, "hooks pending", always, Wait, BeforeHooks},
 
 	{Draining, "reboot-needed no longer true", func(f Facts) bool { return !f.Needed }, Abort, Idle},
+	{Draining, "drain succeeded, VolumeAttachments still name the node", func(f Facts) bool { return f.DrainDone && f.VolumesAttached }, Wait, Draining},
 	{Draining, "drain succeeded", func(f Facts) bool { return f.DrainDone }, GrantReboot, Rebooting},
 	{Draining, "drain not yet done", always, Drain, Draining},
 

@@ -54,6 +54,9 @@ type Facts struct {
 	// Set by the operator, not read off the Node.
 	Admitted  bool // budget and reboot window let this node start a cycle now
 	DrainDone bool // a drain of this node completed successfully since it entered Draining
+	// VolumesAttached: VolumeAttachments still name the node after its drain (--wait-for-volume-detach);
+	// rebooting now would outrun the CSI detach (Multi-Attach errors where the pods went).
+	VolumesAttached bool
 
 	// Malformed lists keys whose values were neither "true" nor "false"; they read as false, except
 	// reboot-paused, which reads as paused.

@@ -97,6 +97,12 @@ const (
 	// slipway_operator_stalled_nodes{reason} say the same.
 	Stalled = SlipwayPrefix + "stalled"
 
+	// SettlePDBs — operator: the PodDisruptionBudgets the node's pods fell under when its drain began,
+	// with the disruptions each allowed then, "<namespace>/<name>=<n>,..." (sorted). After the cycle the
+	// node settles (holds its budget slots) until each allows at least as many again (--settle-pdbs),
+	// at most --settle-timeout after it finished.
+	SettlePDBs = SlipwayPrefix + "settle-pdbs"
+
 	// BlockedBy — operator: why a waiting node is not admitted yet, "<kind>: <detail>" (budget, window,
 	// paused, order, or a blocker's name); removed when it is admitted. Written when the reason changes.
 	BlockedBy = SlipwayPrefix + "blocked-by"
@@ -160,6 +166,7 @@ var Owners = map[string]Writer{
 	RebootFailed:           WriterOperator,
 	Stalled:                WriterOperator,
 	BlockedBy:              WriterOperator,
+	SettlePDBs:             WriterOperator,
 	FleetLockGroup:         WriterFleetLock,
 	FleetLockID:            WriterFleetLock,
 	FleetLockEnrolled:      WriterAdmin,

@@ -3,6 +3,8 @@ package admission
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -151,6 +153,9 @@ func BudgetGate() Gate {
 			return Pass
 		}
 		// Which pool is full, for a person reading the node: after the plan's admissions.
+		if v := settlingVerdict(in); !v.Passes() {
+			return v
+		}
 		var full []string
 		for _, k := range in.Node.PoolKeys() {
 			if p.Full[k] {
@@ -166,6 +171,36 @@ func BudgetGate() Gate {
 		}
 		return Held(KindBudget, "full ("+strings.Join(full, ", ")+")", 0)
 	}}
+}
+
+// settlingVerdict holds the node with KindSettling when every full pool it is in would have room but
+// for nodes settling after their cycle; the reason names them and why they settle.
+func settlingVerdict(in Input) Verdict {
+	p, s := in.Fleet.Plan(), in.Fleet.Snapshot
+	if len(s.Settling) == 0 {
+		return Pass
+	}
+	var whys []string
+	for _, k := range in.Node.PoolKeys() {
+		if !p.Full[k] {
+			continue
+		}
+		if !p.Settled[k] {
+			return Pass // full with nodes in their cycle: the budget's answer
+		}
+		var here []string
+		for name, e := range s.Settling {
+			if slices.Contains(e.PoolKeys(), k) {
+				here = append(here, name+" "+e.Settling)
+			}
+		}
+		sort.Strings(here)
+		whys = append(whys, here...)
+	}
+	if len(whys) == 0 {
+		return Pass
+	}
+	return Held(KindSettling, strings.Join(slices.Compact(whys), "; "), 0)
 }
 
 // NodeBlockersGate holds a node a per-node blocker holds (asked by the plan, in admission order, only

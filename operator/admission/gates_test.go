@@ -157,6 +157,18 @@ func TestBudgetAndNodeBlockerGates(t *testing.T) {
 		{"control plane full", l, map[string]Node{"a": {State: protocol.NeedsReboot, ControlPlane: true}, "x": {State: protocol.Rebooting, Counts: true, ControlPlane: true}}, nil, nil, "a", "budget: full (control-plane)", ""},
 		{"a held node takes no budget", Limits{Fleet: max(t, "1"), ControlPlane: max(t, "1")}, map[string]Node{"a": waiting, "b": waiting},
 			map[string]time.Duration{"b": time.Hour}, map[string]string{"b": "pods-on-node: db-0 running"}, "a", "", ""},
+		// Settling (--settle-time, --settle-pdbs): a finished node holds its slots; the hold says so.
+		{"settling fills the pool", Limits{Fleet: max(t, "1"), ControlPlane: max(t, "1")}, map[string]Node{"a": waiting, "s": {State: protocol.Idle, Settling: "finished 09:00; --settle-time 5m"}},
+			nil, nil, "a", "settling: s finished 09:00; --settle-time 5m", ""},
+		{"settling, but room beside it", l, map[string]Node{"a": waiting, "s": {State: protocol.Idle, Settling: "finished"}}, nil, nil, "a", "", ""},
+		{"full with a cycle too: the budget's answer", l, map[string]Node{"a": waiting, "x": cycling, "y": cycling, "s": {State: protocol.Idle, Settling: "finished"}}, nil, nil, "a", "budget: full (max-unavailable)", ""},
+		{"settling in another group: its group has room", Limits{Fleet: max(t, "5"), PerGroup: &g1, ControlPlane: max(t, "1")},
+			map[string]Node{"a": {State: protocol.NeedsReboot, Group: "z"}, "s": {State: protocol.Idle, Group: "y", Settling: "finished"}}, nil, nil, "a", "", ""},
+		{"settling in its group", Limits{Fleet: max(t, "5"), PerGroup: &g1, ControlPlane: max(t, "1")},
+			map[string]Node{"a": {State: protocol.NeedsReboot, Group: "z"}, "s": {State: protocol.Idle, Group: "z", Settling: "PDBs short: shop/web"}}, nil, nil, "a", "settling: s PDBs short: shop/web", ""},
+		{"a settling node asking again waits for its own settle", Limits{Fleet: max(t, "1"), ControlPlane: max(t, "1")},
+			map[string]Node{"s": {State: protocol.NeedsReboot, Settling: "finished"}}, nil, nil, "s", "settling: s finished", ""},
+		{"...unless there is room beside it", l, map[string]Node{"s": {State: protocol.NeedsReboot, Settling: "finished"}}, nil, nil, "s", "", ""},
 		{"the held node passes the budget, not the blockers", l, map[string]Node{"b": waiting}, nil, map[string]string{"b": "pods-on-node: db-0 running"}, "b", "", "pods-on-node: db-0 running"},
 	}
 	for _, c := range cases {
@@ -194,7 +206,7 @@ func TestKinds(t *testing.T) {
 		}
 	}
 	for _, k := range Kinds {
-		if k.Quiet() != (k == KindBudget || k == KindWindow || k == KindOrder) {
+		if k.Quiet() != (k == KindBudget || k == KindSettling || k == KindWindow || k == KindOrder) {
 			t.Errorf("%s quiet = %v", k, k.Quiet())
 		}
 	}

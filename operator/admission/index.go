@@ -12,12 +12,14 @@ import (
 // per change. It is written from informer handlers and workers, hence its lock; Gen changes whenever
 // anything admission reads changes, so a plan computed for one Gen stays right until it moves.
 type Index struct {
-	mu      sync.Mutex
-	nodes   map[string]Node
-	size    map[string]int // pool key -> nodes in it
-	used    map[string]int // pool key -> nodes counting against it
-	busy    [2]int         // [workers, control plane] busy nodes (Node.Busy)
-	waiting map[string]Node
+	mu    sync.Mutex
+	nodes map[string]Node
+	size  map[string]int // pool key -> nodes in it
+	used  map[string]int // pool key -> nodes counting against it (or settling)
+	// settling: nodes holding their slots after their cycle (Node.Settling).
+	settling map[string]Node
+	busy     [2]int // [workers, control plane] busy nodes (Node.Busy)
+	waiting  map[string]Node
 	// since: when each waiting node was first seen asking; kept while it is in its cycle, for the
 	// need-to-grant metric (EndWait). Admission order among equals is longest waiting first.
 	since map[string]time.Time
@@ -30,7 +32,7 @@ type Index struct {
 // NewIndex returns an empty index.
 func NewIndex() *Index {
 	return &Index{nodes: map[string]Node{}, size: map[string]int{}, used: map[string]int{}, waiting: map[string]Node{},
-		since: map[string]time.Time{}, reserved: map[string]int{}}
+		settling: map[string]Node{}, since: map[string]time.Time{}, reserved: map[string]int{}}
 }
 
 // Update brings name's entry up to date: get returns the node's entry now (ok false: it is gone). get
@@ -120,7 +122,7 @@ func (x *Index) account(name string, e Node, d int) {
 		if x.size[k] == 0 {
 			delete(x.size, k)
 		}
-		if e.Counts {
+		if e.Occupies() {
 			if x.used[k] += d; x.used[k] == 0 {
 				delete(x.used, k) // zero counts go: a node hopping groups leaves no key behind
 			}
@@ -133,6 +135,11 @@ func (x *Index) account(name string, e Node, d int) {
 		x.waiting[name] = e
 	} else if d < 0 {
 		delete(x.waiting, name)
+	}
+	if d > 0 && e.Settling != "" {
+		x.settling[name] = e
+	} else if d < 0 {
+		delete(x.settling, name)
 	}
 }
 
@@ -168,6 +175,7 @@ type Snapshot struct {
 	BusyWorkers, BusyCP bool
 	Waiting             map[string]Node
 	Since               map[string]time.Time // of the waiting nodes
+	Settling            map[string]Node      // nodes holding their slots after their cycle
 }
 
 // Pools are the snapshot's pools under l (the same as Pools over every entry, reservations counted).
@@ -179,7 +187,11 @@ func (x *Index) Snapshot() Snapshot {
 	defer x.mu.Unlock()
 	s := Snapshot{Gen: x.gen, Total: len(x.nodes), BusyWorkers: x.busy[0] > 0, BusyCP: x.busy[1] > 0,
 		Size: make(map[string]int, len(x.size)), Used: make(map[string]int, len(x.used)),
-		Waiting: make(map[string]Node, len(x.waiting)), Since: make(map[string]time.Time, len(x.waiting))}
+		Waiting: make(map[string]Node, len(x.waiting)), Since: make(map[string]time.Time, len(x.waiting)),
+		Settling: make(map[string]Node, len(x.settling))}
+	for k, v := range x.settling {
+		s.Settling[k] = v
+	}
 	for k, v := range x.size {
 		s.Size[k] = v
 	}
@@ -208,6 +220,17 @@ func (x *Index) WaitingNames() []string {
 	defer x.mu.Unlock()
 	out := make([]string, 0, len(x.waiting))
 	for n := range x.waiting {
+		out = append(out, n)
+	}
+	return out
+}
+
+// SettlingNames are the nodes holding their slots after their cycle.
+func (x *Index) SettlingNames() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]string, 0, len(x.settling))
+	for n := range x.settling {
 		out = append(out, n)
 	}
 	return out

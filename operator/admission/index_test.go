@@ -20,6 +20,9 @@ func randomNode(rng *rand.Rand) Node {
 	if g := []string{"", "a", "b", "c"}[rng.Intn(4)]; e.State.InCycle() && g != e.Group && rng.Intn(3) == 0 {
 		e.AdmittedGroup, e.HasAdmittedGroup = g, true // relabelled mid-cycle
 	}
+	if rng.Intn(4) == 0 {
+		e.Settling = []string{"finished", "PDBs short"}[rng.Intn(2)]
+	}
 	return e
 }
 
@@ -90,6 +93,20 @@ func TestIndexMatchesPools(t *testing.T) {
 		}
 		if got, want := Pools(x.Entries(), l), Pools(all, l); !reflect.DeepEqual(got, want) {
 			t.Fatalf("step %d: entries differ", step)
+		}
+		var settling, gotSettling []string
+		for n, e := range truth {
+			if e.Settling != "" {
+				settling = append(settling, n)
+			}
+		}
+		for n := range s.Settling {
+			gotSettling = append(gotSettling, n)
+		}
+		sort.Strings(settling)
+		sort.Strings(gotSettling)
+		if fmt.Sprint(settling) != fmt.Sprint(gotSettling) {
+			t.Fatalf("step %d: settling %v, want %v", step, gotSettling, settling)
 		}
 		var got []string
 		for n := range s.Waiting {

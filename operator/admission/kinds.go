@@ -15,6 +15,9 @@ const (
 	KindPaused Kind = "paused" // the fleet or the node's group is paused
 	KindOrder  Kind = "order"  // --control-plane-order keeps it back
 	KindBudget Kind = "budget" // a budget pool it is in is full
+	// KindSettling: a pool it is in is full only because nodes that finished their cycle are settling
+	// (--settle-time, --settle-pdbs).
+	KindSettling Kind = "settling"
 	// The blockers' names (package blocker): each blocker's Name() is its kind.
 	KindPodsOnNode    Kind = "pods-on-node"
 	KindPodsInCluster Kind = "pods-in-cluster"
@@ -25,12 +28,12 @@ const (
 )
 
 // Kinds lists every kind a controller reports, for metrics that report zeros too.
-var Kinds = []Kind{KindWindow, KindPaused, KindOrder, KindBudget, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes}
+var Kinds = []Kind{KindWindow, KindPaused, KindOrder, KindBudget, KindSettling, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes}
 
 // QuietKinds are the plan working (budget, window, order): a Normal `Waiting` Event and never a
 // `blocked` notification. Every other kind is something a person may want to look at: a Warning
 // `Blocked` Event, and a notification after --notify-blocked-after.
-var QuietKinds = []Kind{KindBudget, KindWindow, KindOrder}
+var QuietKinds = []Kind{KindBudget, KindSettling, KindWindow, KindOrder}
 
 // Quiet reports whether k is one of QuietKinds.
 func (k Kind) Quiet() bool {

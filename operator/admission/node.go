@@ -21,7 +21,14 @@ type Node struct {
 	Counts       bool // against the budget (Counts)
 	State        protocol.State
 	Paused       bool
+	// Settling says why a node that finished its cycle still holds its slot in every pool it is in
+	// ("" it does not): --settle-time has not passed, or PodDisruptionBudgets its drain consumed have
+	// not recovered (--settle-pdbs). Set by the controller (it depends on the clock and on PDBs).
+	Settling string
 }
+
+// Occupies reports whether the node takes a slot in its pools: it counts (Counts) or is settling.
+func (e Node) Occupies() bool { return e.Counts || e.Settling != "" }
 
 // Of derives a node's entry: groupLabel is --group-label, policy --stall-policy.
 func Of(n *corev1.Node, groupLabel string, policy stall.Policy) Node {

@@ -14,6 +14,8 @@ type Plan struct {
 	Admitted map[string]bool
 	HeldBy   map[string]Verdict // per-node blockers that held a node the budget had room for
 	Full     map[string]bool    // pool keys full after the admissions above
+	// Settled: full pool keys that would have room but for nodes settling after their cycle.
+	Settled map[string]bool
 }
 
 // BuildPlan orders the waiting nodes that the switch and the order do not keep back (budget.Order:
@@ -43,7 +45,7 @@ func BuildPlan(s *Snapshot, l Limits, o Order, sw Switch, now time.Time, check f
 		keys := e.PoolKeys()
 		cands = append(cands, budget.Candidate{Name: name, Unavailable: e.Counts, Pools: keys[1:], Since: since})
 	}
-	p := &Plan{Gen: s.Gen, At: now, Admitted: map[string]bool{}, HeldBy: map[string]Verdict{}, Full: map[string]bool{}}
+	p := &Plan{Gen: s.Gen, At: now, Admitted: map[string]bool{}, HeldBy: map[string]Verdict{}, Full: map[string]bool{}, Settled: map[string]bool{}}
 	skip := func(name string) bool {
 		if v := check(name); !v.Passes() {
 			p.HeldBy[name] = v
@@ -57,15 +59,24 @@ func BuildPlan(s *Snapshot, l Limits, o Order, sw Switch, now time.Time, check f
 	}
 	for _, name := range budget.AdmitPools(pools, cands, skip) {
 		p.Admitted[name] = true
-		if e := s.Waiting[name]; !e.Counts {
+		if e := s.Waiting[name]; !e.Occupies() {
 			for _, k := range e.PoolKeys() {
 				used[k]++
 			}
 		}
 	}
+	settling := map[string]int{}
+	for _, e := range s.Settling {
+		for _, k := range e.PoolKeys() {
+			settling[k]++
+		}
+	}
 	for k, pool := range pools {
 		if used[k] >= pool.Limit {
 			p.Full[k] = true
+			if settling[k] > 0 && used[k]-settling[k] < pool.Limit {
+				p.Settled[k] = true
+			}
 		}
 	}
 	return p

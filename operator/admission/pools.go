@@ -48,7 +48,7 @@ func Pools(nodes []Node, l Limits) []Pool {
 	for _, e := range nodes {
 		for _, k := range e.PoolKeys() {
 			size[k]++
-			if e.Counts {
+			if e.Occupies() {
 				used[k]++
 			}
 		}

@@ -114,6 +114,11 @@ type options struct {
 	drainSkipWait                             time.Duration
 	skipWaitAll                               secondsFlag
 	drainPodSelector                          string
+	settleTime, settleTimeout                 time.Duration
+	settlePDBs                                bool
+	settlePolicy                              string
+	waitVolumes                               bool
+	volumeTimeout                             time.Duration
 	namespace, leaseName, identity            string
 	leaderElect                               bool
 	leaseDuration, renewDeadline, retryPeriod time.Duration
@@ -165,6 +170,12 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.DurationVar(&o.drainSkipWait, "drain-skip-wait-for-delete-timeout", operator.DefaultSkipWaitForDelete, "NotReady nodes only: a pod deleted longer ago than this is taken as gone (its kubelet cannot finish it), as kubectl drain's --skip-wait-for-delete-timeout; Ready nodes always wait")
 	fs.Var(&o.skipWaitAll, "skip-wait-for-delete-timeout", "every node, Ready or not: a pod deleted longer ago than this is taken as gone, so a pod stuck Terminating (a finalizer nobody removes) does not time every drain attempt out; seconds (kured's form, e.g. 300) or a duration (5m); 0 (default) waits for every pod on Ready nodes. On NotReady nodes the shorter of this and --drain-skip-wait-for-delete-timeout applies")
 	fs.StringVar(&o.drainPodSelector, "drain-pod-selector", "", "label selector (kubectl syntax): only pods matching it are evicted, the others stay on the node through its reboot (kured's flag, same meaning); empty: every pod")
+	fs.BoolVar(&o.waitVolumes, "wait-for-volume-detach", true, "after the drain, grant reboot-ok only once no VolumeAttachment names the node (the CSI driver detached its volumes), so the reboot does not outrun the detach")
+	fs.DurationVar(&o.volumeTimeout, "volume-detach-timeout", operator.DefaultVolumeDetachTimeout, "longest wait for --wait-for-volume-detach; then it counts as a failed drain (drain-error, DrainFailed Event, retried; --drain-failure-policy=force grants anyway)")
+	fs.DurationVar(&o.settleTime, "settle-time", 0, "after a node finishes its cycle it keeps its budget slots this long: no node of its pools is admitted in its place before (time for quorums to re-sync, kured's --lock-release-delay); 0 none")
+	fs.BoolVar(&o.settlePDBs, "settle-pdbs", true, "after a node finishes its cycle it also keeps its budget slots until every PodDisruptionBudget its pods fell under allows at least as many disruptions as before its drain (read when the drain began), bounded by --settle-timeout")
+	fs.DurationVar(&o.settleTimeout, "settle-timeout", operator.DefaultSettleTimeout, "longest wait for the PodDisruptionBudgets of --settle-pdbs after a node finished; then a SettleTimeout Warning Event, slipway_operator_settle_timeouts_total, and --settle-timeout-policy")
+	fs.StringVar(&o.settlePolicy, "settle-timeout-policy", "proceed", "when --settle-timeout passes with PodDisruptionBudgets still short: \"proceed\" (the next node goes; its drain still respects every PDB) or \"hold\" (the slots stay held until they are back)")
 	fs.DurationVar(&o.rebootTimeout, "reboot-timeout", 30*time.Minute, "time a node may spend in one stage of its cycle (hooks, drain, reboot, coming back Ready) before it is reported stalled: annotation update.slipway.dev/stalled, a Stalled Warning Event, slipway_operator_stalled_nodes; 0 never")
 	fs.StringVar(&o.stallPolicy, "stall-policy", string(stall.Hold), "a stalled node: \"hold\" keeps its budget slot (safe); \"release\" frees it once the node stalled after its reboot was granted, so the roll-out goes on without it")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader-election Lease (default $POD_NAMESPACE)")
@@ -307,6 +318,15 @@ func (o *options) config() (operator.Config, error) {
 	if o.drainSkipWait < time.Second {
 		return cfg, fmt.Errorf("drain-skip-wait-for-delete-timeout %s: must be at least 1s", o.drainSkipWait)
 	}
+	if o.volumeTimeout <= 0 {
+		return cfg, fmt.Errorf("volume-detach-timeout %s must be positive", o.volumeTimeout)
+	}
+	if o.settleTime < 0 || o.settleTimeout <= 0 {
+		return cfg, fmt.Errorf("settle-time (%s) must not be negative and settle-timeout (%s) must be positive", o.settleTime, o.settleTimeout)
+	}
+	if o.settlePolicy != "proceed" && o.settlePolicy != "hold" {
+		return cfg, fmt.Errorf("settle-timeout-policy %q: want \"proceed\" or \"hold\"", o.settlePolicy)
+	}
 	if o.drainPodSelector != "" {
 		if _, err := labels.Parse(o.drainPodSelector); err != nil {
 			return cfg, fmt.Errorf("drain-pod-selector %q: %w", o.drainPodSelector, err)
@@ -352,6 +372,7 @@ func (o *options) config() (operator.Config, error) {
 		ControlPlaneOrder:          order,
 		Namespace:                  o.namespace,
 		MaxFailedReboots:           o.maxFailedReboots,
+		Settle:                     operator.SettleConfig{Time: o.settleTime, PDBs: o.settlePDBs, Timeout: o.settleTimeout, Hold: o.settlePolicy == "hold"},
 		MinReady:                   minReady,
 		Schedule:                   schedule,
 		Blockers:                   cfg.Blockers,
@@ -359,6 +380,7 @@ func (o *options) config() (operator.Config, error) {
 			Timeout: o.drainTimeout, GracePeriod: o.drainGrace, Force: o.forceDrain, Policy: policy,
 			RetryBase: o.drainRetryBase, RetryMax: o.drainRetryMax, SkipWaitForDelete: o.drainSkipWait,
 			SkipWaitForDeleteAll: time.Duration(o.skipWaitAll), PodSelector: o.drainPodSelector,
+			WaitForVolumeDetach: o.waitVolumes, VolumeDetachTimeout: o.volumeTimeout,
 		},
 	}, nil
 }

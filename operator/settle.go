@@ -1,0 +1,152 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
+)
+
+// SettleConfig says how long a node that finished its cycle keeps its budget slots, so that what
+// its reboot disturbed (a quorum re-syncing, replicas rescheduled) recovers before the next node of
+// its pools goes down.
+type SettleConfig struct {
+	// Time: at least this long after the node finished (--settle-time); 0 none.
+	Time time.Duration
+	// PDBs: until every PodDisruptionBudget its pods fell under when its drain began allows at least
+	// as many disruptions as it did then (--settle-pdbs).
+	PDBs bool
+	// Timeout bounds the wait for PDBs (--settle-timeout, DefaultSettleTimeout); then a Warning and,
+	// with Hold, the slots stay held until they recover (--settle-timeout-policy=hold), else the
+	// roll-out proceeds.
+	Timeout time.Duration
+	Hold    bool
+}
+
+// DefaultSettleTimeout is SettleConfig.Timeout's default.
+const DefaultSettleTimeout = 15 * time.Minute
+
+// settling says why node n, out of its cycle, still holds its slots now ("" it does not) and until
+// when only time can end that (zero: a PDB recovering will; the PDB informer looks again then).
+// The reason holds absolute times only, so it changes when the answer does, not with the clock.
+func (c *Controller) settling(n *corev1.Node, state protocol.State, now time.Time) (why string, until time.Time) {
+	s := c.cfg.Settle
+	if s.Time <= 0 && !s.PDBs || state.InCycle() {
+		return "", time.Time{}
+	}
+	last, err := time.Parse(time.RFC3339, n.Annotations[protocol.LastRebootTime])
+	if err != nil {
+		return "", time.Time{}
+	}
+	var parts []string
+	if end := last.Add(s.Time); s.Time > 0 && now.Before(end) {
+		parts = append(parts, fmt.Sprintf("finished %s, --settle-time %s", last.UTC().Format(time.RFC3339), s.Time))
+		until = end
+	}
+	if s.PDBs && c.pdbs != nil {
+		if short := c.shortPDBs(n.Annotations[protocol.SettlePDBs]); len(short) > 0 {
+			deadline := last.Add(s.Timeout)
+			switch {
+			case now.Before(deadline):
+				parts = append(parts, "PodDisruptionBudgets not yet back: "+strings.Join(short, ", "))
+				if deadline.After(until) {
+					until = deadline
+				}
+			case s.Hold:
+				c.settleTimedOut(n, last, short)
+				parts = append(parts, "PodDisruptionBudgets not back within --settle-timeout "+s.Timeout.String()+", holding (--settle-timeout-policy=hold): "+strings.Join(short, ", "))
+			default:
+				c.settleTimedOut(n, last, short)
+			}
+		}
+	}
+	return strings.Join(parts, "; "), until
+}
+
+// settleTimedOut reports, once per cycle of n, that its PDBs did not recover within --settle-timeout.
+func (c *Controller) settleTimedOut(n *corev1.Node, last time.Time, short []string) {
+	key := last.UTC().Format(time.RFC3339)
+	if old, ok := c.settleTimeouts.Swap(n.Name, key); ok && old == key {
+		return
+	}
+	then := "the roll-out proceeds"
+	if c.cfg.Settle.Hold {
+		then = "its budget slots stay held until they do (--settle-timeout-policy=hold)"
+	}
+	c.log.Info("PodDisruptionBudgets not back within the settle timeout", "node", n.Name, "timeout", c.cfg.Settle.Timeout.String(), "short", short)
+	c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "SettleTimeout", "PodDisruptionBudgets not back %s after the cycle finished (--settle-timeout): %s; %s",
+		c.cfg.Settle.Timeout, strings.Join(short, ", "), then)
+	if c.cfg.Metrics != nil {
+		c.cfg.Metrics.settleTimeouts.Inc()
+	}
+}
+
+// shortPDBs are the PDBs of a settle-pdbs value that allow fewer disruptions now than before the
+// drain, as "<ns>/<name> (allows n, allowed m before the drain)". A PDB gone is no longer short; a
+// malformed entry (only the operator writes the key) is skipped.
+func (c *Controller) shortPDBs(value string) []string {
+	var short []string
+	for _, item := range strings.Split(value, ",") {
+		key, num, ok := strings.Cut(item, "=")
+		ns, name, ok2 := strings.Cut(key, "/")
+		want, err := strconv.Atoi(num)
+		if !ok || !ok2 || err != nil {
+			continue
+		}
+		pdb, err := c.pdbs.PodDisruptionBudgets(ns).Get(name)
+		if err != nil {
+			continue
+		}
+		if got := int(pdb.Status.DisruptionsAllowed); got < want || pdb.Status.ObservedGeneration < pdb.Generation {
+			short = append(short, fmt.Sprintf("%s (allows %d, allowed %d before the drain)", key, got, want))
+		}
+	}
+	return short
+}
+
+// pdbsBeforeDrain reads, as the drain of n is about to begin, the PDBs its pods fall under and the
+// disruptions each allows: the settle-pdbs value ("" when none, or --settle-pdbs is off). Pods the
+// drain will not evict (DaemonSet, mirror) may add PDBs the drain does not consume; those are back at
+// once.
+func (c *Controller) pdbsBeforeDrain(ctx context.Context, n *corev1.Node) (string, error) {
+	if !c.cfg.Settle.PDBs || c.pdbs == nil {
+		return "", nil
+	}
+	pods, err := c.cfg.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+	if err != nil {
+		return "", fmt.Errorf("listing the pods of %s for --settle-pdbs: %w", n.Name, err)
+	}
+	seen := map[string]int32{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		list, err := c.pdbs.PodDisruptionBudgets(p.Namespace).List(labels.Everything())
+		if err != nil && !apierrors.IsNotFound(err) {
+			return "", err
+		}
+		for _, pdb := range list {
+			sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+			if err != nil || !sel.Matches(labels.Set(p.Labels)) {
+				continue // no selector matches nothing (policy/v1); an empty one every pod of the namespace
+			}
+			seen[pdb.Namespace+"/"+pdb.Name] = pdb.Status.DisruptionsAllowed
+		}
+	}
+	items := make([]string, 0, len(seen))
+	for k, v := range seen {
+		items = append(items, k+"="+strconv.Itoa(int(v)))
+	}
+	sort.Strings(items)
+	return strings.Join(items, ","), nil
+}
