@@ -26,7 +26,9 @@ func attach(t *testing.T, name, pv, node string) {
 	if _, err := client.StorageV1().VolumeAttachments().Create(context.Background(), va, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = client.StorageV1().VolumeAttachments().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = client.StorageV1().VolumeAttachments().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 }
 
 // --wait-for-volume-detach: the node is drained, but reboot-ok waits (a WaitingForVolumeDetach Event
