@@ -99,7 +99,7 @@ var effects = []effect{
 	},
 	{
 		Do:     protocol.GrantReboot,
-		Writes: "reboot-ok=true; reboot-boot-id=the current boot ID; reboot-ok-time=now; clear drain-started, drain-error",
+		Writes: "reboot-ok=true; reboot-boot-id=the current boot ID; reboot-ok-time=now; reboot-version=its new-version (when that is another version than it runs); clear drain-started, drain-error",
 		patch:  grantReboot,
 		Event:  "RebootGranted",
 		message: func(s step) string {
@@ -148,6 +148,24 @@ var effects = []effect{
 		EndsDrains: true, FreesSlot: true, FailsIf: "a fleet-wide blocker fires when it is back",
 	},
 	{
+		Do:     protocol.FailOldVersion,
+		Writes: "end the cycle (below); failed-version=reboot-version; reboot-failed=now old-version: ...",
+		patch: func(s step) *nodes.Patch {
+			p := endCycle(s)
+			p.SetAnnotation(s.n, protocol.FailedVersion, s.n.Annotations[protocol.RebootVersion])
+			p.SetAnnotation(s.n, protocol.RebootFailed, failureMark(s.now, s.failed))
+			return p
+		},
+		Event:   "RebootOldVersion",
+		Warning: true,
+		message: func(s step) string {
+			return s.failed + "; not admitted for that version again until a person removes " + protocol.FailedVersion
+		},
+		Notify: notify.KindCycleAborted,
+		Cycles: "failed", Observes: "slipway_operator_failed_reboots_total{reason=old-version}",
+		EndsDrains: true, FreesSlot: true,
+	},
+	{
 		Do:      protocol.Abort,
 		Writes:  "end the cycle (below)",
 		patch:   endCycle,
@@ -160,7 +178,7 @@ var effects = []effect{
 }
 
 // endCycleWrites is what ending a cycle writes (Finish and Abort).
-const endCycleWrites = "reboot-ok=false (if present); drop labels before-reboot, after-reboot and every hook annotation; uncordon if Slipway (or a replaced FLUO agent: agent-made-unschedulable=false) cordoned; drop cordoned, drain-started, drain-error, reboot-boot-id, reboot-ok-time, cycle-started, admitted-group, admitted-control-plane, stalled, blocked-by"
+const endCycleWrites = "reboot-ok=false (if present); drop labels before-reboot, after-reboot and every hook annotation; uncordon if Slipway (or a replaced FLUO agent: agent-made-unschedulable=false) cordoned; drop cordoned, drain-started, drain-error, reboot-boot-id, reboot-ok-time, reboot-version, cycle-started, admitted-group, admitted-control-plane, stalled, blocked-by"
 
 // effectOf is the table's row for a.
 func effectOf(a protocol.Action) effect {
@@ -212,6 +230,8 @@ func (c *Controller) record(ctx context.Context, e effect, s step) {
 			}
 		case protocol.Abort:
 			ev.Reason = s.row.When
+		case protocol.FailOldVersion:
+			ev.Reason = s.failed
 		}
 		c.cfg.Notify.Notify(ev)
 	}
@@ -280,6 +300,11 @@ func grantReboot(s step) *nodes.Patch {
 		p.SetAnnotation(s.n, protocol.RebootBootID, id)
 	}
 	p.SetAnnotation(s.n, protocol.RebootOKTime, s.now.UTC().Format(time.RFC3339))
+	if v := protocol.AskedVersion(s.n); v != "" {
+		p.SetAnnotation(s.n, protocol.RebootVersion, v) // the version it must come back on
+	} else {
+		p.DeleteAnnotation(s.n, protocol.RebootVersion)
+	}
 	p.DeleteAnnotation(s.n, protocol.DrainStarted)
 	p.DeleteAnnotation(s.n, protocol.DrainError)
 	return p
@@ -309,7 +334,7 @@ func endCycle(s step) *nodes.Patch {
 	if s.f.FLUOCordoned {
 		p.SetAnnotation(n, protocol.AgentMadeUnschedulable, protocol.False)
 	}
-	for _, k := range []string{protocol.Cordoned, protocol.DrainStarted, protocol.DrainError, protocol.RebootBootID, protocol.RebootOKTime, protocol.CycleStarted, protocol.AdmittedGroup, protocol.AdmittedControlPlane, protocol.Stalled, protocol.BlockedBy} {
+	for _, k := range []string{protocol.Cordoned, protocol.DrainStarted, protocol.DrainError, protocol.RebootBootID, protocol.RebootOKTime, protocol.RebootVersion, protocol.CycleStarted, protocol.AdmittedGroup, protocol.AdmittedControlPlane, protocol.Stalled, protocol.BlockedBy} {
 		p.DeleteAnnotation(n, k)
 	}
 	return p

@@ -64,6 +64,9 @@ func (c *Controller) noteBlockers(active map[string]string) {
 // written: it stalled after its grant, or came back while a fleet-wide blocker fired. When the budget
 // is spent the fleet pauses itself (failures-paused); a person resumes it with resume --failures.
 func (c *Controller) failedReboot(n *corev1.Node, why string, at time.Time) {
+	if c.cfg.Metrics != nil {
+		c.cfg.Metrics.failed.WithLabelValues(failureReason(why)).Inc()
+	}
 	if c.cfg.MaxFailedReboots == 0 {
 		return
 	}
@@ -79,10 +82,26 @@ func (c *Controller) failedReboot(n *corev1.Node, why string, at time.Time) {
 	}
 	c.log.Info("failed reboot counted", "node", n.Name, "why", why, "failed", len(failed), "max", c.cfg.MaxFailedReboots)
 	c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "RebootFailed", "counts against --max-failed-reboots (%d of %d): %s", len(failed), c.cfg.MaxFailedReboots, why)
-	if c.cfg.Metrics != nil {
-		c.cfg.Metrics.failed.Inc()
-	}
 	c.queue.Add(fleetKey)
+}
+
+// Failure reasons: the reason label of slipway_operator_failed_reboots_total, the first word of a
+// reboot-failed mark's why.
+const (
+	FailStalled    = "stalled"
+	FailBlocker    = "blocker"
+	FailOldVersion = "old-version"
+)
+
+// failureReason is the metric's reason for a reboot-failed why.
+func failureReason(why string) string {
+	switch {
+	case strings.HasPrefix(why, FailStalled):
+		return FailStalled
+	case strings.HasPrefix(why, FailOldVersion):
+		return FailOldVersion
+	}
+	return FailBlocker
 }
 
 // failureMark is the reboot-failed annotation's value for a failure at now.

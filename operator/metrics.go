@@ -29,7 +29,7 @@ type Metrics struct {
 	drainSeconds prometheus.Histogram
 	cycles       *prometheus.CounterVec
 	stalls       *prometheus.CounterVec
-	failed       prometheus.Counter
+	failed       *prometheus.CounterVec
 	selfPauses   prometheus.Counter
 	// settleTimeouts: nodes whose PDBs were not back within --settle-timeout.
 	settleTimeouts prometheus.Counter
@@ -77,9 +77,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		stalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "slipway_operator_stalls_total", Help: "Times a node was reported stalled, by reason.",
 		}, []string{"reason"}),
-		failed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "slipway_operator_failed_reboots_total", Help: "Nodes counted against --max-failed-reboots.",
-		}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slipway_operator_failed_reboots_total", Help: "Failed reboots marked on their Node (reboot-failed), by reason: stalled after the grant, back while a fleet-wide blocker fired, back on the old OS version.",
+		}, []string{"reason"}),
 		settleTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slipway_operator_settle_timeouts_total", Help: "Finished nodes whose PodDisruptionBudgets were not back within --settle-timeout.",
 		}),

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -66,6 +67,9 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		return minRetry(d, retry), err
 	}
 	s := step{n: n, f: f, from: state, row: row, now: c.cfg.Now(), hooks: c.cfg.Hooks, groupLabel: c.cfg.GroupLabel}
+	if row.Do == protocol.FailOldVersion {
+		s.failed = fmt.Sprintf("%s: back on %q, rebooted for %q", FailOldVersion, n.Labels[protocol.Version], n.Annotations[protocol.RebootVersion])
+	}
 	if row.Do == protocol.StartDrain {
 		if s.pdbs, err = c.pdbsBeforeDrain(ctx, n); err != nil {
 			return 0, err

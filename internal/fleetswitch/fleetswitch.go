@@ -42,6 +42,10 @@ const (
 	// recorded on Nodes before it no longer count.
 	KeyFailuresPaused  = "failures-paused"
 	KeyFailuresResetAt = "failures-reset-at"
+	// VersionResumedPrefix + <OS version>: RFC 3339 time `kubectl slipway resume --version` released
+	// that version's halt (--max-failed-per-version); its failures recorded before then no longer
+	// count, for the halt or the canaries.
+	VersionResumedPrefix = "version-resumed."
 )
 
 // Switch is the state of the pause switches.
@@ -56,6 +60,8 @@ type Switch struct {
 	FailuresReason string
 	// FailuresResetAt: failures recorded before it do not count (zero: all count).
 	FailuresResetAt time.Time
+	// VersionsResumed: per OS version, failures for it recorded before this time do not count.
+	VersionsResumed map[string]time.Time
 }
 
 // Read reads the switches from the ConfigMap; a missing ConfigMap (nil) means nothing is paused.
@@ -70,6 +76,14 @@ func Read(cm *corev1.ConfigMap) Switch {
 	s.FailuresReason, s.FailuresPaused = cm.Data[KeyFailuresPaused]
 	s.FailuresResetAt, _ = time.Parse(time.RFC3339, cm.Data[KeyFailuresResetAt])
 	for k, v := range cm.Data {
+		if v, ok := strings.CutPrefix(k, VersionResumedPrefix); ok && v != "" {
+			if t, err := time.Parse(time.RFC3339, cm.Data[k]); err == nil {
+				if s.VersionsResumed == nil {
+					s.VersionsResumed = map[string]time.Time{}
+				}
+				s.VersionsResumed[v] = t
+			}
+		}
 		if g, ok := strings.CutPrefix(k, GroupPausePrefix); ok && g != "" {
 			if s.Groups == nil {
 				s.Groups = map[string]string{}
@@ -150,6 +164,13 @@ func FailuresPausePatch(reason string) []byte {
 func ResumeFailuresPatch(now time.Time) []byte {
 	b, _ := json.Marshal(map[string]interface{}{"data": map[string]*string{
 		KeyFailuresPaused: nil, KeyFailuresResetAt: ptr(now.UTC().Format(time.RFC3339))}})
+	return b
+}
+
+// ResumeVersionPatch is the JSON merge patch of `kubectl slipway resume --version V`: failures for V
+// recorded before now no longer count, so V's halt (--max-failed-per-version) is released.
+func ResumeVersionPatch(version string, now time.Time) []byte {
+	b, _ := json.Marshal(map[string]interface{}{"data": map[string]string{VersionResumedPrefix + version: now.UTC().Format(time.RFC3339)}})
 	return b
 }
 

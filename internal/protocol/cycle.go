@@ -65,6 +65,9 @@ const (
 	Drain Action = "drain"
 	// GrantReboot: reboot-ok=true, record the boot ID seen now, drop the drain markers.
 	GrantReboot Action = "grant-reboot"
+	// FailOldVersion: end the cycle as failed: the node came back on another OS version than it
+	// rebooted for (failed-version and reboot-failed record it; it counts against --max-failed-reboots).
+	FailOldVersion Action = "fail-old-version"
 	// MarkAfterReboot: set the after-reboot label and clear the after-hook annotations.
 	MarkAfterReboot Action = "mark-after-reboot"
 	// Finish: reboot-ok=false, drop the after-reboot label, hook annotations and Slipway's cycle
@@ -110,6 +113,8 @@ var Table = []Row{
 
 	{Rebooted, "boot ID unchanged, agent reports the same boot (no reboot happened)", func(f Facts) bool { return !f.BootChanged && !f.AgentBootChanged }, Abort, Idle},
 	{Rebooted, "agent reports a new boot, the kubelet not yet", func(f Facts) bool { return !f.BootChanged }, Wait, Rebooted},
+	{Rebooted, "back on another OS version than it rebooted for, node Ready", func(f Facts) bool { return f.OldVersion && f.Ready }, FailOldVersion, Idle},
+	{Rebooted, "back on another OS version than it rebooted for, not Ready yet", func(f Facts) bool { return f.OldVersion }, Wait, Rebooted},
 	{Rebooted, "after-reboot hooks configured", func(f Facts) bool { return f.HasAfterHooks }, MarkAfterReboot, AfterHooks},
 	{Rebooted, "node Ready", func(f Facts) bool { return f.Ready }, Finish, Idle},
 	{Rebooted, "node not Ready yet", always, Wait, Rebooted},

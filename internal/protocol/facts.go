@@ -48,6 +48,10 @@ type Facts struct {
 	HasBeforeHooks, BeforeHooksDone bool
 	HasAfterHooks, AfterHooksDone   bool
 
+	// OldVersion: the node was granted its reboot for a new OS version (reboot-version) and its version
+	// label says another one (the update rolled back, or the agent is not back on the new version).
+	OldVersion bool
+
 	// Stalled is the operator's stalled annotation ("" when not stalled).
 	Stalled string
 
@@ -93,6 +97,9 @@ func Observe(n *corev1.Node, hooks Hooks) Facts {
 	f.SlipwayCordoned = IsTrue(a, Cordoned)
 	f.Ready = NodeReady(n)
 	f.Stalled = a[Stalled]
+	if want := a[RebootVersion]; want != "" {
+		f.OldVersion = l[Version] != want
+	}
 
 	recorded, current, agent := a[RebootBootID], CurrentBootID(n), a[BootID]
 	f.BootVerified = recorded != "" && current != "" && current != recorded
@@ -116,6 +123,17 @@ func CurrentBootID(n *corev1.Node) string {
 		return id
 	}
 	return n.Annotations[BootID]
+}
+
+// AskedVersion is the OS version a node says its reboot is for: its new-version, when that is a
+// version other than the one it runs ("" when it says none: FLUO's agent without one, update_engine's
+// "0.0.0" placeholder, a hand-set reboot-needed).
+func AskedVersion(n *corev1.Node) string {
+	v := n.Annotations[NewVersion]
+	if v == "" || v == "0.0.0" || v == n.Labels[Version] {
+		return ""
+	}
+	return v
 }
 
 // GrantBootID is the boot ID to record when reboot-ok is granted: the one the node is in now. The

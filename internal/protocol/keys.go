@@ -72,6 +72,13 @@ const (
 	// RebootBootID — operator: the boot ID seen when reboot-ok was granted. The reboot counts as done
 	// only when the node reports a different one.
 	RebootBootID = SlipwayPrefix + "reboot-boot-id"
+	// RebootVersion — operator: the OS version the node said it would come back on (its new-version)
+	// when reboot-ok was granted. The cycle succeeds only if the node's version label says that version
+	// after the reboot; otherwise it fails as old-version (a rolled-back update).
+	RebootVersion = SlipwayPrefix + "reboot-version"
+	// FailedVersion — operator: the version a node rebooted for and did not come back on. The node is
+	// not admitted again while it asks for that version, until a person removes this annotation.
+	FailedVersion = SlipwayPrefix + "failed-version"
 	// RebootOKTime — operator: RFC 3339 time reboot-ok was granted.
 	RebootOKTime = SlipwayPrefix + "reboot-ok-time"
 	// LastRebootTime — operator: RFC 3339 time the last cycle finished after a verified reboot.
@@ -158,6 +165,8 @@ var Owners = map[string]Writer{
 	DrainError:             WriterOperator,
 	RebootBootID:           WriterOperator,
 	RebootOKTime:           WriterOperator,
+	RebootVersion:          WriterOperator,
+	FailedVersion:          WriterOperator,
 	LastRebootTime:         WriterOperator,
 	AdmittedBy:             WriterOperator,
 	CycleStarted:           WriterOperator,

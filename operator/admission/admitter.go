@@ -50,6 +50,7 @@ func NewAdmitter(cfg Config, index *Index) *Admitter {
 	return &Admitter{index: index, limits: cfg.Limits, order: cfg.Order, perNode: perNode, fleet: fleetWide, chain: Chain{
 		WindowGate(cfg.Schedule),
 		PauseGate(),
+		FailedVersionGate(),
 		FleetBlockersGate(fleetWide),
 		OrderGate(cfg.Order),
 		BudgetGate(),

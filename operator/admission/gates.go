@@ -9,6 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
 )
 
 // Schedule says when new cycles may start (reboot windows minus exclusions); window.Schedule is one.
@@ -83,6 +85,18 @@ func PauseGate() Gate {
 			}
 		}
 		return Pass
+	}}
+}
+
+// FailedVersionGate holds a node asking for the OS version it once rebooted for and came back without
+// (a rolled-back update): rebooting it again for that version would roll back again. A person removes
+// failed-version to let it try again; a node asking for another version goes.
+func FailedVersionGate() Gate {
+	return Gate{"failed-version", func(_ context.Context, in Input) Verdict {
+		if v := in.Node.FailedVersion; v == "" || in.Node.AskedVersion != v {
+			return Pass
+		}
+		return Held(KindFailedVersion, fmt.Sprintf("came back on its old version after rebooting for %s; not asked again for %s until a person removes annotation %s", in.Node.FailedVersion, in.Node.FailedVersion, protocol.FailedVersion), 0)
 	}}
 }
 

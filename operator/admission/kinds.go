@@ -23,12 +23,14 @@ const (
 	KindPodsInCluster Kind = "pods-in-cluster"
 	KindAlerts        Kind = "prometheus-alerts"
 	KindMinReadyNodes Kind = "min-ready-nodes"
+	// KindFailedVersion: the node asks for the OS version it once rebooted for and did not come back on.
+	KindFailedVersion Kind = "failed-version"
 	// KindGone: the node vanished while its admission was decided (never written anywhere).
 	KindGone Kind = "gone"
 )
 
 // Kinds lists every kind a controller reports, for metrics that report zeros too.
-var Kinds = []Kind{KindWindow, KindPaused, KindOrder, KindBudget, KindSettling, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes}
+var Kinds = []Kind{KindWindow, KindPaused, KindFailedVersion, KindOrder, KindBudget, KindSettling, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes}
 
 // QuietKinds are the plan working (budget, window, order): a Normal `Waiting` Event and never a
 // `blocked` notification. Every other kind is something a person may want to look at: a Warning

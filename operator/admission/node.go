@@ -25,6 +25,9 @@ type Node struct {
 	// ("" it does not): --settle-time has not passed, or PodDisruptionBudgets its drain consumed have
 	// not recovered (--settle-pdbs). Set by the controller (it depends on the clock and on PDBs).
 	Settling string
+	// AskedVersion is the OS version the node says its reboot is for (protocol.AskedVersion; "" none);
+	// FailedVersion the version it once rebooted for and did not come back on (failed-version).
+	AskedVersion, FailedVersion string
 }
 
 // Occupies reports whether the node takes a slot in its pools: it counts (Counts) or is settling.
@@ -34,7 +37,8 @@ func (e Node) Occupies() bool { return e.Counts || e.Settling != "" }
 func Of(n *corev1.Node, groupLabel string, policy stall.Policy) Node {
 	f := protocol.Observe(n, protocol.Hooks{}) // hooks change what happens next, not the state
 	e := Node{Group: protocol.BudgetGroup(n, groupLabel), ControlPlane: protocol.IsControlPlane(n),
-		Counts: Counts(f, policy), State: protocol.Classify(f), Paused: f.Paused}
+		Counts: Counts(f, policy), State: protocol.Classify(f), Paused: f.Paused,
+		AskedVersion: protocol.AskedVersion(n), FailedVersion: n.Annotations[protocol.FailedVersion]}
 	if e.State.InCycle() {
 		// The pools it was admitted in hold it until its cycle ends (the operator's own keys: the
 		// agent's policy lets no agent write them). A pin left on a node out of its cycle means nothing.

@@ -43,7 +43,7 @@ const (
 const usage = `Usage:
   %[1]s [status] [-o text|wide|json]
   %[1]s pause [--group GROUP] [--reason TEXT]
-  %[1]s resume [--group GROUP | --failures]
+  %[1]s resume [--group GROUP | --failures | --version V]
 
 Commands:
   status   the fleet's reboot state (default): pause switches, reboot windows, blockers, failed
@@ -53,7 +53,8 @@ Commands:
            their cycle finish it. Records who (the kubeconfig user, else $USER) and when.
   resume   let the fleet (or the group) start cycles again; --failures: clear the pause the
            operator set when --max-failed-reboots was spent and start a new count (a person's
-           pause and resume never touch that one)
+           pause and resume never touch that one); --version V: release OS version V's halt
+           (--max-failed-per-version): its failures recorded before now no longer count
 
 Flags:
   -o, --output FORMAT      text (aligned columns cut to $COLUMNS, default 100), wide (nothing
@@ -62,6 +63,7 @@ Flags:
                            value, or a FleetLock group)
       --reason TEXT        why, shown to everyone who looks (pause)
       --failures           resume: the failure budget's pause, and a new count of failed reboots
+      --version V          resume: OS version V's halt, and a new count of its failures
       --kubeconfig PATH    kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the
                            pod's service account)
       --context NAME       kubeconfig context (default: the current one)
@@ -75,6 +77,7 @@ type options struct {
 	output                         string
 	group, reason                  string
 	failures                       bool
+	version                        string
 	timeout                        time.Duration
 }
 
@@ -137,6 +140,7 @@ func parseArgs(args []string) (string, options, error) {
 	fs.StringVar(&o.group, "group", "", "")
 	fs.StringVar(&o.reason, "reason", "", "")
 	fs.BoolVar(&o.failures, "failures", false, "")
+	fs.StringVar(&o.version, "version", "", "")
 	fs.DurationVar(&o.timeout, "request-timeout", o.timeout, "")
 	var pos []string
 	for {
@@ -180,7 +184,7 @@ func parseArgs(args []string) (string, options, error) {
 	}
 	for _, err := range []error{
 		only("o", "status"), only("output", "status"),
-		only("group", "pause", "resume"), only("reason", "pause"), only("failures", "resume"),
+		only("group", "pause", "resume"), only("reason", "pause"), only("failures", "resume"), only("version", "resume"),
 	} {
 		if err != nil {
 			return "", o, err
@@ -204,6 +208,14 @@ func parseArgs(args []string) (string, options, error) {
 	}
 	if o.failures && o.group != "" {
 		return "", o, errors.New("--failures and --group: the failure budget pauses the whole fleet; give one of them")
+	}
+	if o.version != "" {
+		if o.failures || o.group != "" {
+			return "", o, errors.New("--version with --failures or --group: give one of them")
+		}
+		if bad := validation.IsConfigMapKey(fleetswitch.VersionResumedPrefix + o.version); len(bad) > 0 {
+			return "", o, fmt.Errorf("--version %q: %s", o.version, strings.Join(bad, "; "))
+		}
 	}
 	return cmd, o, nil
 }
@@ -352,6 +364,9 @@ func (c *client) resume(ctx context.Context, w io.Writer, o options, e env) erro
 		var patch []byte
 		var said []string
 		switch {
+		case o.version != "":
+			patch = fleetswitch.ResumeVersionPatch(o.version, e.now())
+			said = append(said, fmt.Sprintf("version %s resumed: its failed reboots recorded before now no longer count for its halt (--max-failed-per-version) or its canaries", o.version))
 		case o.failures:
 			patch = fleetswitch.ResumeFailuresPatch(e.now())
 			was := "was not paused by it"
@@ -397,7 +412,7 @@ func (c *client) resume(ctx context.Context, w io.Writer, o options, e env) erro
 		if apierrors.IsConflict(err) && attempt < 5 {
 			continue // changed since we read it: decide again
 		}
-		if apierrors.IsNotFound(err) && o.failures {
+		if apierrors.IsNotFound(err) && (o.failures || o.version != "") {
 			return fmt.Errorf("ConfigMap %s/%s does not exist: nothing is paused (is Slipway installed there? see -n)", o.namespace, fleetswitch.ConfigMapName)
 		}
 		if err != nil {

@@ -55,6 +55,8 @@ type Node struct {
 	// down: a reboot was accepted and the machine has not come back yet (forever if neverBack).
 	down      bool
 	neverBack bool
+	// rollBack: the next reboot comes back on the old version (a failed update rolls back).
+	rollBack bool
 	// life serializes what stops and starts the agent (a simulated reboot, an agent restart), so an
 	// agent restarted by a test never outlives the boot it was started in.
 	life sync.Mutex
@@ -139,6 +141,13 @@ func (n *Node) writeHostFiles() error {
 	}
 	return nil
 }
+
+// RollBackNextUpdate makes the next reboot come back on the version the node runs now, as a Flatcar
+// node does when the new partition fails to boot.
+func (n *Node) RollBackNextUpdate() { n.mu.Lock(); n.rollBack = true; n.mu.Unlock() }
+
+// Version is the OS version the node runs (its os-release).
+func (n *Node) Version() string { n.mu.Lock(); defer n.mu.Unlock(); return n.version }
 
 // BootID is the node's current boot ID; Boots how many times it rebooted.
 func (n *Node) BootID() string { n.mu.Lock(); defer n.mu.Unlock(); return n.bootID }
@@ -286,7 +295,16 @@ func (n *Node) reboot() {
 	n.boot++
 	n.bootID = bootID(n.Name, n.boot)
 	id, boot, ue := n.bootID, n.boot, n.UE
+	// The update update_engine staged is what boots, unless it rolls back.
+	if st := ue.Status(); st.CurrentOperation == updateengine.StatusUpdatedNeedReboot && st.NewVersion != "" && st.NewVersion != "0.0.0" && !n.rollBack {
+		n.version = st.NewVersion
+	}
+	n.rollBack = false
+	err := n.writeHostFiles()
 	n.mu.Unlock()
+	if err != nil {
+		n.log.Error(err, "simulated reboot: writing os-release")
+	}
 	_ = ue.Set(updateengine.Status{CurrentOperation: updateengine.StatusIdle, NewVersion: "0.0.0", LastCheckedTime: time.Now().Unix()})
 	// A kubelet keeps trying until the API server takes its status (it may be restarting).
 	for {
