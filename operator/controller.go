@@ -111,6 +111,9 @@ type Config struct {
 	Identity string
 	// Settle keeps a finished node's budget slots held for a while (settle.go).
 	Settle SettleConfig
+	// Canary: per-OS-version canaries and halts (--canary-nodes, --canary-bake,
+	// --max-failed-per-version); zero: off.
+	Canary admission.Canary
 	// MaxFailedReboots pauses the fleet when that many nodes of the current roll-out stalled after
 	// their grant or came back with a fleet-wide blocker firing; 0 never.
 	MaxFailedReboots int
@@ -259,6 +262,7 @@ func New(cfg Config) (*Controller, error) {
 		Schedule:     cfg.Schedule,
 		Blockers:     blockers,
 		CheckTimeout: cfg.BlockerTimeout,
+		Canary:       cfg.Canary,
 	}, c.index)
 	for _, inf := range cfg.BlockerInformers {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -108,6 +108,9 @@ func (s Switch) Holds(group string) (bool, string) {
 	return false, ""
 }
 
+// VersionResumedAt is when a person last resumed OS version v (zero: never).
+func (s Switch) VersionResumedAt(v string) time.Time { return s.VersionsResumed[v] }
+
 // PausedGroups lists the paused groups, sorted.
 func (s Switch) PausedGroups() []string {
 	var out []string

@@ -16,6 +16,8 @@ type Config struct {
 	Blockers []Blocker
 	// CheckTimeout bounds one blocker's Check (DefaultCheckTimeout when 0).
 	CheckTimeout time.Duration
+	// Canary: per-version canaries and halts (zero: off).
+	Canary Canary
 }
 
 // planTTL bounds how long one plan is reused while nothing it reads changed: per-node blockers (pods,
@@ -30,10 +32,14 @@ type Admitter struct {
 	chain   Chain
 	perNode []Blocker
 	fleet   []Blocker // fleet-wide
+	canary  Canary
 
 	mu   sync.Mutex // one decision at a time; guards snap and plan
 	snap *Snapshot  // the index as last copied, reused while its generation has not moved
 	plan *Plan
+	// versions: the fleet by OS version for snap's generation (canaries on only).
+	versions    map[string]*VersionStats
+	versionsGen uint64
 }
 
 // NewAdmitter builds the chain of cfg over index: window, pause, fleet-wide blockers, order, budget,
@@ -47,15 +53,18 @@ func NewAdmitter(cfg Config, index *Index) *Admitter {
 	if cfg.Order == "" {
 		cfg.Order = OrderNone
 	}
-	return &Admitter{index: index, limits: cfg.Limits, order: cfg.Order, perNode: perNode, fleet: fleetWide, chain: Chain{
+	a := &Admitter{index: index, limits: cfg.Limits, order: cfg.Order, perNode: perNode, fleet: fleetWide, canary: cfg.Canary}
+	a.chain = Chain{
 		WindowGate(cfg.Schedule),
 		PauseGate(),
 		FailedVersionGate(),
+		a.versionHaltGate(),
 		FleetBlockersGate(fleetWide),
 		OrderGate(cfg.Order),
 		BudgetGate(),
 		NodeBlockersGate(),
-	}}
+	}
+	return a
 }
 
 // Index is the index the Admitter decides against.
@@ -70,6 +79,15 @@ type Fleet struct {
 	// FleetBlockersGate; nil when the chain stopped before it.
 	ActiveBlockers map[string]string
 	plan           func() *Plan
+	versions       func() map[string]*VersionStats
+}
+
+// Versions is the fleet by OS version (nil when canaries and halts are off).
+func (f *Fleet) Versions() map[string]*VersionStats {
+	if f.versions == nil {
+		return nil
+	}
+	return f.versions()
 }
 
 // Plan is the budget plan for this decision.
@@ -105,17 +123,34 @@ func (a *Admitter) Decide(ctx context.Context, name string, obj *corev1.Node, sw
 		return Decision{Verdict: Held(KindGone, "no longer waiting", 0)}
 	}
 	f := &Fleet{Snapshot: s, Switch: sw}
+	f.versions = func() map[string]*VersionStats {
+		if !a.canary.On() {
+			return nil
+		}
+		if a.versions == nil || a.versionsGen != s.Gen {
+			a.versions, a.versionsGen = VersionsOf(a.index.Entries()), s.Gen
+		}
+		return a.versions
+	}
 	f.plan = func() *Plan {
 		if p := a.plan; p != nil && p.Gen == s.Gen && !now.Before(p.At) && now.Sub(p.At) < planTTL {
 			return p
 		}
+		extra := map[string]int{} // nodes this plan admits, by the version they ask for
 		a.plan = BuildPlan(s, a.limits, a.order, sw, now, func(cand string) Verdict {
+			e := s.Waiting[cand]
+			if v := a.versionCheck(e, sw, now, f.Versions(), extra); !v.Passes() {
+				return v
+			}
 			n, ok := lookup(cand)
 			if !ok {
 				return Held(KindGone, "node gone", 0)
 			}
 			if rs := CheckAll(ctx, a.perNode, n); len(rs) > 0 {
 				return Held(Kind(rs[0].Name), rs[0].Reason, BlockerRetry)
+			}
+			if e.AskedVersion != "" {
+				extra[e.AskedVersion]++ // admitted: a canary the next candidates see
 			}
 			return Pass
 		})

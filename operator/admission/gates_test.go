@@ -206,7 +206,7 @@ func TestKinds(t *testing.T) {
 		}
 	}
 	for _, k := range Kinds {
-		if k.Quiet() != (k == KindBudget || k == KindSettling || k == KindWindow || k == KindOrder) {
+		if k.Quiet() != (k == KindBudget || k == KindSettling || k == KindCanary || k == KindWindow || k == KindOrder) {
 			t.Errorf("%s quiet = %v", k, k.Quiet())
 		}
 	}

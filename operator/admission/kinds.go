@@ -25,17 +25,22 @@ const (
 	KindMinReadyNodes Kind = "min-ready-nodes"
 	// KindFailedVersion: the node asks for the OS version it once rebooted for and did not come back on.
 	KindFailedVersion Kind = "failed-version"
+	// KindCanary: the node asks for an OS version whose canaries have not yet proven it
+	// (--canary-nodes, --canary-bake); KindVersionHalted: too many reboots for that version failed
+	// (--max-failed-per-version).
+	KindCanary        Kind = "canary"
+	KindVersionHalted Kind = "version-halted"
 	// KindGone: the node vanished while its admission was decided (never written anywhere).
 	KindGone Kind = "gone"
 )
 
 // Kinds lists every kind a controller reports, for metrics that report zeros too.
-var Kinds = []Kind{KindWindow, KindPaused, KindFailedVersion, KindOrder, KindBudget, KindSettling, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes}
+var Kinds = []Kind{KindWindow, KindPaused, KindFailedVersion, KindVersionHalted, KindOrder, KindCanary, KindBudget, KindSettling, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes}
 
 // QuietKinds are the plan working (budget, window, order): a Normal `Waiting` Event and never a
 // `blocked` notification. Every other kind is something a person may want to look at: a Warning
 // `Blocked` Event, and a notification after --notify-blocked-after.
-var QuietKinds = []Kind{KindBudget, KindSettling, KindWindow, KindOrder}
+var QuietKinds = []Kind{KindBudget, KindSettling, KindCanary, KindWindow, KindOrder}
 
 // Quiet reports whether k is one of QuietKinds.
 func (k Kind) Quiet() bool {

@@ -1,6 +1,9 @@
 package admission
 
 import (
+	"strings"
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
@@ -28,6 +31,13 @@ type Node struct {
 	// AskedVersion is the OS version the node says its reboot is for (protocol.AskedVersion; "" none);
 	// FailedVersion the version it once rebooted for and did not come back on (failed-version).
 	AskedVersion, FailedVersion string
+	// For canaries and per-version halts: Version is the OS version it runs (its version label),
+	// FinishedAt when its last cycle finished (last-reboot-time; zero none), FailedAt when its
+	// failed-version was recorded, StalledVersion the version it stalled rebooting for after its grant
+	// ("" none) and StalledAt that grant's time.
+	Version                        string
+	FinishedAt, FailedAt, StalledAt time.Time
+	StalledVersion                 string
 }
 
 // Occupies reports whether the node takes a slot in its pools: it counts (Counts) or is settling.
@@ -38,7 +48,15 @@ func Of(n *corev1.Node, groupLabel string, policy stall.Policy) Node {
 	f := protocol.Observe(n, protocol.Hooks{}) // hooks change what happens next, not the state
 	e := Node{Group: protocol.BudgetGroup(n, groupLabel), ControlPlane: protocol.IsControlPlane(n),
 		Counts: Counts(f, policy), State: protocol.Classify(f), Paused: f.Paused,
-		AskedVersion: protocol.AskedVersion(n), FailedVersion: n.Annotations[protocol.FailedVersion]}
+		AskedVersion: protocol.AskedVersion(n), FailedVersion: n.Annotations[protocol.FailedVersion],
+		Version: n.Labels[protocol.Version], FinishedAt: timeOf(n.Annotations[protocol.LastRebootTime])}
+	if e.FailedVersion != "" {
+		mark, _, _ := strings.Cut(n.Annotations[protocol.RebootFailed], " ")
+		e.FailedAt = timeOf(mark)
+	}
+	if v := n.Annotations[protocol.RebootVersion]; v != "" && f.Stalled != "" && stall.PostGrant(e.State) {
+		e.StalledVersion, e.StalledAt = v, timeOf(n.Annotations[protocol.RebootOKTime])
+	}
 	if e.State.InCycle() {
 		// The pools it was admitted in hold it until its cycle ends (the operator's own keys: the
 		// agent's policy lets no agent write them). A pin left on a node out of its cycle means nothing.
@@ -50,6 +68,12 @@ func Of(n *corev1.Node, groupLabel string, policy stall.Policy) Node {
 		}
 	}
 	return e
+}
+
+// timeOf reads an RFC 3339 annotation value (zero when absent or unreadable).
+func timeOf(v string) time.Time {
+	t, _ := time.Parse(time.RFC3339, v)
+	return t
 }
 
 // Groups are the budget groups that hold the node: its group and, mid-cycle, the one it was

@@ -391,6 +391,16 @@ NODE  STATE  FOR  GROUP  LAST-REBOOT  DETAIL
 	if _, _, code := cli(append([]string{"resume", "--failures", "--group", "a"}, base...)...); code != ExitUsage {
 		t.Errorf("--failures with --group: exit %d, want %d", code, ExitUsage)
 	}
+	// resume --version V: a new count of V's failures, the halt (--max-failed-per-version) released.
+	do("version 4600.0.0 resumed: its failed reboots recorded before now no longer count for its halt (--max-failed-per-version) or its canaries\n", "resume", "--version", "4600.0.0")
+	if sw, _ := read(); !sw.VersionResumedAt("4600.0.0").Equal(fixedNow) {
+		t.Errorf("after resume --version: %+v", sw)
+	}
+	for _, bad := range [][]string{{"resume", "--version", "4600.0.0", "--failures"}, {"resume", "--version", "a b"}, {"pause", "--version", "1"}} {
+		if _, _, code := cli(append(bad, base...)...); code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d", bad, code, ExitUsage)
+		}
+	}
 
 	// Without a kubeconfig user the one who pauses is $USER.
 	var o, e bytes.Buffer

@@ -144,7 +144,10 @@ func (n *Node) writeHostFiles() error {
 
 // RollBackNextUpdate makes the next reboot come back on the version the node runs now, as a Flatcar
 // node does when the new partition fails to boot.
-func (n *Node) RollBackNextUpdate() { n.mu.Lock(); n.rollBack = true; n.mu.Unlock() }
+func (n *Node) RollBackNextUpdate() { n.SetRollBack(true) }
+
+// SetRollBack says whether the next reboot rolls back (true) or boots the staged update (false).
+func (n *Node) SetRollBack(b bool) { n.mu.Lock(); n.rollBack = b; n.mu.Unlock() }
 
 // Version is the OS version the node runs (its os-release).
 func (n *Node) Version() string { n.mu.Lock(); defer n.mu.Unlock(); return n.version }

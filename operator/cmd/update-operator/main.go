@@ -118,6 +118,8 @@ type options struct {
 	settlePDBs                                bool
 	settlePolicy                              string
 	waitVolumes                               bool
+	canaryNodes, maxFailedPerVersion          int
+	canaryBake                                time.Duration
 	volumeTimeout                             time.Duration
 	namespace, leaseName, identity            string
 	leaderElect                               bool
@@ -170,6 +172,9 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.DurationVar(&o.drainSkipWait, "drain-skip-wait-for-delete-timeout", operator.DefaultSkipWaitForDelete, "NotReady nodes only: a pod deleted longer ago than this is taken as gone (its kubelet cannot finish it), as kubectl drain's --skip-wait-for-delete-timeout; Ready nodes always wait")
 	fs.Var(&o.skipWaitAll, "skip-wait-for-delete-timeout", "every node, Ready or not: a pod deleted longer ago than this is taken as gone, so a pod stuck Terminating (a finalizer nobody removes) does not time every drain attempt out; seconds (kured's form, e.g. 300) or a duration (5m); 0 (default) waits for every pod on Ready nodes. On NotReady nodes the shorter of this and --drain-skip-wait-for-delete-timeout applies")
 	fs.StringVar(&o.drainPodSelector, "drain-pod-selector", "", "label selector (kubectl syntax): only pods matching it are evicted, the others stay on the node through its reboot (kured's flag, same meaning); empty: every pod")
+	fs.IntVar(&o.canaryNodes, "canary-nodes", 0, "for each OS version nodes ask to reboot for, the first N go alone (within the budget); the others asking for it wait (blocked-by canary) until N nodes finished on it and --canary-bake passed with no failure for it; 0 off")
+	fs.DurationVar(&o.canaryBake, "canary-bake", 0, "how long after the canaries of a version finished the others still wait for a failure to show (see --canary-nodes)")
+	fs.IntVar(&o.maxFailedPerVersion, "max-failed-per-version", 0, "after N failed cycles for one OS version (stalled after the grant, or back on the old version), no node asking for it is admitted (blocked-by version-halted) while nodes asking for other versions go on; kubectl slipway resume --version V releases it; 0 off")
 	fs.BoolVar(&o.waitVolumes, "wait-for-volume-detach", true, "after the drain, grant reboot-ok only once no VolumeAttachment names the node (the CSI driver detached its volumes), so the reboot does not outrun the detach")
 	fs.DurationVar(&o.volumeTimeout, "volume-detach-timeout", operator.DefaultVolumeDetachTimeout, "longest wait for --wait-for-volume-detach; then it counts as a failed drain (drain-error, DrainFailed Event, retried; --drain-failure-policy=force grants anyway)")
 	fs.DurationVar(&o.settleTime, "settle-time", 0, "after a node finishes its cycle it keeps its budget slots this long: no node of its pools is admitted in its place before (time for quorums to re-sync, kured's --lock-release-delay); 0 none")
@@ -318,6 +323,12 @@ func (o *options) config() (operator.Config, error) {
 	if o.drainSkipWait < time.Second {
 		return cfg, fmt.Errorf("drain-skip-wait-for-delete-timeout %s: must be at least 1s", o.drainSkipWait)
 	}
+	if o.canaryNodes < 0 || o.canaryBake < 0 || o.maxFailedPerVersion < 0 {
+		return cfg, fmt.Errorf("canary-nodes (%d), canary-bake (%s) and max-failed-per-version (%d) must not be negative", o.canaryNodes, o.canaryBake, o.maxFailedPerVersion)
+	}
+	if o.canaryBake > 0 && o.canaryNodes == 0 {
+		return cfg, errors.New("canary-bake needs --canary-nodes")
+	}
 	if o.volumeTimeout <= 0 {
 		return cfg, fmt.Errorf("volume-detach-timeout %s must be positive", o.volumeTimeout)
 	}
@@ -372,6 +383,7 @@ func (o *options) config() (operator.Config, error) {
 		ControlPlaneOrder:          order,
 		Namespace:                  o.namespace,
 		MaxFailedReboots:           o.maxFailedReboots,
+		Canary:                     admission.Canary{Nodes: o.canaryNodes, Bake: o.canaryBake, MaxFailed: o.maxFailedPerVersion},
 		Settle:                     operator.SettleConfig{Time: o.settleTime, PDBs: o.settlePDBs, Timeout: o.settleTimeout, Hold: o.settlePolicy == "hold"},
 		MinReady:                   minReady,
 		Schedule:                   schedule,

@@ -90,6 +90,8 @@ func TestFlagsRejected(t *testing.T) {
 		"drain pod selector":     {[]string{"--drain-pod-selector=app in (a"}, "drain-pod-selector"},
 		"negative settle":        {[]string{"--settle-time=-1s"}, "settle-time"},
 		"zero volume timeout":    {[]string{"--volume-detach-timeout=0s"}, "volume-detach-timeout"},
+		"negative canaries":      {[]string{"--canary-nodes=-1"}, "canary-nodes"},
+		"bake without canaries":  {[]string{"--canary-bake=1h"}, "canary-bake"},
 		"zero settle timeout":    {[]string{"--settle-timeout=0s"}, "settle-timeout"},
 		"settle policy":          {[]string{"--settle-timeout-policy=wait"}, "settle-timeout-policy"},
 		"skip wait negative":     {[]string{"--skip-wait-for-delete-timeout=-5"}, "skip-wait-for-delete-timeout"},

@@ -1,0 +1,168 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Canary configures per-version canaries and halts: for each OS version nodes ask for, the first
+// Nodes of them go alone (within the budget) and the others wait until those finished on it and Bake
+// passed with no failure for it (--canary-nodes, --canary-bake); after MaxFailed failures for one
+// version, no node asking for it is admitted until a person resumes it (--max-failed-per-version).
+// The zero value turns both off.
+type Canary struct {
+	Nodes     int
+	Bake      time.Duration
+	MaxFailed int
+}
+
+// On reports whether canaries or halts are configured.
+func (c Canary) On() bool { return c.Nodes > 0 || c.MaxFailed > 0 }
+
+// VersionStats is what the fleet shows of one OS version.
+type VersionStats struct {
+	On       int         // nodes running it, out of their cycle
+	InFlight int         // nodes in their cycle for it (asking for it, or back on it and not finished)
+	Asking   int         // nodes waiting to reboot for it
+	Finished []time.Time // when each node on it finished the cycle that brought it there (zero: none), sorted
+	Failures []time.Time // failed-version marks and stalls after the grant for it, sorted
+}
+
+// FailuresSince counts the failures recorded at or after t.
+func (s VersionStats) FailuresSince(t time.Time) int {
+	n := 0
+	for _, f := range s.Failures {
+		if !f.Before(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// VersionsOf summarises entries by OS version.
+func VersionsOf(entries []Node) map[string]*VersionStats {
+	out := map[string]*VersionStats{}
+	get := func(v string) *VersionStats {
+		s, ok := out[v]
+		if !ok {
+			s = &VersionStats{}
+			out[v] = s
+		}
+		return s
+	}
+	for _, e := range entries {
+		switch {
+		case e.State.InCycle() && e.AskedVersion != "":
+			get(e.AskedVersion).InFlight++
+		case e.State.InCycle() && e.Version != "":
+			get(e.Version).InFlight++ // back on it, the cycle not finished yet
+		case e.Version != "":
+			s := get(e.Version)
+			s.On++
+			s.Finished = append(s.Finished, e.FinishedAt)
+		}
+		if e.Waiting() && e.AskedVersion != "" {
+			get(e.AskedVersion).Asking++
+		}
+		if e.FailedVersion != "" {
+			s := get(e.FailedVersion)
+			s.Failures = append(s.Failures, e.FailedAt)
+		}
+		if e.StalledVersion != "" {
+			s := get(e.StalledVersion)
+			s.Failures = append(s.Failures, e.StalledAt)
+		}
+	}
+	for _, s := range out {
+		sort.Slice(s.Finished, func(i, j int) bool { return s.Finished[i].Before(s.Finished[j]) })
+		sort.Slice(s.Failures, func(i, j int) bool { return s.Failures[i].Before(s.Failures[j]) })
+	}
+	return out
+}
+
+// CanaryState is where version v stands with its canaries at now: "released" (proven: enough nodes
+// finished on it and the bake passed with no failure since resumed), "baking" (until BakeEnd),
+// "canaries" (fewer than Nodes on it or in flight: more may go), "waiting" (Nodes in flight), "halted"
+// (MaxFailed failures), or "off".
+type CanaryState struct {
+	State    string
+	BakeEnd  time.Time
+	Failures int
+}
+
+// CanaryOf decides version v's state from its stats, the configuration and when a person last
+// resumed it (zero: never). inFlightExtra counts nodes the current plan admits for it already.
+func CanaryOf(s VersionStats, c Canary, resumed, now time.Time, inFlightExtra int) CanaryState {
+	failures := s.FailuresSince(resumed)
+	if c.MaxFailed > 0 && failures >= c.MaxFailed {
+		return CanaryState{State: "halted", Failures: failures}
+	}
+	if c.Nodes <= 0 {
+		return CanaryState{State: "off", Failures: failures}
+	}
+	if len(s.Finished) >= c.Nodes && failures == 0 {
+		end := s.Finished[c.Nodes-1].Add(c.Bake)
+		if !now.Before(end) {
+			return CanaryState{State: "released", BakeEnd: end}
+		}
+		return CanaryState{State: "baking", BakeEnd: end}
+	}
+	if s.On+s.InFlight+inFlightExtra < c.Nodes {
+		return CanaryState{State: "canaries", Failures: failures}
+	}
+	return CanaryState{State: "waiting", Failures: failures}
+}
+
+// VersionSwitch is what admission reads of the fleet switch for versions: when a person last resumed
+// one (fleetswitch.Switch is one).
+type VersionSwitch interface {
+	VersionResumedAt(version string) time.Time
+}
+
+// versionGate is the canary and halt decision for one node: pass when it asks for no version or
+// canaries and halts are off. extra counts the nodes the plan admitted for that version already.
+func (a *Admitter) versionCheck(e Node, sw Switch, now time.Time, stats map[string]*VersionStats, extra map[string]int) Verdict {
+	v := e.AskedVersion
+	if !a.canary.On() || v == "" {
+		return Pass
+	}
+	var resumed time.Time
+	if vs, ok := sw.(VersionSwitch); ok {
+		resumed = vs.VersionResumedAt(v)
+	}
+	var s VersionStats
+	if p := stats[v]; p != nil {
+		s = *p
+	}
+	return versionVerdict(v, CanaryOf(s, a.canary, resumed, now, extra[v]), a.canary, now)
+}
+
+// VersionHaltGate holds a node asking for a halted version whatever the budget says, so the reason
+// it shows is the halt.
+func (a *Admitter) versionHaltGate() Gate {
+	return Gate{"version-halted", func(_ context.Context, in Input) Verdict {
+		if v := a.versionCheck(in.Node, in.Fleet.Switch, in.Now, in.Fleet.Versions(), nil); v.Kind == KindVersionHalted {
+			return v
+		}
+		return Pass
+	}}
+}
+
+// versionVerdict holds a node asking for v unless v's canary state lets it go.
+func versionVerdict(v string, st CanaryState, c Canary, now time.Time) Verdict {
+	switch st.State {
+	case "halted":
+		return Held(KindVersionHalted, fmt.Sprintf("%d failed reboots for %s (--max-failed-per-version=%d); kubectl slipway resume --version %s releases it", st.Failures, v, c.MaxFailed, v), 0)
+	case "baking":
+		return Held(KindCanary, fmt.Sprintf("canaries of %s finished; baking until %s (--canary-bake %s)", v, st.BakeEnd.UTC().Format(time.RFC3339), c.Bake), st.BakeEnd.Sub(now)+10*time.Millisecond)
+	case "waiting":
+		why := fmt.Sprintf("%d canaries of %s go first (--canary-nodes)", c.Nodes, v)
+		if st.Failures > 0 {
+			why += fmt.Sprintf("; %d failed for it: a person looks, then kubectl slipway resume --version %s", st.Failures, v)
+		}
+		return Held(KindCanary, why, 0)
+	}
+	return Pass
+}

@@ -1,0 +1,78 @@
+package admission
+
+import (
+	"testing"
+	"time"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
+)
+
+func TestVersionsOf(t *testing.T) {
+	t1 := t0.Add(-time.Hour)
+	s := VersionsOf([]Node{
+		{State: protocol.Idle, Version: "B", FinishedAt: t1},                                             // on B
+		{State: protocol.Idle, Version: "B"},                                                             // on B since it was built
+		{State: protocol.Draining, Version: "A", AskedVersion: "B"},                                      // in flight for B
+		{State: protocol.Rebooted, Version: "B", FinishedAt: t1.Add(-time.Hour)},                         // back on B, not finished
+		{State: protocol.NeedsReboot, Version: "A", AskedVersion: "B"},                                   // asking
+		{State: protocol.NeedsReboot, Version: "A", AskedVersion: "B", FailedVersion: "B", FailedAt: t1}, // failed once
+		{State: protocol.Rebooting, Version: "A", AskedVersion: "C", StalledVersion: "C", StalledAt: t0}, // stalled for C
+	})
+	b, c, a := s["B"], s["C"], s["A"]
+	if b.On != 2 || b.InFlight != 2 || b.Asking != 2 || len(b.Failures) != 1 || !b.Finished[0].IsZero() || !b.Finished[1].Equal(t1) {
+		t.Errorf("B: %+v", *b)
+	}
+	if c.InFlight != 1 || len(c.Failures) != 1 || c.On != 0 {
+		t.Errorf("C: %+v", *c)
+	}
+	if a.On != 2 {
+		t.Errorf("A: %+v (the two waiting nodes run it)", *a)
+	}
+}
+
+// TestCanaryOf: the canary states at known instants.
+func TestCanaryOf(t *testing.T) {
+	c := Canary{Nodes: 2, Bake: 10 * time.Minute, MaxFailed: 2}
+	fin := func(ago ...time.Duration) []time.Time {
+		var out []time.Time
+		for _, a := range ago {
+			out = append(out, t0.Add(-a))
+		}
+		return out
+	}
+	for _, k := range []struct {
+		name    string
+		s       VersionStats
+		resumed time.Time
+		extra   int
+		want    string
+	}{
+		{"nobody on it: canaries go", VersionStats{}, time.Time{}, 0, "canaries"},
+		{"one in flight, room for one more", VersionStats{InFlight: 1}, time.Time{}, 0, "canaries"},
+		{"...but the plan admitted one already", VersionStats{InFlight: 1}, time.Time{}, 1, "waiting"},
+		{"two in flight: the rest wait", VersionStats{InFlight: 2}, time.Time{}, 0, "waiting"},
+		{"one finished, one in flight", VersionStats{On: 1, InFlight: 1, Finished: fin(time.Minute)}, time.Time{}, 0, "waiting"},
+		{"two finished, baking", VersionStats{On: 2, Finished: fin(20*time.Minute, time.Minute)}, time.Time{}, 0, "baking"},
+		{"two finished, the bake passed", VersionStats{On: 2, Finished: fin(30*time.Minute, 11*time.Minute)}, time.Time{}, 0, "released"},
+		{"on it without a cycle: proven", VersionStats{On: 3, Finished: []time.Time{{}, {}, {}}}, time.Time{}, 0, "released"},
+		{"a failure: not released, no room", VersionStats{On: 2, Finished: fin(30*time.Minute, 11*time.Minute), Failures: fin(time.Hour)}, time.Time{}, 0, "waiting"},
+		{"a failure, room for a canary", VersionStats{On: 1, Finished: fin(30 * time.Minute), Failures: fin(time.Hour)}, time.Time{}, 0, "canaries"},
+		{"the failure before the resume no longer counts", VersionStats{On: 2, Finished: fin(30*time.Minute, 11*time.Minute), Failures: fin(time.Hour)}, t0.Add(-50 * time.Minute), 0, "released"},
+		{"two failures: halted", VersionStats{Failures: fin(time.Hour, time.Minute)}, time.Time{}, 0, "halted"},
+		{"resumed after them", VersionStats{Failures: fin(time.Hour, time.Minute)}, t0, 0, "canaries"},
+	} {
+		if got := CanaryOf(k.s, c, k.resumed, t0, k.extra); got.State != k.want {
+			t.Errorf("%s: %s, want %s", k.name, got.State, k.want)
+		}
+	}
+	if got := CanaryOf(VersionStats{Failures: fin(time.Hour, time.Minute)}, Canary{MaxFailed: 3}, time.Time{}, t0, 0); got.State != "off" {
+		t.Errorf("no canaries, 2 of 3 failures: %s", got.State)
+	}
+	st := CanaryOf(VersionStats{On: 2, Finished: fin(20*time.Minute, time.Minute)}, c, time.Time{}, t0, 0)
+	if v := versionVerdict("B", st, c, t0); v.Kind != KindCanary || v.Retry != 9*time.Minute+10*time.Millisecond {
+		t.Errorf("baking verdict %q retry %s", v, v.Retry)
+	}
+	if v := versionVerdict("B", CanaryState{State: "halted", Failures: 2}, c, t0); v.String() != "version-halted: 2 failed reboots for B (--max-failed-per-version=2); kubectl slipway resume --version B releases it" {
+		t.Errorf("halted verdict %q", v)
+	}
+}

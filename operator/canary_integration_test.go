@@ -1,0 +1,168 @@
+package operator_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testsupport/simnode"
+	"github.com/slipway-dev/slipway/internal/updateengine"
+	"github.com/slipway-dev/slipway/operator"
+	"github.com/slipway-dev/slipway/operator/admission"
+)
+
+func stageVersion(t *testing.T, sn *simnode.Node, v string) {
+	t.Helper()
+	if err := sn.UE.Set(updateengine.Status{CurrentOperation: updateengine.StatusUpdatedNeedReboot, NewVersion: v}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// admittedNow reports whether the node is in a cycle now, read off cycle-started alone (not the
+// operator's own classification).
+func admittedNow(n *corev1.Node) bool { return n.Annotations[protocol.CycleStarted] != "" }
+
+// Per-version canaries: three nodes ask for 4600.0.0 with budget 3; one goes alone (the others wait,
+// blocked-by canary), finishes on the new version (its agent's version label), the others wait out the
+// bake, then go together. A watch sees every change: never two nodes of the version in their cycle
+// before the bake passed.
+func TestCanaries(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	sns := simNodes(t, "can", 3)
+	const bake = 3 * time.Second
+	startOperator(t, opOptions{max: "3", tweak: func(c *operator.Config) { c.Canary = admission.Canary{Nodes: 1, Bake: bake} }})
+	// The referee: nodes in their cycle for 4600.0.0 at any instant, from a watch.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var canaryFinished time.Time
+	peakBeforeBake := 0
+	cycling := map[string]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok || !strings.HasPrefix(n.Name, "can-") {
+				continue
+			}
+			cycling[n.Name] = admittedNow(n)
+			if t, err := time.Parse(time.RFC3339, n.Annotations[protocol.LastRebootTime]); err == nil && canaryFinished.IsZero() {
+				canaryFinished = t
+			}
+			count := 0
+			for _, c := range cycling {
+				if c {
+					count++
+				}
+			}
+			if canaryFinished.IsZero() || time.Now().Before(canaryFinished.Add(bake-time.Second)) {
+				peakBeforeBake = max(peakBeforeBake, count)
+			}
+		}
+	}()
+	for _, sn := range sns {
+		stageVersion(t, sn, "4600.0.0")
+	}
+	var first string
+	deadline := time.Now().Add(30 * time.Second)
+	for first == "" && time.Now().Before(deadline) {
+		for _, sn := range sns {
+			if admittedNow(getNode(t, sn.Name)) {
+				first = sn.Name
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if first == "" {
+		t.Fatal("no canary admitted")
+	}
+	for _, sn := range sns {
+		if sn.Name == first {
+			continue
+		}
+		waitNode(t, sn.Name, 20*time.Second, "held as not a canary", func(n *corev1.Node) bool {
+			return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "canary: 1 canaries of 4600.0.0 go first") ||
+				strings.HasPrefix(n.Annotations[protocol.BlockedBy], "canary: canaries of 4600.0.0 finished; baking until")
+		})
+	}
+	c := waitNode(t, first, 60*time.Second, "the canary finished on 4600.0.0", finished)
+	if c.Labels[protocol.Version] != "4600.0.0" {
+		t.Fatalf("canary back on %q", c.Labels[protocol.Version])
+	}
+	for _, sn := range sns {
+		waitNode(t, sn.Name, 60*time.Second, "finished on 4600.0.0", func(n *corev1.Node) bool {
+			return finished(n) && n.Labels[protocol.Version] == "4600.0.0"
+		})
+	}
+	cancel()
+	<-done
+	if peakBeforeBake != 1 {
+		t.Errorf("nodes of 4600.0.0 in their cycle at once before the bake passed: %d, want 1", peakBeforeBake)
+	}
+}
+
+// --max-failed-per-version: the first node to reboot for 4600.0.0 rolls back; the others asking for it
+// are halted (blocked-by version-halted) while a node asking for 4700.0.0 goes; kubectl slipway resume
+// --version 4600.0.0 (its patch) releases the halt.
+func TestVersionHalt(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	const ns = "slipway-halt"
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	_ = client.CoreV1().ConfigMaps(ns).Delete(ctx, fleetswitch.ConfigMapName, metav1.DeleteOptions{})
+	if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sns := simNodes(t, "halt", 3)
+	for _, sn := range sns {
+		sn.RollBackNextUpdate()
+	}
+	startOperator(t, opOptions{max: "1", tweak: func(c *operator.Config) {
+		c.Namespace = ns
+		c.Canary = admission.Canary{MaxFailed: 1}
+	}})
+	for _, sn := range sns[:2] {
+		stageVersion(t, sn, "4600.0.0")
+	}
+	first, second := firstAndSecond(t, sns[0].Name, sns[1].Name)
+	for _, sn := range sns {
+		if sn.Name != first {
+			sn.SetRollBack(false)
+		}
+	}
+	waitNode(t, first, 60*time.Second, "the first failed as old-version", func(n *corev1.Node) bool { return n.Annotations[protocol.FailedVersion] == "4600.0.0" })
+	n := waitNode(t, second, 30*time.Second, "the second halted", func(n *corev1.Node) bool {
+		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "version-halted: 1 failed reboots for 4600.0.0")
+	})
+	if admittedNow(n) {
+		t.Fatal("admitted for a halted version")
+	}
+	// Another version goes on.
+	stageVersion(t, sns[2], "4700.0.0")
+	waitNode(t, sns[2].Name, 60*time.Second, "a node asking for 4700.0.0 finished", func(n *corev1.Node) bool {
+		return finished(n) && n.Labels[protocol.Version] == "4700.0.0"
+	})
+	if admittedNow(getNode(t, second)) {
+		t.Fatal("the halted version's node was admitted meanwhile")
+	}
+	if _, err := client.CoreV1().ConfigMaps(ns).Patch(ctx, fleetswitch.ConfigMapName, types.MergePatchType,
+		fleetswitch.ResumeVersionPatch("4600.0.0", time.Now().Add(time.Second)), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, second, 60*time.Second, "released by resume --version", func(n *corev1.Node) bool {
+		return finished(n) && n.Labels[protocol.Version] == "4600.0.0"
+	})
+}
