@@ -35,9 +35,9 @@ type Node struct {
 	// FinishedAt when its last cycle finished (last-reboot-time; zero none), FailedAt when its
 	// failed-version was recorded, StalledVersion the version it stalled rebooting for after its grant
 	// ("" none) and StalledAt that grant's time.
-	Version                        string
+	Version                         string
 	FinishedAt, FailedAt, StalledAt time.Time
-	StalledVersion                 string
+	StalledVersion                  string
 }
 
 // Occupies reports whether the node takes a slot in its pools: it counts (Counts) or is settling.
