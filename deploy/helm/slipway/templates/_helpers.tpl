@@ -50,6 +50,17 @@ operator.extraArgs.
 {{- range $op.rebootWindows }}{{ $args = append $args (printf "--reboot-window=%v" .) }}{{ end -}}
 {{- with $op.beforeRebootAnnotations }}{{ $args = append $args (printf "--before-reboot-annotations=%s" (join "," .)) }}{{ end -}}
 {{- with $op.afterRebootAnnotations }}{{ $args = append $args (printf "--after-reboot-annotations=%s" (join "," .)) }}{{ end -}}
+{{- with $op.drainPodSelector }}{{ $args = append $args (printf "--drain-pod-selector=%v" .) }}{{ end -}}
+{{- with $op.skipWaitForDeleteTimeout }}{{ $args = append $args (printf "--skip-wait-for-delete-timeout=%v" .) }}{{ end -}}
+{{- if not (kindIs "invalid" $op.waitForVolumeDetach) }}{{ $args = append $args (printf "--wait-for-volume-detach=%v" $op.waitForVolumeDetach) }}{{ end -}}
+{{- with $op.volumeDetachTimeout }}{{ $args = append $args (printf "--volume-detach-timeout=%v" .) }}{{ end -}}
+{{- with $op.settleTime }}{{ $args = append $args (printf "--settle-time=%v" .) }}{{ end -}}
+{{- if not (kindIs "invalid" $op.settlePdbs) }}{{ $args = append $args (printf "--settle-pdbs=%v" $op.settlePdbs) }}{{ end -}}
+{{- with $op.settleTimeout }}{{ $args = append $args (printf "--settle-timeout=%v" .) }}{{ end -}}
+{{- with $op.settleTimeoutPolicy }}{{ $args = append $args (printf "--settle-timeout-policy=%v" .) }}{{ end -}}
+{{- with $op.canaryNodes }}{{ $args = append $args (printf "--canary-nodes=%v" .) }}{{ end -}}
+{{- with $op.canaryBake }}{{ $args = append $args (printf "--canary-bake=%v" .) }}{{ end -}}
+{{- with $op.maxFailedPerVersion }}{{ $args = append $args (printf "--max-failed-per-version=%v" .) }}{{ end -}}
 {{- range $op.extraArgs }}{{ $args = append $args (toString .) }}{{ end -}}
 {{- toYaml $args -}}
 {{- end -}}
