@@ -45,6 +45,7 @@ import (
 	"github.com/slipway-dev/slipway/operator/blocker"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/fence"
+	"github.com/slipway-dev/slipway/operator/health"
 	"github.com/slipway-dev/slipway/operator/notify"
 	"github.com/slipway-dev/slipway/operator/stall"
 )
@@ -98,6 +99,9 @@ type Config struct {
 	// informer); Run starts them, waits for them, and looks at waiting nodes again when they change.
 	Blockers         []admission.Blocker
 	BlockerInformers []cache.SharedIndexInformer
+	// HealthChecks are the parsed --health-check flags (the health blocker in Blockers evaluates them;
+	// kept here for the published status).
+	HealthChecks []*health.Check
 	// BlockerTimeout bounds one blocker's check (admission.DefaultCheckTimeout when 0).
 	BlockerTimeout time.Duration
 	// MinReady, when set, adds the min-ready-nodes blocker over this controller's own view of the

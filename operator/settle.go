@@ -37,7 +37,9 @@ const DefaultSettleTimeout = 15 * time.Minute
 
 // settling says why node n, out of its cycle, still holds its slots now ("" it does not) and until
 // when only time can end that (zero: a PDB recovering will; the PDB informer looks again then).
-// The reason holds absolute times only, so it changes when the answer does, not with the clock.
+// The reason names no node and no time, so the blocked-by of the nodes waiting behind settling ones
+// changes when the reason does, not with every node that finishes (at 1,000 nodes naming them cost
+// every waiting node a write per finish: 49 writes per cycle instead of 8).
 func (c *Controller) settling(n *corev1.Node, state protocol.State, now time.Time) (why string, until time.Time) {
 	s := c.cfg.Settle
 	if s.Time <= 0 && !s.PDBs || state.InCycle() {
@@ -49,7 +51,7 @@ func (c *Controller) settling(n *corev1.Node, state protocol.State, now time.Tim
 	}
 	var parts []string
 	if end := last.Add(s.Time); s.Time > 0 && now.Before(end) {
-		parts = append(parts, fmt.Sprintf("finished %s, --settle-time %s", last.UTC().Format(time.RFC3339), s.Time))
+		parts = append(parts, "--settle-time "+s.Time.String())
 		until = end
 	}
 	if s.PDBs && c.pdbs != nil {

@@ -454,6 +454,28 @@ func TestValues(t *testing.T) {
 				"--max-failed-reboots=2", "--reboot-exclusion=2026-12-20/2027-01-04 Europe/Berlin"}
 		},
 	}, {
+		name: "health checks: flags, and get on exactly those objects",
+		vals: `operator: {healthChecks: ["deployments.apps/web@shop: object.status.availableReplicas >= object.spec.replicas",
+		                             "configmaps/gate@ops: object.data.open == 'yes'"]}`,
+		edit: func(t *testing.T, o objects) {
+			appendArgs(o[operatorKey], "--health-check=deployments.apps/web@shop: object.status.availableReplicas >= object.spec.replicas",
+				"--health-check=configmaps/gate@ops: object.data.open == 'yes'")
+			o["rbac.authorization.k8s.io/v1 ClusterRole slipway-update-operator-health"] = object{
+				"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+				"metadata": map[string]any{"name": "slipway-update-operator-health"},
+				"rules": []any{
+					map[string]any{"apiGroups": []any{"apps"}, "resources": []any{"deployments"}, "resourceNames": []any{"web"}, "verbs": []any{"get"}},
+					map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "resourceNames": []any{"gate"}, "verbs": []any{"get"}},
+				},
+			}
+			o["rbac.authorization.k8s.io/v1 ClusterRoleBinding slipway-update-operator-health"] = object{
+				"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+				"metadata": map[string]any{"name": "slipway-update-operator-health"},
+				"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "slipway-update-operator-health"},
+				"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": "slipway-update-operator", "namespace": "slipway-system"}},
+			}
+		},
+	}, {
 		name: "hooks: flags, and the operator's policy lets it remove exactly these",
 		vals: `operator: {beforeRebootAnnotations: [example.com/drained-ok, backup.example.com/done], afterRebootAnnotations: [example.com/healthy]}`,
 		edit: func(t *testing.T, o objects) {

@@ -26,6 +26,9 @@ type Config struct {
 	Need   int           // nodes needing a reboot in the rolling run
 	K      int           // the operator's --max-unavailable in the rolling run
 	Reboot time.Duration // how long each simulated machine is down
+	// Settle is the operator's --settle-time in the rolling run (0: none); the ideal counts it once
+	// between each wave and the next.
+	Settle time.Duration
 
 	// The latency run: LatencyNeed nodes (others than the rolling run's) signalled at once with
 	// --max-unavailable=LatencyK, so none waits for the budget. LatencyNeed 0: skipped.
@@ -66,7 +69,7 @@ type Result struct {
 	SetupS           float64 `json:"setup_s"`            // node registration to every agent reported
 	OperatorStartS   float64 `json:"operator_start_s"`   // operator start to leading, synced and quiet
 	TotalS           float64 `json:"total_s"`            // first signal to the last node done
-	IdealS           float64 `json:"ideal_s"`            // ceil(need/k) x reboot
+	IdealS           float64 `json:"ideal_s"`            // ceil(need/k) x reboot, plus the settle between waves
 	Ratio            float64 `json:"ratio"`              // total / ideal
 	MaxUnavailable   int     `json:"max_unavailable"`    // peak unavailable at one instant, own watch
 	RebootsExactOnce bool    `json:"reboots_exact_once"` // every needing node rebooted once, no other node
@@ -412,6 +415,9 @@ func (b *bench) startOperator(ctx context.Context, name string, k int) (*operato
 	args := []string{"--kubeconfig=" + b.cp.Kubeconfig, "--namespace=" + Namespace,
 		"--lease-name=fleetbench-" + name, "--identity=fleetbench-" + name,
 		fmt.Sprintf("--max-unavailable=%d", k)}
+	if name == "rolling" && b.cfg.Settle > 0 {
+		args = append(args, "--settle-time="+b.cfg.Settle.String())
+	}
 	args = append(args, b.cfg.OperatorArgs...)
 	op, err := startOperator(b.cfg.OperatorBin, filepath.Join(b.res.LogDir, "operator-"+name+".log"), args)
 	if err != nil {
@@ -548,7 +554,8 @@ func (b *bench) rolling(ctx context.Context) error {
 
 	r := b.res
 	r.TotalS = last.Sub(start).Seconds()
-	r.IdealS = math.Ceil(float64(b.cfg.Need)/float64(b.cfg.K)) * b.cfg.Reboot.Seconds()
+	waves := math.Ceil(float64(b.cfg.Need) / float64(b.cfg.K))
+	r.IdealS = waves*b.cfg.Reboot.Seconds() + (waves-1)*b.cfg.Settle.Seconds()
 	r.Ratio = r.TotalS / r.IdealS
 	_, _, _, r.MaxUnavailable = b.rec.Progress()
 	if r.MaxUnavailable > b.cfg.K {

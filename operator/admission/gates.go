@@ -188,7 +188,8 @@ func BudgetGate() Gate {
 }
 
 // settlingVerdict holds the node with KindSettling when every full pool it is in would have room but
-// for nodes settling after their cycle; the reason names them and why they settle.
+// for nodes settling after their cycle; the reason says why they settle (not which they are, so it
+// stays the same while nodes come and go).
 func settlingVerdict(in Input) Verdict {
 	p, s := in.Fleet.Plan(), in.Fleet.Snapshot
 	if len(s.Settling) == 0 {
@@ -202,19 +203,17 @@ func settlingVerdict(in Input) Verdict {
 		if !p.Settled[k] {
 			return Pass // full with nodes in their cycle: the budget's answer
 		}
-		var here []string
-		for name, e := range s.Settling {
+		for _, e := range s.Settling {
 			if slices.Contains(e.PoolKeys(), k) {
-				here = append(here, name+" "+e.Settling)
+				whys = append(whys, strings.Split(e.Settling, "; ")...)
 			}
 		}
-		sort.Strings(here)
-		whys = append(whys, here...)
 	}
 	if len(whys) == 0 {
 		return Pass
 	}
-	return Held(KindSettling, strings.Join(slices.Compact(whys), "; "), 0)
+	sort.Strings(whys)
+	return Held(KindSettling, "nodes that finished their cycle hold their slots: "+strings.Join(slices.Compact(whys), "; "), 0)
 }
 
 // NodeBlockersGate holds a node a per-node blocker holds (asked by the plan, in admission order, only

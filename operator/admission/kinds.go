@@ -23,6 +23,7 @@ const (
 	KindPodsInCluster Kind = "pods-in-cluster"
 	KindAlerts        Kind = "prometheus-alerts"
 	KindMinReadyNodes Kind = "min-ready-nodes"
+	KindHealth        Kind = "health" // a --health-check does not hold
 	// KindFailedVersion: the node asks for the OS version it once rebooted for and did not come back on.
 	KindFailedVersion Kind = "failed-version"
 	// KindCanary: the node asks for an OS version whose canaries have not yet proven it
@@ -35,7 +36,7 @@ const (
 )
 
 // Kinds lists every kind a controller reports, for metrics that report zeros too.
-var Kinds = []Kind{KindWindow, KindPaused, KindFailedVersion, KindVersionHalted, KindOrder, KindCanary, KindBudget, KindSettling, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes}
+var Kinds = []Kind{KindWindow, KindPaused, KindFailedVersion, KindVersionHalted, KindOrder, KindCanary, KindBudget, KindSettling, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes, KindHealth}
 
 // QuietKinds are the plan working (budget, window, order): a Normal `Waiting` Event and never a
 // `blocked` notification. Every other kind is something a person may want to look at: a Warning

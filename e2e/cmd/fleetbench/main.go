@@ -59,6 +59,7 @@ func run() int {
 	need := flag.Int("need", 100, "nodes needing a reboot in the rolling run")
 	k := flag.Int("k", 10, "the operator's --max-unavailable in the rolling run")
 	reboot := flag.Duration("reboot", 5*time.Second, "how long each simulated reboot takes")
+	settle := flag.Duration("settle", 0, "the operator's --settle-time in the rolling run; the ideal adds it between waves")
 	latNeed := flag.Int("latency-need", 100, "nodes signalled at once in the latency run, and the size of each set of the latency-rolling run (0: skip both)")
 	latK := flag.Int("latency-k", 100, "the operator's --max-unavailable in the latency run (the latency-rolling run adds -latency-need for its background)")
 	latSpread := flag.Duration("latency-spread", 3*time.Second, "the latency-rolling run: -latency-need nodes rolling, then -latency-need more signalled one by one over this long, less than -reboot (0: skip it)")
@@ -135,7 +136,7 @@ func run() int {
 			ln = max(n-*need, 0) / runs
 			say("fleetbench: %d nodes: each latency run signals %d nodes (the rest of the fleet)", n, ln)
 		}
-		cfg := fleetsim.Config{Nodes: n, Need: *need, K: *k, Reboot: *reboot, LatencyNeed: ln, LatencyK: max(*latK, 1), LatencySpread: *latSpread,
+		cfg := fleetsim.Config{Nodes: n, Need: *need, K: *k, Reboot: *reboot, Settle: *settle, LatencyNeed: ln, LatencyK: max(*latK, 1), LatencySpread: *latSpread,
 			Idle: *idle, CPUProfile: *cpu, HeapProfile: true, OperatorBin: op.Path, OperatorArgs: strings.Fields(*opArgs),
 			Dir: filepath.Join(scratch, strconv.Itoa(n)), ProfileDir: *out, Say: say}
 		if *verbose {

@@ -29,10 +29,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -49,6 +52,7 @@ import (
 	"github.com/slipway-dev/slipway/operator/blocker"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/fence"
+	"github.com/slipway-dev/slipway/operator/health"
 	"github.com/slipway-dev/slipway/operator/notify"
 	"github.com/slipway-dev/slipway/operator/stall"
 	"github.com/slipway-dev/slipway/operator/status"
@@ -120,6 +124,7 @@ type options struct {
 	waitVolumes                               bool
 	canaryNodes, maxFailedPerVersion          int
 	canaryBake                                time.Duration
+	healthChecks                              selectorFlag
 	volumeTimeout                             time.Duration
 	namespace, leaseName, identity            string
 	leaderElect                               bool
@@ -172,6 +177,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.DurationVar(&o.drainSkipWait, "drain-skip-wait-for-delete-timeout", operator.DefaultSkipWaitForDelete, "NotReady nodes only: a pod deleted longer ago than this is taken as gone (its kubelet cannot finish it), as kubectl drain's --skip-wait-for-delete-timeout; Ready nodes always wait")
 	fs.Var(&o.skipWaitAll, "skip-wait-for-delete-timeout", "every node, Ready or not: a pod deleted longer ago than this is taken as gone, so a pod stuck Terminating (a finalizer nobody removes) does not time every drain attempt out; seconds (kured's form, e.g. 300) or a duration (5m); 0 (default) waits for every pod on Ready nodes. On NotReady nodes the shorter of this and --drain-skip-wait-for-delete-timeout applies")
 	fs.StringVar(&o.drainPodSelector, "drain-pod-selector", "", "label selector (kubectl syntax): only pods matching it are evicted, the others stay on the node through its reboot (kured's flag, same meaning); empty: every pod")
+	fs.Var(&o.healthChecks, "health-check", "'RESOURCE.GROUP/NAME[@NAMESPACE]: CEL': no node starts a reboot unless the CEL expression over that live object (`object`) is true, e.g. 'deployments.apps/web@shop: object.status.availableReplicas >= object.spec.replicas'; fails closed (object missing, expression error, not a bool, RBAC refusal); the operator needs get on the resource (README \"Health gates\"); repeatable")
 	fs.IntVar(&o.canaryNodes, "canary-nodes", 0, "for each OS version nodes ask to reboot for, the first N go alone (within the budget); the others asking for it wait (blocked-by canary) until N nodes finished on it and --canary-bake passed with no failure for it; 0 off")
 	fs.DurationVar(&o.canaryBake, "canary-bake", 0, "how long after the canaries of a version finished the others still wait for a failure to show (see --canary-nodes)")
 	fs.IntVar(&o.maxFailedPerVersion, "max-failed-per-version", 0, "after N failed cycles for one OS version (stalled after the grant, or back on the old version), no node asking for it is admitted (blocked-by version-halted) while nodes asking for other versions go on; kubectl slipway resume --version V releases it; 0 off")
@@ -323,6 +329,13 @@ func (o *options) config() (operator.Config, error) {
 	if o.drainSkipWait < time.Second {
 		return cfg, fmt.Errorf("drain-skip-wait-for-delete-timeout %s: must be at least 1s", o.drainSkipWait)
 	}
+	for _, spec := range o.healthChecks {
+		c, err := health.Parse(spec)
+		if err != nil {
+			return cfg, fmt.Errorf("health-check: %w", err)
+		}
+		cfg.HealthChecks = append(cfg.HealthChecks, c)
+	}
 	if o.canaryNodes < 0 || o.canaryBake < 0 || o.maxFailedPerVersion < 0 {
 		return cfg, fmt.Errorf("canary-nodes (%d), canary-bake (%s) and max-failed-per-version (%d) must not be negative", o.canaryNodes, o.canaryBake, o.maxFailedPerVersion)
 	}
@@ -388,6 +401,7 @@ func (o *options) config() (operator.Config, error) {
 		MinReady:                   minReady,
 		Schedule:                   schedule,
 		Blockers:                   cfg.Blockers,
+		HealthChecks:               cfg.HealthChecks,
 		Drain: operator.DrainConfig{
 			Timeout: o.drainTimeout, GracePeriod: o.drainGrace, Force: o.forceDrain, Policy: policy,
 			RetryBase: o.drainRetryBase, RetryMax: o.drainRetryMax, SkipWaitForDelete: o.drainSkipWait,
@@ -458,6 +472,15 @@ func run() int {
 	defer broadcaster.Shutdown()
 	cfg.Client = client
 	cfg.Identity = o.identity
+	if len(cfg.HealthChecks) > 0 {
+		dyn, err := dynamic.NewForConfig(rc)
+		if err != nil {
+			log.Error(err, "building Kubernetes client")
+			return 1
+		}
+		cfg.Blockers = append(cfg.Blockers, &health.Blocker{Checks: cfg.HealthChecks, Client: dyn,
+			Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))})
+	}
 	if len(o.podsOnNode)+len(o.podsInCluster) > 0 {
 		// One stripped informer of unfinished pods feeds both pod blockers; started by the controller
 		// when it leads.

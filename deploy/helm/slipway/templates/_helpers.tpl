@@ -58,6 +58,7 @@ operator.extraArgs.
 {{- if not (kindIs "invalid" $op.settlePdbs) }}{{ $args = append $args (printf "--settle-pdbs=%v" $op.settlePdbs) }}{{ end -}}
 {{- with $op.settleTimeout }}{{ $args = append $args (printf "--settle-timeout=%v" .) }}{{ end -}}
 {{- with $op.settleTimeoutPolicy }}{{ $args = append $args (printf "--settle-timeout-policy=%v" .) }}{{ end -}}
+{{- range $op.healthChecks }}{{ $args = append $args (printf "--health-check=%v" .) }}{{ end -}}
 {{- with $op.canaryNodes }}{{ $args = append $args (printf "--canary-nodes=%v" .) }}{{ end -}}
 {{- with $op.canaryBake }}{{ $args = append $args (printf "--canary-bake=%v" .) }}{{ end -}}
 {{- with $op.maxFailedPerVersion }}{{ $args = append $args (printf "--max-failed-per-version=%v" .) }}{{ end -}}

@@ -1,0 +1,166 @@
+// Package health holds admissions while a workload the operator is told to watch is unhealthy:
+// --health-check='RESOURCE.GROUP/NAME[@NAMESPACE]: CEL' names one object and a CEL expression over
+// it (`object`), evaluated with the Kubernetes CEL environment (the libraries ValidatingAdmissionPolicy
+// uses) against the live object before each admission. It fails closed: an object that is missing,
+// an expression that errors or is not a bool, an API refusal (RBAC) all hold every waiting node, with
+// that as the reason.
+package health
+
+import (
+	"context"
+
+	"fmt"
+	"strings"
+
+	"github.com/google/cel-go/cel"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/client-go/dynamic"
+)
+
+// Name is the blocker's name and its block kind.
+const Name = "health"
+
+// costLimit bounds one evaluation (CEL cost units; ValidatingAdmissionPolicy allows 1e6 per
+// expression): an expression over a large object cannot stall admissions.
+const costLimit = 1_000_000
+
+// Check is one --health-check.
+type Check struct {
+	Spec      string // as given
+	Resource  schema.GroupResource
+	Name      string
+	Namespace string // "" for cluster-scoped objects
+	Expr      string
+	prog      cel.Program
+}
+
+// Object is the object's part of the spec, "deployments.apps/web@shop".
+func (c *Check) Object() string {
+	s := c.Resource.String() + "/" + c.Name
+	if c.Namespace != "" {
+		s += "@" + c.Namespace
+	}
+	return s
+}
+
+const syntax = `want "RESOURCE.GROUP/NAME[@NAMESPACE]: CEL", e.g. "deployments.apps/web@shop: object.status.availableReplicas >= object.spec.replicas"`
+
+var env = func() *cel.Env {
+	set, err := environment.MustBaseEnvSet(version.MajorMinor(1, 30)).Extend(environment.VersionedOptions{
+		IntroducedVersion: version.MajorMinor(1, 0),
+		EnvOptions:        []cel.EnvOption{cel.Variable("object", cel.DynType)},
+	})
+	if err != nil {
+		panic(err)
+	}
+	e, err := set.Env(environment.NewExpressions)
+	if err != nil {
+		panic(err)
+	}
+	return e
+}()
+
+// Parse reads and compiles one --health-check. The error names the bad part.
+func Parse(spec string) (*Check, error) {
+	ref, expr, ok := strings.Cut(spec, ":")
+	ref, expr = strings.TrimSpace(ref), strings.TrimSpace(expr)
+	if !ok || ref == "" || expr == "" {
+		return nil, fmt.Errorf("%q: %s", spec, syntax)
+	}
+	c := &Check{Spec: spec, Expr: expr}
+	res, name, ok := strings.Cut(ref, "/")
+	if !ok || res == "" || name == "" {
+		return nil, fmt.Errorf("%q: object %q: %s", spec, ref, syntax)
+	}
+	if n, ns, ok := strings.Cut(name, "@"); ok {
+		name = n
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("%q: namespace %q: %s", spec, ns, strings.Join(errs, "; "))
+		}
+		c.Namespace = ns
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return nil, fmt.Errorf("%q: name %q: %s", spec, name, strings.Join(errs, "; "))
+	}
+	c.Name = name
+	c.Resource = schema.ParseGroupResource(res)
+	if errs := validation.IsDNS1123Label(c.Resource.Resource); len(errs) > 0 {
+		return nil, fmt.Errorf("%q: resource %q: want the plural lower-case resource name, e.g. deployments.apps or configmaps", spec, res)
+	}
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		return nil, fmt.Errorf("%q: expression: %v", spec, iss.Err())
+	}
+	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
+		return nil, fmt.Errorf("%q: expression evaluates to %s, want bool", spec, t)
+	}
+	prog, err := env.Program(ast, cel.CostLimit(costLimit))
+	if err != nil {
+		return nil, fmt.Errorf("%q: expression: %v", spec, err)
+	}
+	c.prog = prog
+	return c, nil
+}
+
+// Blocker holds every waiting node while a check does not hold (admission.Blocker, fleet-wide).
+type Blocker struct {
+	Checks []*Check
+	Client dynamic.Interface
+	Mapper meta.ResettableRESTMapper
+}
+
+func (b *Blocker) Name() string    { return Name }
+func (b *Blocker) FleetWide() bool { return true }
+
+// Check evaluates every check against its live object; the first that does not hold blocks.
+func (b *Blocker) Check(ctx context.Context, _ *corev1.Node) (bool, string) {
+	for _, c := range b.Checks {
+		if why := b.check(ctx, c); why != "" {
+			return true, c.Object() + ": " + why
+		}
+	}
+	return false, ""
+}
+
+func (b *Blocker) check(ctx context.Context, c *Check) string {
+	gvr, err := b.Mapper.ResourceFor(c.Resource.WithVersion(""))
+	if meta.IsNoMatchError(err) {
+		b.Mapper.Reset() // a CRD installed since: look again once
+		gvr, err = b.Mapper.ResourceFor(c.Resource.WithVersion(""))
+	}
+	if err != nil {
+		return "no such resource in the cluster: " + err.Error()
+	}
+	var r dynamic.ResourceInterface = b.Client.Resource(gvr)
+	if c.Namespace != "" {
+		r = b.Client.Resource(gvr).Namespace(c.Namespace)
+	}
+	obj, err := r.Get(ctx, c.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "not found"
+	case apierrors.IsForbidden(err):
+		return "the operator may not read it (RBAC: get " + c.Resource.String() + "): " + err.Error()
+	case err != nil:
+		return "reading it: " + err.Error()
+	}
+	out, _, err := c.prog.ContextEval(ctx, map[string]any{"object": obj.Object})
+	if err != nil {
+		return c.Expr + ": " + err.Error()
+	}
+	v, ok := out.Value().(bool)
+	if !ok {
+		return fmt.Sprintf("%s: evaluates to %v (%s), want bool", c.Expr, out.Value(), out.Type().TypeName())
+	}
+	if !v {
+		return c.Expr + " is false"
+	}
+	return ""
+}

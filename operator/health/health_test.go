@@ -1,0 +1,124 @@
+package health
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func TestParse(t *testing.T) {
+	c, err := Parse(`deployments.apps/web@shop: object.status.availableReplicas >= object.spec.replicas`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Resource != (schema.GroupResource{Group: "apps", Resource: "deployments"}) || c.Name != "web" || c.Namespace != "shop" || c.Object() != "deployments.apps/web@shop" {
+		t.Errorf("parsed %+v", c)
+	}
+	for spec, want := range map[string]string{
+		`cephclusters.ceph.rook.io/rook-ceph@rook-ceph: object.status.ceph.health == "HEALTH_OK"`: "cephclusters.ceph.rook.io/rook-ceph@rook-ceph",
+		`nodes/worker-1: object.spec.unschedulable != true`:                                       "nodes/worker-1",
+		`configmaps/gate@ops: object.data.open == 'yes' && object.data.exists(k, k == 'open')`:    "configmaps/gate@ops",
+	} {
+		c, err := Parse(spec)
+		if err != nil || c.Object() != want {
+			t.Errorf("%s: %v %v", spec, c, err)
+		}
+	}
+	for spec, want := range map[string]string{
+		`deployments.apps/web@shop`:                             "want \"RESOURCE.GROUP/NAME[@NAMESPACE]: CEL\"",
+		`deployments.apps/web@shop:   `:                         "want \"RESOURCE.GROUP/NAME[@NAMESPACE]: CEL\"",
+		`web: true`:                                             "object \"web\"",
+		`Deployments.apps/web: true`:                            "resource \"Deployments.apps\"",
+		`deployments.apps/Web: true`:                            "name \"Web\"",
+		`deployments.apps/web@Shop: true`:                       "namespace \"Shop\"",
+		`deployments.apps/web@shop: object.status.(`:            "expression:",
+		`deployments.apps/web@shop: object.status.ready`:        "", // dyn: checked when evaluated
+		`deployments.apps/web@shop: object.status.replicas + 1`: "evaluates to int, want bool",
+		`deployments.apps/web@shop: 1 + 1`:                      "evaluates to int, want bool",
+		`deployments.apps/web@shop: "a"`:                        "evaluates to string, want bool",
+		`deployments.apps/web@shop: nosuchvar.status`:           "undeclared reference",
+		`deployments.apps/web@shop: object.status.matches(1)`:   "expression:",
+	} {
+		_, err := Parse(spec)
+		if want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", spec, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want it to say %q", spec, err, want)
+		}
+	}
+}
+
+func deployment(available any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "namespace": "shop"},
+		"spec":     map[string]any{"replicas": int64(3)},
+		"status":   map[string]any{},
+	}}
+	if available != nil {
+		u.Object["status"] = map[string]any{"availableReplicas": available}
+	}
+	return u
+}
+
+// The blocker fails closed: every way of not knowing blocks, with the reason.
+func TestBlockerFailsClosed(t *testing.T) {
+	gvr := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	check := func(spec string, objs ...runtime.Object) (bool, string) {
+		t.Helper()
+		c, err := Parse(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "DeploymentList"}, objs...)
+		b := &Blocker{Checks: []*Check{c}, Client: client, Mapper: resettable{mapper}}
+		return b.Check(context.Background(), nil)
+	}
+	const ok = `deployments.apps/web@shop: object.status.availableReplicas >= object.spec.replicas`
+	for _, c := range []struct {
+		name, spec string
+		objs       []runtime.Object
+		blocked    bool
+		why        string
+	}{
+		{"healthy", ok, []runtime.Object{deployment(int64(3))}, false, ""},
+		{"short", ok, []runtime.Object{deployment(int64(2))}, true, "deployments.apps/web@shop: object.status.availableReplicas >= object.spec.replicas is false"},
+		{"missing object", ok, nil, true, "deployments.apps/web@shop: not found"},
+		{"no such field yet", ok, []runtime.Object{deployment(nil)}, true, "no such key: availableReplicas"},
+		{"not a bool", `deployments.apps/web@shop: object.spec.replicas`, []runtime.Object{deployment(int64(3))}, true, "evaluates to 3 (int), want bool"},
+		{"unknown resource", `widgets.example.com/w: true`, nil, true, "widgets.example.com/w: no such resource in the cluster"},
+	} {
+		blocked, why := check(c.spec, c.objs...)
+		if blocked != c.blocked || !strings.Contains(why, c.why) {
+			t.Errorf("%s: blocked=%v %q, want %v %q", c.name, blocked, why, c.blocked, c.why)
+		}
+	}
+	// RBAC refusal.
+	c, _ := Parse(ok)
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "DeploymentList"})
+	client.PrependReactor("get", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(gvr.GroupResource(), "web", nil)
+	})
+	b := &Blocker{Checks: []*Check{c}, Client: client, Mapper: resettable{mapper}}
+	if blocked, why := b.Check(context.Background(), nil); !blocked || !strings.Contains(why, "may not read it (RBAC: get deployments.apps)") {
+		t.Errorf("forbidden: %v %q", blocked, why)
+	}
+}
+
+type resettable struct{ meta.RESTMapper }
+
+func (resettable) Reset() {}
