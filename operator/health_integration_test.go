@@ -59,7 +59,7 @@ func TestHealthChecks(t *testing.T) {
 			"names": map[string]any{"plural": "cephclusters", "singular": "cephcluster", "kind": "CephCluster"},
 			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
 				"subresources": map[string]any{"status": map[string]any{}},
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}},
+				"schema":       map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}},
 	}}
 	if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
