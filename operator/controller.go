@@ -187,6 +187,9 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Drain.RetryBase <= 0 {
 		cfg.Drain.RetryBase = DefaultDrainRetryBase
 	}
+	if cfg.Drain.UndrainableRetry <= 0 {
+		cfg.Drain.UndrainableRetry = DefaultUndrainableRetry
+	}
 	if cfg.Drain.RetryMax <= 0 {
 		cfg.Drain.RetryMax = DefaultDrainRetryMax
 	}
@@ -267,6 +270,8 @@ func New(cfg Config) (*Controller, error) {
 		Blockers:     blockers,
 		CheckTimeout: cfg.BlockerTimeout,
 		Canary:       cfg.Canary,
+		// The retry bound is the drain's: --undrainable-retry.
+		UndrainableRetry: cfg.Drain.UndrainableRetry,
 	}, c.index)
 	for _, inf := range cfg.BlockerInformers {
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

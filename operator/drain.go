@@ -22,6 +22,10 @@ type DrainPolicy string
 const (
 	// DrainRetry keeps the node cordoned, records the error and retries with backoff. No reboot-ok.
 	DrainRetry DrainPolicy = "retry"
+	// DrainSkip ends the cycle of a node whose drain failed (uncordoned if Slipway cordoned it) and
+	// lets the next node go; the node is retried after every other waiting node, at most once per
+	// --undrainable-retry.
+	DrainSkip DrainPolicy = "skip"
 	// DrainForce grants reboot-ok anyway after a failed drain (FLUO's behaviour, which Slipway does
 	// not default to: pods protected by a PDB would go down with the node).
 	DrainForce DrainPolicy = "force"
@@ -30,10 +34,10 @@ const (
 // ParseDrainPolicy reads --drain-failure-policy.
 func ParseDrainPolicy(s string) (DrainPolicy, error) {
 	switch p := DrainPolicy(s); p {
-	case DrainRetry, DrainForce:
+	case DrainRetry, DrainForce, DrainSkip:
 		return p, nil
 	}
-	return "", fmt.Errorf("drain failure policy %q: want %q or %q", s, DrainRetry, DrainForce)
+	return "", fmt.Errorf("drain failure policy %q: want %q, %q or %q", s, DrainRetry, DrainForce, DrainSkip)
 }
 
 // DrainConfig configures how nodes are drained.
@@ -58,6 +62,9 @@ type DrainConfig struct {
 	// finalizer would otherwise time every attempt out). 0: Ready nodes always wait. On a NotReady
 	// node the shorter of the two applies.
 	SkipWaitForDeleteAll time.Duration
+	// UndrainableRetry: under DrainSkip, how long a skipped node waits before it is admitted again
+	// (DefaultUndrainableRetry when 0).
+	UndrainableRetry time.Duration
 	// WaitForVolumeDetach: after the drain, reboot-ok waits until no VolumeAttachment names the node,
 	// at most VolumeDetachTimeout (DefaultVolumeDetachTimeout when 0); then it counts as a failed drain.
 	WaitForVolumeDetach bool
@@ -66,6 +73,9 @@ type DrainConfig struct {
 	// the others stay on the node through its reboot. "": every pod.
 	PodSelector string
 }
+
+// DefaultUndrainableRetry is DrainConfig.UndrainableRetry's default.
+const DefaultUndrainableRetry = time.Hour
 
 // DefaultSkipWaitForDelete is DrainConfig.SkipWaitForDelete's default.
 const DefaultSkipWaitForDelete = time.Minute

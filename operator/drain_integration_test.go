@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -216,4 +217,52 @@ func TestDrainPodSelector(t *testing.T) {
 			t.Errorf("pods app=%s left on the node: %d, want %d", app, got, want)
 		}
 	}
+}
+
+// --drain-failure-policy=skip: one node whose drain cannot finish (a pod no controller manages) does
+// not hold the fleet: its cycle ends (undrainable, uncordoned, an Undrainable Warning, the metric),
+// the next node goes, and the skipped one waits out --undrainable-retry, then queues again.
+func TestDrainFailurePolicySkip(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	for _, name := range []string{"skip-0", "skip-1"} {
+		if _, err := testenv.CreateNode(ctx, client, name, "boot-a", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "skip"}}, metav1.CreateOptions{})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "lonely", Namespace: "skip"}, Spec: corev1.PodSpec{NodeName: "skip-0", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	if _, err := client.CoreV1().Pods("skip").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	startOperator(t, opOptions{policy: operator.DrainSkip, metrics: operator.NewMetrics(reg), tweak: func(c *operator.Config) {
+		c.Drain.UndrainableRetry = 3 * time.Second
+	}})
+	annotate(t, "skip-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	waitNode(t, "skip-0", 20*time.Second, "admitted (or already skipped)", func(n *corev1.Node) bool {
+		return n.Annotations[protocol.CycleStarted] != "" || n.Annotations[protocol.Undrainable] != ""
+	})
+	annotate(t, "skip-1", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	n := waitNode(t, "skip-0", 30*time.Second, "skipped as undrainable", func(n *corev1.Node) bool {
+		return strings.Contains(n.Annotations[protocol.Undrainable], "controller")
+	})
+	if n.Spec.Unschedulable || n.Annotations[protocol.Cordoned] != "" || n.Annotations[protocol.RebootOK] == protocol.True || n.Annotations[protocol.CycleStarted] != "" {
+		t.Errorf("the skipped node's cycle did not end cleanly: unschedulable=%v %v", n.Spec.Unschedulable, n.Annotations)
+	}
+	waitNode(t, "skip-1", 30*time.Second, "the next node granted", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })
+	if !waitEvent(t, "skip-0", "Undrainable") {
+		t.Error("no Undrainable Event")
+	}
+	if got := counterLabel(t, reg, "slipway_operator_cycles_total", "result", "undrainable"); got != 1 {
+		t.Errorf("cycles_total{result=undrainable} = %v", got)
+	}
+	waitNode(t, "skip-0", 20*time.Second, "held by --undrainable-retry", func(n *corev1.Node) bool {
+		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "undrainable: its drain failed at ")
+	})
+	// After the retry it queues again: here behind skip-1, which holds the only slot.
+	waitNode(t, "skip-0", 20*time.Second, "queued again after the retry", func(n *corev1.Node) bool {
+		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "budget: full")
+	})
 }

@@ -26,6 +26,8 @@ type step struct {
 	// failed: why this step's node counts against --max-failed-reboots ("" it does not); its
 	// reboot-failed mark is written with the step.
 	failed string
+	// undrainable: why SkipUndrainable ends the cycle (the failed drain).
+	undrainable string
 	// pdbs: StartDrain's settle-pdbs value (the PDBs before the drain; "" none or --settle-pdbs off).
 	pdbs string
 }
@@ -124,10 +126,11 @@ var effects = []effect{
 	},
 	{
 		Do:     protocol.Finish,
-		Writes: "end the cycle (below); last-reboot-time=now",
+		Writes: "end the cycle (below); last-reboot-time=now; drop undrainable",
 		patch: func(s step) *nodes.Patch {
 			p := endCycle(s)
 			p.SetAnnotation(s.n, protocol.LastRebootTime, s.now.UTC().Format(time.RFC3339))
+			p.DeleteAnnotation(s.n, protocol.Undrainable)
 			return p
 		},
 		Event: "RebootCompleted",
@@ -164,6 +167,22 @@ var effects = []effect{
 		Notify: notify.KindCycleAborted,
 		Cycles: "failed", Observes: "slipway_operator_failed_reboots_total{reason=old-version}",
 		EndsDrains: true, FreesSlot: true,
+	},
+	{
+		Do:     protocol.SkipUndrainable,
+		Writes: "end the cycle (below); undrainable=now and the drain's error",
+		patch: func(s step) *nodes.Patch {
+			p := endCycle(s)
+			p.SetAnnotation(s.n, protocol.Undrainable, truncate(s.now.UTC().Format(time.RFC3339)+" "+s.undrainable, 512))
+			return p
+		},
+		Event:   "Undrainable",
+		Warning: true,
+		message: func(s step) string {
+			return "drain failed, cycle ended without a reboot (--drain-failure-policy=skip); retried after the other waiting nodes, not before --undrainable-retry: " + s.undrainable
+		},
+		Notify: notify.KindCycleAborted,
+		Cycles: "undrainable", EndsWait: true, EndsDrains: true, FreesSlot: true,
 	},
 	{
 		Do:      protocol.Abort,
@@ -232,6 +251,8 @@ func (c *Controller) record(ctx context.Context, e effect, s step) {
 			ev.Reason = s.row.When
 		case protocol.FailOldVersion:
 			ev.Reason = s.failed
+		case protocol.SkipUndrainable:
+			ev.Reason = "undrainable: " + s.undrainable
 		}
 		c.cfg.Notify.Notify(ev)
 	}

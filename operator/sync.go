@@ -49,6 +49,12 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	f.Admitted = admitted
 	f.DrainDone = c.drainDone(n, state, log)
+	var undrainable string
+	if state == protocol.Draining && c.cfg.Drain.Policy == DrainSkip {
+		if r, ok := c.drains.result(n.Name, n.Annotations[protocol.DrainStarted]); ok && r.err != nil {
+			f.Undrainable, undrainable = true, r.err.Error()
+		}
+	}
 	if f.DrainDone {
 		var wait time.Duration
 		f.VolumesAttached, wait = c.volumesHeld(n, log)
@@ -67,6 +73,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		return minRetry(d, retry), err
 	}
 	s := step{n: n, f: f, from: state, row: row, now: c.cfg.Now(), hooks: c.cfg.Hooks, groupLabel: c.cfg.GroupLabel}
+	s.undrainable = undrainable
 	if row.Do == protocol.FailOldVersion {
 		s.failed = fmt.Sprintf("%s: back on %q, rebooted for %q", FailOldVersion, n.Labels[protocol.Version], n.Annotations[protocol.RebootVersion])
 	}

@@ -432,6 +432,7 @@ func TestValues(t *testing.T) {
   drainFailurePolicy: force
   rebootWindows: ["Mon-Fri 22:00-05:00 Europe/Berlin", "Sat,Sun 00:00-23:59", "3rd-Tue 22:00-02:00"]
   drainPodSelector: app!=db
+  undrainableRetry: 2h
   skipWaitForDeleteTimeout: 300
   waitForVolumeDetach: false
   volumeDetachTimeout: 5m
@@ -448,7 +449,7 @@ func TestValues(t *testing.T) {
 			c["args"] = []any{"--max-unavailable=10%", "--drain-timeout=5m", "--drain-failure-policy=force",
 				"--group-label=topology.kubernetes.io/zone", "--max-unavailable-per-group=1",
 				"--reboot-window=Mon-Fri 22:00-05:00 Europe/Berlin", "--reboot-window=Sat,Sun 00:00-23:59", "--reboot-window=3rd-Tue 22:00-02:00",
-				"--drain-pod-selector=app!=db", "--skip-wait-for-delete-timeout=300", "--wait-for-volume-detach=false", "--volume-detach-timeout=5m",
+				"--undrainable-retry=2h", "--drain-pod-selector=app!=db", "--skip-wait-for-delete-timeout=300", "--wait-for-volume-detach=false", "--volume-detach-timeout=5m",
 				"--settle-time=2m", "--settle-pdbs=false", "--settle-timeout=30m", "--settle-timeout-policy=hold",
 				"--canary-nodes=2", "--canary-bake=1h", "--max-failed-per-version=1",
 				"--max-failed-reboots=2", "--reboot-exclusion=2026-12-20/2027-01-04 Europe/Berlin"}

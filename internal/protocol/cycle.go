@@ -68,6 +68,10 @@ const (
 	// FailOldVersion: end the cycle as failed: the node came back on another OS version than it
 	// rebooted for (failed-version and reboot-failed record it; it counts against --max-failed-reboots).
 	FailOldVersion Action = "fail-old-version"
+	// SkipUndrainable: end the cycle without a reboot because the drain failed under
+	// --drain-failure-policy=skip (same cleanup as Abort, undrainable recorded); the node waits at the
+	// back of the queue.
+	SkipUndrainable Action = "skip-undrainable"
 	// MarkAfterReboot: set the after-reboot label and clear the after-hook annotations.
 	MarkAfterReboot Action = "mark-after-reboot"
 	// Finish: reboot-ok=false, drop the after-reboot label, hook annotations and Slipway's cycle
@@ -105,6 +109,7 @@ var Table = []Row{
 	{BeforeHooks, "hooks pending", always, Wait, BeforeHooks},
 
 	{Draining, "reboot-needed no longer true", func(f Facts) bool { return !f.Needed }, Abort, Idle},
+	{Draining, "drain failed, --drain-failure-policy=skip", func(f Facts) bool { return f.Undrainable && !f.DrainDone }, SkipUndrainable, Idle},
 	{Draining, "drain succeeded, VolumeAttachments still name the node", func(f Facts) bool { return f.DrainDone && f.VolumesAttached }, Wait, Draining},
 	{Draining, "drain succeeded", func(f Facts) bool { return f.DrainDone }, GrantReboot, Rebooting},
 	{Draining, "drain not yet done", always, Drain, Draining},

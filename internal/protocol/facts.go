@@ -58,6 +58,8 @@ type Facts struct {
 	// Set by the operator, not read off the Node.
 	Admitted  bool // budget and reboot window let this node start a cycle now
 	DrainDone bool // a drain of this node completed successfully since it entered Draining
+	// Undrainable: the drain failed and --drain-failure-policy=skip ends the cycle instead of retrying.
+	Undrainable bool
 	// VolumesAttached: VolumeAttachments still name the node after its drain (--wait-for-volume-detach);
 	// rebooting now would outrun the CSI detach (Multi-Attach errors where the pods went).
 	VolumesAttached bool

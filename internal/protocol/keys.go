@@ -110,6 +110,11 @@ const (
 	// at most --settle-timeout after it finished.
 	SettlePDBs = SlipwayPrefix + "settle-pdbs"
 
+	// Undrainable — operator: "<RFC 3339 time> <why>" when the node's drain failed under
+	// --drain-failure-policy=skip: its cycle was aborted (uncordoned if Slipway cordoned it) and it is
+	// not admitted again before --undrainable-retry has passed. Removed when a cycle finishes.
+	Undrainable = SlipwayPrefix + "undrainable"
+
 	// BlockedBy — operator: why a waiting node is not admitted yet, "<kind>: <detail>" (budget, window,
 	// paused, order, or a blocker's name); removed when it is admitted. Written when the reason changes.
 	BlockedBy = SlipwayPrefix + "blocked-by"
@@ -176,6 +181,7 @@ var Owners = map[string]Writer{
 	Stalled:                WriterOperator,
 	BlockedBy:              WriterOperator,
 	SettlePDBs:             WriterOperator,
+	Undrainable:            WriterOperator,
 	FleetLockGroup:         WriterFleetLock,
 	FleetLockID:            WriterFleetLock,
 	FleetLockEnrolled:      WriterAdmin,

@@ -18,6 +18,9 @@ type Config struct {
 	CheckTimeout time.Duration
 	// Canary: per-version canaries and halts (zero: off).
 	Canary Canary
+	// UndrainableRetry: how long a node whose drain failed under --drain-failure-policy=skip waits
+	// before it is admitted again.
+	UndrainableRetry time.Duration
 }
 
 // planTTL bounds how long one plan is reused while nothing it reads changed: per-node blockers (pods,
@@ -33,6 +36,9 @@ type Admitter struct {
 	perNode []Blocker
 	fleet   []Blocker // fleet-wide
 	canary  Canary
+	// own: gates that hold one node for reasons of its own (failed-version, undrainable); the plan
+	// asks them too, so a node they hold takes no budget from the others.
+	own []Gate
 
 	mu   sync.Mutex // one decision at a time; guards snap and plan
 	snap *Snapshot  // the index as last copied, reused while its generation has not moved
@@ -54,10 +60,12 @@ func NewAdmitter(cfg Config, index *Index) *Admitter {
 		cfg.Order = OrderNone
 	}
 	a := &Admitter{index: index, limits: cfg.Limits, order: cfg.Order, perNode: perNode, fleet: fleetWide, canary: cfg.Canary}
+	a.own = []Gate{FailedVersionGate(), UndrainableGate(cfg.UndrainableRetry)}
 	a.chain = Chain{
 		WindowGate(cfg.Schedule),
 		PauseGate(),
-		FailedVersionGate(),
+		a.own[0],
+		a.own[1],
 		a.versionHaltGate(),
 		FleetBlockersGate(fleetWide),
 		OrderGate(cfg.Order),
@@ -139,6 +147,11 @@ func (a *Admitter) Decide(ctx context.Context, name string, obj *corev1.Node, sw
 		extra := map[string]int{} // nodes this plan admits, by the version they ask for
 		a.plan = BuildPlan(s, a.limits, a.order, sw, now, func(cand string) Verdict {
 			e := s.Waiting[cand]
+			for _, g := range a.own {
+				if v := g.Check(ctx, Input{Name: cand, Node: e, Now: now, Fleet: f}); !v.Passes() {
+					return v
+				}
+			}
 			if v := a.versionCheck(e, sw, now, f.Versions(), extra); !v.Passes() {
 				return v
 			}

@@ -100,6 +100,20 @@ func FailedVersionGate() Gate {
 	}}
 }
 
+// UndrainableGate holds a node whose last drain failed under --drain-failure-policy=skip until
+// retry has passed since; it then goes behind the nodes that waited longer (its wait began anew).
+func UndrainableGate(retry time.Duration) Gate {
+	return Gate{"undrainable", func(_ context.Context, in Input) Verdict {
+		at := in.Node.UndrainableAt
+		if at.IsZero() || !in.Now.Before(at.Add(retry)) {
+			return Pass
+		}
+		next := at.Add(retry)
+		return Held(KindUndrainable, fmt.Sprintf("its drain failed at %s (--drain-failure-policy=skip); retried after %s (--undrainable-retry)",
+			at.UTC().Format(time.RFC3339), next.UTC().Format(time.RFC3339)), next.Sub(in.Now)+10*time.Millisecond)
+	}}
+}
+
 // FleetBlockersGate asks every fleet-wide blocker (not only up to the first that blocks, so the
 // published status lists all that are active) and holds the node on the first that blocks.
 func FleetBlockersGate(blockers []Blocker) Gate {

@@ -31,12 +31,15 @@ const (
 	// (--max-failed-per-version).
 	KindCanary        Kind = "canary"
 	KindVersionHalted Kind = "version-halted"
+	// KindUndrainable: its last drain failed under --drain-failure-policy=skip and --undrainable-retry
+	// has not passed.
+	KindUndrainable Kind = "undrainable"
 	// KindGone: the node vanished while its admission was decided (never written anywhere).
 	KindGone Kind = "gone"
 )
 
 // Kinds lists every kind a controller reports, for metrics that report zeros too.
-var Kinds = []Kind{KindWindow, KindPaused, KindFailedVersion, KindVersionHalted, KindOrder, KindCanary, KindBudget, KindSettling, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes, KindHealth}
+var Kinds = []Kind{KindWindow, KindPaused, KindFailedVersion, KindUndrainable, KindVersionHalted, KindOrder, KindCanary, KindBudget, KindSettling, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes, KindHealth}
 
 // QuietKinds are the plan working (budget, window, order): a Normal `Waiting` Event and never a
 // `blocked` notification. Every other kind is something a person may want to look at: a Warning

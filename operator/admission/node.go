@@ -38,6 +38,9 @@ type Node struct {
 	Version                         string
 	FinishedAt, FailedAt, StalledAt time.Time
 	StalledVersion                  string
+	// UndrainableAt: when its last cycle was ended because its drain failed under
+	// --drain-failure-policy=skip (zero: not so).
+	UndrainableAt time.Time
 }
 
 // Occupies reports whether the node takes a slot in its pools: it counts (Counts) or is settling.
@@ -50,6 +53,10 @@ func Of(n *corev1.Node, groupLabel string, policy stall.Policy) Node {
 		Counts: Counts(f, policy), State: protocol.Classify(f), Paused: f.Paused,
 		AskedVersion: protocol.AskedVersion(n), FailedVersion: n.Annotations[protocol.FailedVersion],
 		Version: n.Labels[protocol.Version], FinishedAt: timeOf(n.Annotations[protocol.LastRebootTime])}
+	if v, ok := n.Annotations[protocol.Undrainable]; ok {
+		mark, _, _ := strings.Cut(v, " ")
+		e.UndrainableAt = timeOf(mark) // unreadable: zero, retried at once (only the operator writes it)
+	}
 	if e.FailedVersion != "" {
 		mark, _, _ := strings.Cut(n.Annotations[protocol.RebootFailed], " ")
 		e.FailedAt = timeOf(mark)

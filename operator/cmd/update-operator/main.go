@@ -126,6 +126,7 @@ type options struct {
 	canaryBake                                time.Duration
 	healthChecks                              selectorFlag
 	volumeTimeout                             time.Duration
+	undrainableRetry                          time.Duration
 	namespace, leaseName, identity            string
 	leaderElect                               bool
 	leaseDuration, renewDeadline, retryPeriod time.Duration
@@ -171,7 +172,8 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Minute, "time one drain attempt may take (PDB refusals are retried within it); 0 means no limit")
 	fs.DurationVar(&o.drainGrace, "drain-grace-period", -1*time.Second, "termination grace period for evicted pods; negative uses each pod's own")
 	fs.BoolVar(&o.forceDrain, "force-drain", false, "also evict pods that no controller manages (they are gone for good)")
-	fs.StringVar(&o.drainPolicy, "drain-failure-policy", string(operator.DrainRetry), "after a failed or timed-out drain: \"retry\" (keep cordoned, no reboot-ok, retry with backoff) or \"force\" (grant reboot-ok anyway)")
+	fs.StringVar(&o.drainPolicy, "drain-failure-policy", string(operator.DrainRetry), "after a failed or timed-out drain: \"retry\" (keep cordoned, no reboot-ok, retry with backoff), \"skip\" (end the cycle, uncordon what Slipway cordoned, let the next node go; this one is retried after the other waiting nodes, not before --undrainable-retry) or \"force\" (grant reboot-ok anyway)")
+	fs.DurationVar(&o.undrainableRetry, "undrainable-retry", operator.DefaultUndrainableRetry, "--drain-failure-policy=skip: how long a node whose drain failed waits before it is admitted again")
 	fs.DurationVar(&o.drainRetryBase, "drain-retry-base", operator.DefaultDrainRetryBase, "first delay before retrying a failed drain (doubles per failure)")
 	fs.DurationVar(&o.drainRetryMax, "drain-retry-max", operator.DefaultDrainRetryMax, "longest delay between drain retries")
 	fs.DurationVar(&o.drainSkipWait, "drain-skip-wait-for-delete-timeout", operator.DefaultSkipWaitForDelete, "NotReady nodes only: a pod deleted longer ago than this is taken as gone (its kubelet cannot finish it), as kubectl drain's --skip-wait-for-delete-timeout; Ready nodes always wait")
@@ -342,6 +344,9 @@ func (o *options) config() (operator.Config, error) {
 	if o.canaryBake > 0 && o.canaryNodes == 0 {
 		return cfg, errors.New("canary-bake needs --canary-nodes")
 	}
+	if o.undrainableRetry <= 0 {
+		return cfg, fmt.Errorf("undrainable-retry %s must be positive", o.undrainableRetry)
+	}
 	if o.volumeTimeout <= 0 {
 		return cfg, fmt.Errorf("volume-detach-timeout %s must be positive", o.volumeTimeout)
 	}
@@ -406,7 +411,7 @@ func (o *options) config() (operator.Config, error) {
 			Timeout: o.drainTimeout, GracePeriod: o.drainGrace, Force: o.forceDrain, Policy: policy,
 			RetryBase: o.drainRetryBase, RetryMax: o.drainRetryMax, SkipWaitForDelete: o.drainSkipWait,
 			SkipWaitForDeleteAll: time.Duration(o.skipWaitAll), PodSelector: o.drainPodSelector,
-			WaitForVolumeDetach: o.waitVolumes, VolumeDetachTimeout: o.volumeTimeout,
+			WaitForVolumeDetach: o.waitVolumes, VolumeDetachTimeout: o.volumeTimeout, UndrainableRetry: o.undrainableRetry,
 		},
 	}, nil
 }

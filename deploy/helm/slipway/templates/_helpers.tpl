@@ -50,6 +50,7 @@ operator.extraArgs.
 {{- range $op.rebootWindows }}{{ $args = append $args (printf "--reboot-window=%v" .) }}{{ end -}}
 {{- with $op.beforeRebootAnnotations }}{{ $args = append $args (printf "--before-reboot-annotations=%s" (join "," .)) }}{{ end -}}
 {{- with $op.afterRebootAnnotations }}{{ $args = append $args (printf "--after-reboot-annotations=%s" (join "," .)) }}{{ end -}}
+{{- with $op.undrainableRetry }}{{ $args = append $args (printf "--undrainable-retry=%v" .) }}{{ end -}}
 {{- with $op.drainPodSelector }}{{ $args = append $args (printf "--drain-pod-selector=%v" .) }}{{ end -}}
 {{- with $op.skipWaitForDeleteTimeout }}{{ $args = append $args (printf "--skip-wait-for-delete-timeout=%v" .) }}{{ end -}}
 {{- if not (kindIs "invalid" $op.waitForVolumeDetach) }}{{ $args = append $args (printf "--wait-for-volume-detach=%v" $op.waitForVolumeDetach) }}{{ end -}}
