@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
@@ -554,6 +555,16 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 // gaugeLabel reads one gauge value with label=value from reg.
 func gaugeLabel(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
 	t.Helper()
+	m := metricWithLabel(t, reg, name, label, value)
+	if m == nil {
+		t.Fatalf("no %s{%s=%q}", name, label, value)
+	}
+	return m.GetGauge().GetValue()
+}
+
+// metricWithLabel finds the sample of name with label=value in reg (nil: none).
+func metricWithLabel(t *testing.T, reg *prometheus.Registry, name, label, value string) *dto.Metric {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -565,13 +576,12 @@ func gaugeLabel(t *testing.T, reg *prometheus.Registry, name, label, value strin
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == label && l.GetValue() == value {
-					return m.GetGauge().GetValue()
+					return m
 				}
 			}
 		}
 	}
-	t.Fatalf("no %s{%s=%q}", name, label, value)
-	return 0
+	return nil
 }
 
 // Issue 11, notifications through the controller: a node's cycle sends "started" and "finished" to a

@@ -78,14 +78,7 @@ func TestSettlePDBs(t *testing.T) {
 	sns := simNodes(t, "spdb", 2)
 	a, b := sns[0].Name, sns[1].Name
 	workloadOn(t, "spdb", "db", a, b)
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "spdb"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
-	}
-	if _, err := client.PolicyV1().PodDisruptionBudgets("spdb").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitPDBAllows(t, "spdb", "db", 1)
+	dbPDB(t, "spdb")
 	startOperator(t, opOptions{tweak: func(c *operator.Config) {
 		c.Settle = operator.SettleConfig{PDBs: true, Timeout: 5 * time.Minute}
 	}})
@@ -115,6 +108,19 @@ func TestSettlePDBs(t *testing.T) {
 	waitNode(t, second, 60*time.Second, "the second node finished once the PDB was back", finished)
 }
 
+// dbPDB creates PDB db (minAvailable 1 of app=db) in ns and waits until it allows one disruption.
+func dbPDB(t *testing.T, ns string) {
+	t.Helper()
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
+	}
+	if _, err := client.PolicyV1().PodDisruptionBudgets(ns).Create(context.Background(), pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPDBAllows(t, ns, "db", 1)
+}
+
 func waitPDBAllows(t *testing.T, ns, name string, want int32) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -134,18 +140,10 @@ func waitPDBAllows(t *testing.T, ns, name string, want int32) {
 func TestSettleTimeout(t *testing.T) {
 	needCluster(t)
 	cleanNodes(t)
-	ctx := context.Background()
 	sns := simNodes(t, "stmo", 2)
 	a, b := sns[0].Name, sns[1].Name
 	workloadOn(t, "stmo", "db", a, b)
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "stmo"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
-	}
-	if _, err := client.PolicyV1().PodDisruptionBudgets("stmo").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitPDBAllows(t, "stmo", "db", 1)
+	dbPDB(t, "stmo")
 	reg := prometheus.NewRegistry()
 	stop := startOperator(t, opOptions{metrics: operator.NewMetrics(reg), tweak: func(c *operator.Config) {
 		c.Settle = operator.SettleConfig{PDBs: true, Timeout: 3 * time.Second, Hold: true}

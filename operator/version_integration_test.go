@@ -69,24 +69,11 @@ func TestOldVersionFails(t *testing.T) {
 	}
 }
 
-// counterLabel reads one counter value with label=value from reg.
+// counterLabel reads one counter value with label=value from reg (0 when not yet counted).
 func counterLabel(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
+	if m := metricWithLabel(t, reg, name, label, value); m != nil {
+		return m.GetCounter().GetValue()
 	}
 	return 0
 }
