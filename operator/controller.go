@@ -140,16 +140,17 @@ type Controller struct {
 	drains    *drainer
 	log       klog.Logger
 	// PodDisruptionBudgets, for --settle-pdbs (nil when off).
-	pdbs       policylisters.PodDisruptionBudgetLister
-	pdbInf     cache.SharedIndexInformer
-	pdbFactory informers.SharedInformerFactory
+	pdbs policylisters.PodDisruptionBudgetLister
+	// gates: one factory for the cluster-wide informers of the roll-out gates (PDBs, VolumeAttachments),
+	// and what Run waits for, each with what to check when it never syncs.
+	gates      informers.SharedInformerFactory
+	gateSynced []gateInformer
 	// settleUntil: node -> when only time ends its settling (reindex), for the timer sync sets;
 	// settleTimeouts: node -> the cycle (last-reboot-time) whose settle timeout was reported.
 	settleUntil    sync.Map
 	settleTimeouts sync.Map
 	// volumes: VolumeAttachments by node, for --wait-for-volume-detach (nil when off).
-	volumes        cache.SharedIndexInformer
-	volumesFactory informers.SharedInformerFactory
+	volumes cache.SharedIndexInformer
 
 	// malformed: node -> the malformed values last reported (one Event per change); per node, and
 	// the workqueue never hands one node to two workers, so a sync.Map needs no lock of ours.
@@ -274,11 +275,7 @@ func New(cfg Config) (*Controller, error) {
 		UndrainableRetry: cfg.Drain.UndrainableRetry,
 	}, c.index)
 	for _, inf := range cfg.BlockerInformers {
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(interface{}) { c.enqueueWaiting() },
-			UpdateFunc: func(interface{}, interface{}) { c.enqueueWaiting() },
-			DeleteFunc: func(interface{}) { c.enqueueWaiting() },
-		}); err != nil {
+		if _, err := inf.AddEventHandler(onAnyChange(c.enqueueWaiting)); err != nil {
 			return nil, err
 		}
 	}
@@ -288,12 +285,7 @@ func New(cfg Config) (*Controller, error) {
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + fleetswitch.ConfigMapName }))
 		c.fleetInf = c.cmFactory.Core().V1().ConfigMaps().Informer()
 		c.fleetCMs = c.cmFactory.Core().V1().ConfigMaps().Lister()
-		changed := func() { c.queue.Add(fleetKey); c.enqueueWaiting() }
-		if _, err := c.fleetInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(interface{}) { changed() },
-			UpdateFunc: func(interface{}, interface{}) { changed() },
-			DeleteFunc: func(interface{}) { changed() },
-		}); err != nil {
+		if _, err := c.fleetInf.AddEventHandler(onAnyChange(func() { c.queue.Add(fleetKey); c.enqueueWaiting() })); err != nil {
 			return nil, err
 		}
 	}
@@ -301,40 +293,58 @@ func New(cfg Config) (*Controller, error) {
 		if cfg.Drain.VolumeDetachTimeout <= 0 {
 			c.cfg.Drain.VolumeDetachTimeout = DefaultVolumeDetachTimeout
 		}
-		c.volumesFactory = informers.NewSharedInformerFactory(cfg.Client, 0)
-		c.volumes = c.volumesFactory.Storage().V1().VolumeAttachments().Informer()
+		c.volumes = c.gateFactory().Storage().V1().VolumeAttachments().Informer()
 		if err := c.volumes.AddIndexers(cache.Indexers{byNode: vaByNode}); err != nil {
 			return nil, err
 		}
 		if _, err := c.volumes.AddEventHandler(c.volumeHandler()); err != nil {
 			return nil, err
 		}
+		c.gateSynced = append(c.gateSynced, gateInformer{c.volumes, "VolumeAttachment informer never synced: check the operator's RBAC (list/watch volumeattachments), or turn --wait-for-volume-detach off"})
 	}
 	if cfg.Settle.PDBs {
 		if cfg.Settle.Timeout <= 0 {
 			c.cfg.Settle.Timeout = DefaultSettleTimeout
 		}
-		c.pdbFactory = informers.NewSharedInformerFactory(cfg.Client, 0)
-		c.pdbInf = c.pdbFactory.Policy().V1().PodDisruptionBudgets().Informer()
-		c.pdbs = c.pdbFactory.Policy().V1().PodDisruptionBudgets().Lister()
+		pdbs := c.gateFactory().Policy().V1().PodDisruptionBudgets()
+		c.pdbs = pdbs.Lister()
 		// A PDB recovering ends the settling of the nodes whose drain consumed it.
-		resettle := func() {
+		if _, err := pdbs.Informer().AddEventHandler(onAnyChange(func() {
 			for _, name := range c.index.SettlingNames() {
 				c.queue.Add(name)
 			}
-		}
-		if _, err := c.pdbInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(interface{}) { resettle() },
-			UpdateFunc: func(interface{}, interface{}) { resettle() },
-			DeleteFunc: func(interface{}) { resettle() },
-		}); err != nil {
+		})); err != nil {
 			return nil, err
 		}
+		c.gateSynced = append(c.gateSynced, gateInformer{pdbs.Informer(), "PodDisruptionBudget informer never synced: check the operator's RBAC (list/watch poddisruptionbudgets), or turn --settle-pdbs off"})
 	}
 	if cfg.Metrics != nil {
 		cfg.Metrics.Observe(c)
 	}
 	return c, nil
+}
+
+// gateInformer is an informer Run waits for, and what to say when it never syncs.
+type gateInformer struct {
+	inf      cache.SharedIndexInformer
+	unsynced string
+}
+
+// gateFactory is the factory of the roll-out gates' cluster-wide informers, made on first use.
+func (c *Controller) gateFactory() informers.SharedInformerFactory {
+	if c.gates == nil {
+		c.gates = informers.NewSharedInformerFactory(c.cfg.Client, 0)
+	}
+	return c.gates
+}
+
+// onAnyChange calls f on every add, update and delete.
+func onAnyChange(f func()) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(interface{}) { f() },
+		UpdateFunc: func(interface{}, interface{}) { f() },
+		DeleteFunc: func(interface{}) { f() },
+	}
 }
 
 // limits are the configured budgets.
@@ -361,18 +371,13 @@ func (c *Controller) Run(ctx context.Context) error {
 			return fmt.Errorf("a blocker's informer never synced: check the operator's RBAC (list/watch pods)")
 		}
 	}
-	if c.volumesFactory != nil {
-		c.volumesFactory.Start(ctx.Done())
-		defer c.volumesFactory.Shutdown()
-		if !cache.WaitForCacheSync(ctx.Done(), c.volumes.HasSynced) {
-			return fmt.Errorf("VolumeAttachment informer never synced: check the operator's RBAC (list/watch volumeattachments), or turn --wait-for-volume-detach off")
-		}
-	}
-	if c.pdbFactory != nil {
-		c.pdbFactory.Start(ctx.Done())
-		defer c.pdbFactory.Shutdown()
-		if !cache.WaitForCacheSync(ctx.Done(), c.pdbInf.HasSynced) {
-			return fmt.Errorf("PodDisruptionBudget informer never synced: check the operator's RBAC (list/watch poddisruptionbudgets), or turn --settle-pdbs off")
+	if c.gates != nil {
+		c.gates.Start(ctx.Done())
+		defer c.gates.Shutdown()
+		for _, g := range c.gateSynced {
+			if !cache.WaitForCacheSync(ctx.Done(), g.inf.HasSynced) {
+				return errors.New(g.unsynced)
+			}
 		}
 	}
 	if c.cmFactory != nil {

@@ -84,7 +84,7 @@ func (c *Controller) volumesHeld(n *corev1.Node, log klog.Logger) (bool, time.Du
 	return true, 0
 }
 
-// volumeInformer wires the VolumeAttachment informer: a change looks at the node it names again.
+// volumeHandler is the VolumeAttachment informer's handler: a change looks at the node it names again.
 func (c *Controller) volumeHandler() cache.ResourceEventHandler {
 	touch := func(obj interface{}) {
 		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {

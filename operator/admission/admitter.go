@@ -61,17 +61,13 @@ func NewAdmitter(cfg Config, index *Index) *Admitter {
 	}
 	a := &Admitter{index: index, limits: cfg.Limits, order: cfg.Order, perNode: perNode, fleet: fleetWide, canary: cfg.Canary}
 	a.own = []Gate{FailedVersionGate(), UndrainableGate(cfg.UndrainableRetry)}
-	a.chain = Chain{
-		WindowGate(cfg.Schedule),
-		PauseGate(),
-		a.own[0],
-		a.own[1],
+	a.chain = append(append(Chain{WindowGate(cfg.Schedule), PauseGate()}, a.own...),
 		a.versionHaltGate(),
 		FleetBlockersGate(fleetWide),
 		OrderGate(cfg.Order),
 		BudgetGate(),
 		NodeBlockersGate(),
-	}
+	)
 	return a
 }
 

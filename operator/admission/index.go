@@ -1,6 +1,8 @@
 package admission
 
 import (
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -215,25 +217,16 @@ func (x *Index) Gen() uint64 {
 }
 
 // WaitingNames are the nodes asking for a reboot.
-func (x *Index) WaitingNames() []string {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	out := make([]string, 0, len(x.waiting))
-	for n := range x.waiting {
-		out = append(out, n)
-	}
-	return out
-}
+func (x *Index) WaitingNames() []string { return x.names(x.waiting) }
 
 // SettlingNames are the nodes holding their slots after their cycle.
-func (x *Index) SettlingNames() []string {
+func (x *Index) SettlingNames() []string { return x.names(x.settling) }
+
+// names copies the keys of one of the index's maps under its lock.
+func (x *Index) names(m map[string]Node) []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	out := make([]string, 0, len(x.settling))
-	for n := range x.settling {
-		out = append(out, n)
-	}
-	return out
+	return slices.Collect(maps.Keys(m))
 }
 
 // Entries copies every node's entry as admission counts it (reservations applied), for Pools.
