@@ -82,6 +82,9 @@ func TestOperatorPolicyKeys(t *testing.T) {
 	if vars["hookAnnotations"] != "[]" {
 		t.Errorf("the base lists hook annotations %s; it ships with none", vars["hookAnnotations"])
 	}
+	if vars["steeringLabels"] != "[]" || vars["preferNoScheduleTaint"] != "''" {
+		t.Errorf("the base lists steering labels %s and taint %s; it ships with none", vars["steeringLabels"], vars["preferNoScheduleTaint"])
+	}
 	var specRule string
 	for _, v := range vap.Spec.Validations {
 		if strings.Contains(v.Expression, "object.spec") {
@@ -182,6 +185,8 @@ func TestOperatorPolicy(t *testing.T) {
 		name, body, sub, why string
 	}{
 		{"NoExecute taint", `{"spec":{"taints":[{"key":"example.com/evict","effect":"NoExecute"}]}}`, "", "only spec.unschedulable"},
+		{"a PreferNoSchedule taint not configured", `{"spec":{"taints":[{"key":"example.com/reboot-pending","effect":"PreferNoSchedule"}]}}`, "", "only spec.unschedulable"},
+		{"the load-balancer exclusion not configured", `{"metadata":{"labels":{"` + protocol.ExcludeFromLBs + `":"true"}}}`, "", "does not own: " + protocol.ExcludeFromLBs + " (a steering label must be listed"},
 		{"podCIDR", `{"spec":{"podCIDR":"10.9.0.0/24","podCIDRs":["10.9.0.0/24"]}}`, "", "only spec.unschedulable"},
 		{"providerID", `{"spec":{"providerID":"aws:///x/i-1"}}`, "", "only spec.unschedulable"},
 		{"relabel into another zone", `{"metadata":{"labels":{"topology.kubernetes.io/zone":"b"}}}`, "", "labels the update-operator does not own: topology.kubernetes.io/zone"},
@@ -262,6 +267,91 @@ func TestOperatorPolicy(t *testing.T) {
 		n, _ := admin.CoreV1().Nodes().Get(ctx, "op-a", metav1.GetOptions{})
 		if _, ok := n.Annotations["example.com/hook"]; ok {
 			t.Error("the hook annotation is still there")
+		}
+	})
+
+	// Steering configured (as Helm renders operator.preferNoScheduleTaint, excludeFromLoadBalancers
+	// and the pre/post-reboot labels): exactly that PreferNoSchedule taint and those labels may change;
+	// another effect or key, another label, or someone else's taint is still refused. Then, with
+	// steering turned off again, what the operator marked as its own (lb-excluded,
+	// prefer-no-schedule-taint) it may still remove, and nothing more.
+	t.Run("steering", func(t *testing.T) {
+		setPolicyVars(ctx, t, admin, map[string]string{
+			"steeringLabels":        "['" + protocol.ExcludeFromLBs + "', 'example.com/reboot']",
+			"preferNoScheduleTaint": "'example.com/reboot-pending'",
+		})
+		gpu := `{"key":"example.com/gpu","effect":"NoSchedule"}`
+		pending := `{"key":"example.com/reboot-pending","effect":"PreferNoSchedule"}`
+		if _, err := admin.CoreV1().Nodes().Patch(ctx, "op-a", types.MergePatchType, []byte(`{"spec":{"taints":[`+gpu+`]}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		allowed := `{"metadata":{"labels":{"` + protocol.ExcludeFromLBs + `":"true","example.com/reboot":"rebooting"},"annotations":{"` +
+			protocol.LBExcluded + `":"true","` + protocol.PreferNoScheduleTaint + `":"example.com/reboot-pending"}},"spec":{"taints":[` + gpu + `,` + pending + `]}}`
+		var last error
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, err := op.CoreV1().Nodes().Patch(ctx, "op-a", types.MergePatchType, []byte(allowed), metav1.PatchOptions{})
+			if err != nil && ctx.Err() == nil {
+				last = err
+			}
+			return err == nil, nil
+		}); err != nil {
+			t.Fatalf("the configured steering writes are still refused after 1m: %v", last)
+		}
+		for _, body := range []string{
+			`{"spec":{"taints":[` + gpu + `,{"key":"example.com/reboot-pending","effect":"NoSchedule"}]}}`,
+			`{"spec":{"taints":[` + gpu + `,` + pending + `,{"key":"example.com/other","effect":"PreferNoSchedule"}]}}`,
+			`{"spec":{"taints":[` + pending + `]}}`, // the admin's taint dropped
+			`{"metadata":{"labels":{"example.com/unlisted":"x"}}}`,
+		} {
+			if _, err := op.CoreV1().Nodes().Patch(ctx, "op-a", types.MergePatchType, []byte(body), metav1.PatchOptions{}); err == nil || !apierrors.IsForbidden(err) {
+				t.Errorf("patch %s: %v, want refused", body, err)
+			}
+		}
+		setPolicyVars(ctx, t, admin, map[string]string{"steeringLabels": "[]", "preferNoScheduleTaint": "''"})
+		waitEnforced(ctx, t, op, operatorPolicy, "op-a", `{"metadata":{"labels":{"example.com/reboot":"done"}}}`)
+		cleanup := `{"metadata":{"labels":{"` + protocol.ExcludeFromLBs + `":null},"annotations":{"` + protocol.LBExcluded + `":null,"` +
+			protocol.PreferNoScheduleTaint + `":null}},"spec":{"taints":[` + gpu + `]}}`
+		if _, err := op.CoreV1().Nodes().Patch(ctx, "op-a", types.MergePatchType, []byte(cleanup), metav1.PatchOptions{}); err != nil {
+			t.Errorf("removing what the operator marked as its own, steering off: %v", err)
+		}
+		n, _ := admin.CoreV1().Nodes().Get(ctx, "op-a", metav1.GetOptions{})
+		if _, ok := n.Labels[protocol.ExcludeFromLBs]; ok || len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != "example.com/gpu" {
+			t.Errorf("after the cleanup: labels %v, taints %v", n.Labels, n.Spec.Taints)
+		}
+		// Unmarked now: the same removal of a label someone else set is refused.
+		if _, err := admin.CoreV1().Nodes().Patch(ctx, "op-a", types.MergePatchType, []byte(`{"metadata":{"labels":{"`+protocol.ExcludeFromLBs+`":""}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := op.CoreV1().Nodes().Patch(ctx, "op-a", types.MergePatchType, []byte(`{"metadata":{"labels":{"`+protocol.ExcludeFromLBs+`":null}}}`), metav1.PatchOptions{}); err == nil {
+			t.Error("the operator removed a load-balancer exclusion it did not mark")
+		}
+	})
+}
+
+// setPolicyVars sets variables of the operator's policy (as Helm renders them) until the test ends.
+func setPolicyVars(ctx context.Context, t *testing.T, admin kubernetes.Interface, vars map[string]string) {
+	t.Helper()
+	vap, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, operatorPolicy, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := vap.DeepCopy()
+	for i, v := range vap.Spec.Variables {
+		if e, ok := vars[v.Name]; ok {
+			vap.Spec.Variables[i].Expression = e
+		}
+	}
+	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Update(ctx, vap, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cur, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, operatorPolicy, metav1.GetOptions{})
+		if err == nil {
+			cur.Spec = orig.Spec
+			_, err = admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Update(ctx, cur, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Errorf("restoring the policy: %v", err)
 		}
 	})
 }

@@ -13,18 +13,25 @@ import (
 	"github.com/slipway-dev/slipway/operator/admission"
 )
 
-// admit asks admission whether a waiting node may start its cycle now and keeps its blocked-by
-// annotation true to the answer (an admission's own PATCH removes it). It returns the node as written,
-// whether it was admitted, when only time can change the answer, and done, which ends an admitted
-// node's reservation (call it after the admission's PATCH).
+// admit asks admission whether a waiting node may start its cycle now and keeps what a waiting node
+// carries true to the answer: its blocked-by annotation (an admission's own PATCH removes it) and the
+// --prefer-no-schedule-taint taint. It returns the node as written, whether it was admitted, when
+// only time can change the answer, and done, which ends an admitted node's reservation (call it after
+// the admission's PATCH).
 func (c *Controller) admit(ctx context.Context, n *corev1.Node, state protocol.State, f protocol.Facts, log klog.Logger) (
 	out *corev1.Node, admitted bool, retry time.Duration, done func(), err error) {
 	done = func() {}
 	if state != protocol.NeedsReboot || f.Paused {
 		c.cfg.Notify.Unblocked(n.Name)
-		if _, ok := n.Annotations[protocol.BlockedBy]; ok && state != protocol.NeedsReboot {
-			n, err = c.markBlocked(ctx, n, admission.Pass, log)
+		var blocked *admission.Verdict // a paused node keeps what it said
+		if state != protocol.NeedsReboot {
+			blocked = &admission.Pass
 		}
+		taint := taintOff // not waiting for a turn: paused, or nothing to do
+		if state.InCycle() {
+			taint = taintKeep // the cycle's end removes it
+		}
+		n, err = c.markWaiting(ctx, n, blocked, taint, log)
 		return n, false, 0, done, err
 	}
 	d := c.admitter.Decide(ctx, n.Name, n, c.fleetSwitch(), c.cfg.Now(), c.lookup)
@@ -39,37 +46,52 @@ func (c *Controller) admit(ctx context.Context, n *corev1.Node, state protocol.S
 			}
 		}, nil
 	}
-	if n, err = c.markBlocked(ctx, n, d.Verdict, log); err != nil {
+	if n, err = c.markWaiting(ctx, n, &d.Verdict, taintOn, log); err != nil {
 		return nil, false, 0, done, err
 	}
 	c.cfg.Notify.Blocked(n.Name, d.String())
 	return n, false, d.Retry, done, nil
 }
 
-// markBlocked keeps the node's blocked-by annotation equal to v ("<kind>: <reason>"; Pass removes
-// it), with an Event when it changes: Normal `Waiting` for the quiet kinds (the plan working),
-// Warning `Blocked` for the others (something a person may want to look at). It returns the node as
-// written.
-func (c *Controller) markBlocked(ctx context.Context, n *corev1.Node, v admission.Verdict, log klog.Logger) (*corev1.Node, error) {
-	why := truncate(v.String(), 512)
-	old, had := n.Annotations[protocol.BlockedBy]
-	if had && old == why || !had && why == "" {
-		return n, nil
-	}
+// taintWant says what markWaiting does with the waiting taint.
+type taintWant int
+
+const (
+	taintKeep taintWant = iota
+	taintOn
+	taintOff
+)
+
+// markWaiting keeps the node's blocked-by annotation equal to blocked ("<kind>: <reason>"; Pass
+// removes it; nil leaves it), with an Event when it changes: Normal `Waiting` for the quiet kinds (the
+// plan working), Warning `Blocked` for the others (something a person may want to look at); and puts
+// the waiting taint on or off (steer.Config.Taint). One PATCH, none when nothing changes. It returns
+// the node as written.
+func (c *Controller) markWaiting(ctx context.Context, n *corev1.Node, blocked *admission.Verdict, taint taintWant, log klog.Logger) (*corev1.Node, error) {
 	p := nodes.Patch{ResourceVersion: n.ResourceVersion}
-	if why == "" {
-		p.DeleteAnnotation(n, protocol.BlockedBy)
-	} else {
-		p.SetAnnotation(n, protocol.BlockedBy, why)
+	var why string
+	if blocked != nil {
+		why = truncate(blocked.String(), 512)
+		if why == "" {
+			p.DeleteAnnotation(n, protocol.BlockedBy)
+		} else {
+			p.SetAnnotation(n, protocol.BlockedBy, why)
+		}
+	}
+	if taint != taintKeep {
+		c.cfg.Steer.Taint(&p, n, taint == taintOn)
+	}
+	if p.Empty() {
+		return n, nil
 	}
 	out, err := c.apply(ctx, &p, n)
 	if err != nil {
 		return nil, err
 	}
-	if why != "" {
+	if _, changed := p.Annotations[protocol.BlockedBy]; changed && why != "" {
 		log.V(1).Info("not admitted", "why", why)
 		typ, reason := corev1.EventTypeWarning, "Blocked"
-		if v.Kind.Quiet() {
+		if blocked.Kind.Quiet() {
 			typ, reason = corev1.EventTypeNormal, "Waiting"
 		}
 		c.cfg.Recorder.Event(n, typ, reason, why)

@@ -48,6 +48,7 @@ import (
 	"github.com/slipway-dev/slipway/operator/health"
 	"github.com/slipway-dev/slipway/operator/notify"
 	"github.com/slipway-dev/slipway/operator/stall"
+	"github.com/slipway-dev/slipway/operator/steer"
 )
 
 // Defaults, one per setting: New and the update-operator's flags both use these.
@@ -115,6 +116,9 @@ type Config struct {
 	Identity string
 	// Settle keeps a finished node's budget slots held for a while (settle.go).
 	Settle SettleConfig
+	// Steer: the PreferNoSchedule taint on waiting nodes, the load-balancer exclusion and kured's
+	// node labels around the cycle (package steer); zero: none.
+	Steer steer.Config
 	// Canary: per-OS-version canaries and halts (--canary-nodes, --canary-bake,
 	// --max-failed-per-version); zero: off.
 	Canary admission.Canary

@@ -11,6 +11,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/notify"
+	"github.com/slipway-dev/slipway/operator/steer"
 )
 
 // step is one decided cycle step about to be carried out on n (the Node before its PATCH).
@@ -23,6 +24,8 @@ type step struct {
 	hooks protocol.Hooks
 	// groupLabel is --group-label: an admission pins the node's budget group.
 	groupLabel string
+	// steer: what an admission and a cycle's end write to steer pods and traffic (steer.Config).
+	steer steer.Config
 	// failed: why this step's node counts against --max-failed-reboots ("" it does not); its
 	// reboot-failed mark is written with the step.
 	failed string
@@ -78,7 +81,7 @@ type effect struct {
 var effects = []effect{
 	{
 		Do:     protocol.MarkBeforeReboot,
-		Writes: "label before-reboot=true; clear the before-reboot hook annotations, blocked-by; cycle-started=now; admitted-group (and admitted-control-plane) pin the pools it counts against until the cycle ends",
+		Writes: "label before-reboot=true; clear the before-reboot hook annotations, blocked-by; cycle-started=now; admitted-group (and admitted-control-plane) pin the pools it counts against until the cycle ends; " + steerAdmissionWrites,
 		patch:  func(s step) *nodes.Patch { return markBeforeReboot(s) },
 		Event:  "BeforeRebootHooks",
 		message: func(s step) string {
@@ -88,7 +91,7 @@ var effects = []effect{
 	},
 	{
 		Do:     protocol.StartDrain,
-		Writes: "cordon (cordoned=true, unless already unschedulable); drain-started=now; settle-pdbs=the PDBs of the node's pods and the disruptions each allows now (--settle-pdbs; else cleared); clear drain-error, blocked-by, label before-reboot and its hook annotations; cycle-started=now, admitted-group and admitted-control-plane when admitted straight into the drain",
+		Writes: "cordon (cordoned=true, unless already unschedulable); drain-started=now; settle-pdbs=the PDBs of the node's pods and the disruptions each allows now (--settle-pdbs; else cleared); clear drain-error, blocked-by, label before-reboot and its hook annotations; cycle-started=now, admitted-group, admitted-control-plane and the steering labels when admitted straight into the drain",
 		patch:  startDrain,
 		Event:  "Draining",
 		message: func(s step) string {
@@ -197,7 +200,10 @@ var effects = []effect{
 }
 
 // endCycleWrites is what ending a cycle writes (Finish and Abort).
-const endCycleWrites = "reboot-ok=false (if present); drop labels before-reboot, after-reboot and every hook annotation; uncordon if Slipway (or a replaced FLUO agent: agent-made-unschedulable=false) cordoned; drop cordoned, drain-started, drain-error, reboot-boot-id, reboot-ok-time, reboot-version, cycle-started, admitted-group, admitted-control-plane, stalled, blocked-by"
+const endCycleWrites = "reboot-ok=false (if present); drop labels before-reboot, after-reboot and every hook annotation; uncordon if Slipway (or a replaced FLUO agent: agent-made-unschedulable=false) cordoned; drop cordoned, drain-started, drain-error, reboot-boot-id, reboot-ok-time, reboot-version, cycle-started, admitted-group, admitted-control-plane, stalled, blocked-by; drop the exclude-from-external-load-balancers label and the --prefer-no-schedule-taint taint if Slipway added them (lb-excluded, prefer-no-schedule-taint); the --post-reboot-node-labels"
+
+// steerAdmissionWrites is what steer.Config.Admit writes.
+const steerAdmissionWrites = "label node.kubernetes.io/exclude-from-external-load-balancers=true and lb-excluded=true unless the node has that label (--exclude-from-load-balancers); the --pre-reboot-node-labels"
 
 // effectOf is the table's row for a.
 func effectOf(a protocol.Action) effect {
@@ -272,13 +278,14 @@ func markBeforeReboot(s step) *nodes.Patch {
 	p.SetLabel(s.n, protocol.BeforeReboot, protocol.True)
 	p.SetAnnotation(s.n, protocol.CycleStarted, s.now.UTC().Format(time.RFC3339))
 	p.DeleteAnnotation(s.n, protocol.BlockedBy)
-	pinPools(p, s)
+	onAdmission(p, s)
 	return p
 }
 
-// pinPools records the pools an admission takes the node into: until its cycle ends it counts
-// against them whatever its labels or FleetLock group say meanwhile (admission.Of).
-func pinPools(p *nodes.Patch, s step) {
+// onAdmission records the pools an admission takes the node into (until its cycle ends it counts
+// against them whatever its labels or FleetLock group say meanwhile, admission.Of) and steers
+// traffic and pods away (steer.Config.Admit).
+func onAdmission(p *nodes.Patch, s step) {
 	if !s.admission() {
 		return
 	}
@@ -288,6 +295,7 @@ func pinPools(p *nodes.Patch, s step) {
 	} else {
 		p.DeleteAnnotation(s.n, protocol.AdmittedControlPlane)
 	}
+	s.steer.Admit(p, s.n)
 }
 
 func startDrain(s step) *nodes.Patch {
@@ -296,7 +304,7 @@ func startDrain(s step) *nodes.Patch {
 	if s.f.Needed && !s.f.BeforeLabel {
 		p.SetAnnotation(n, protocol.CycleStarted, now) // admitted straight into the drain
 	}
-	pinPools(p, s)
+	onAdmission(p, s)
 	p.DeleteAnnotation(n, protocol.BlockedBy)
 	if !n.Spec.Unschedulable {
 		p.SetUnschedulable(n, true)
@@ -358,6 +366,7 @@ func endCycle(s step) *nodes.Patch {
 	for _, k := range []string{protocol.Cordoned, protocol.DrainStarted, protocol.DrainError, protocol.RebootBootID, protocol.RebootOKTime, protocol.RebootVersion, protocol.CycleStarted, protocol.AdmittedGroup, protocol.AdmittedControlPlane, protocol.Stalled, protocol.BlockedBy} {
 		p.DeleteAnnotation(n, k)
 	}
+	s.steer.End(p, n)
 	return p
 }
 

@@ -488,6 +488,24 @@ func TestValues(t *testing.T) {
 			}
 		},
 	}, {
+		name: "steering: flags, and the operator's policy lets it change exactly these labels and that taint",
+		vals: `operator: {preferNoScheduleTaint: example.com/reboot-pending, excludeFromLoadBalancers: true,
+		             preRebootNodeLabels: [kured=rebooting, remediation.medik8s.io/exclude-from-remediation=true],
+		             postRebootNodeLabels: [kured=done, remediation.medik8s.io/exclude-from-remediation-]}`,
+		edit: func(t *testing.T, o objects) {
+			appendArgs(o[operatorKey], "--prefer-no-schedule-taint=example.com/reboot-pending", "--exclude-from-load-balancers=true",
+				"--pre-reboot-node-labels=kured=rebooting,remediation.medik8s.io/exclude-from-remediation=true",
+				"--post-reboot-node-labels=kured=done,remediation.medik8s.io/exclude-from-remediation-")
+			for _, v := range o[opVAPKey]["spec"].(map[string]any)["variables"].([]any) {
+				switch v := v.(map[string]any); v["name"] {
+				case "steeringLabels":
+					v["expression"] = "['node.kubernetes.io/exclude-from-external-load-balancers', 'kured', 'remediation.medik8s.io/exclude-from-remediation']"
+				case "preferNoScheduleTaint":
+					v["expression"] = "'example.com/reboot-pending'"
+				}
+			}
+		},
+	}, {
 		name: "operator flags left out",
 		vals: `operator: {maxUnavailable: "", drainTimeout: "", drainFailurePolicy: ""}`,
 		edit: func(t *testing.T, o objects) { delete(container(o[operatorKey]), "args") },
@@ -714,6 +732,9 @@ func TestValuesRefused(t *testing.T) {
 		{`fleetlock: {enabled: true, central: {enabled: true}}`, "exclude each other"},
 		{`tolerations: []`, "'tolerations' not allowed"},
 		{`operator: {beforeRebootAnnotations: ["x']+['y"]}`, "is not an annotation key"},
+		{`operator: {preRebootNodeLabels: ["x']+['y=1"]}`, "is not KEY=VALUE or KEY-"},
+		{`operator: {postRebootNodeLabels: [kured]}`, "is not KEY=VALUE or KEY-"},
+		{`operator: {preferNoScheduleTaint: "x' + 'y"}`, "at '/operator/preferNoScheduleTaint'"},
 		{`agentPolicy: {enabled: false}`, "also set agentPolicy.acknowledgeUnconfinedAgents=true"},
 		{`operator: {afterRebootAnnotations: "example.com/a"}`, "at '/operator/afterRebootAnnotations'"},
 	} {

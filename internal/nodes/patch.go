@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -18,12 +19,15 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 )
 
-// Patch is a JSON merge patch of a Node's annotations, labels and spec.unschedulable. A nil value
-// deletes the key.
+// Patch is a JSON merge patch of a Node's annotations, labels, spec.unschedulable and spec.taints. A
+// nil value deletes the key.
 type Patch struct {
 	Annotations   map[string]*string
 	Labels        map[string]*string
 	Unschedulable *bool
+	// Taints, when set, replaces the whole list (a merge patch cannot change one entry of a list):
+	// send it only with ResourceVersion, so a taint someone added meanwhile is never dropped.
+	Taints *[]corev1.Taint
 	// ResourceVersion, when set, makes the server refuse the patch (409 Conflict) if the Node changed
 	// since the version the decision was made on.
 	ResourceVersion string
@@ -92,9 +96,20 @@ func (p *Patch) SetUnschedulable(n *corev1.Node, v bool) {
 	p.Unschedulable = &v
 }
 
+// SetTaints sets spec.taints to ts, unless the node already has exactly that list.
+func (p *Patch) SetTaints(n *corev1.Node, ts []corev1.Taint) {
+	if n != nil && (len(n.Spec.Taints) == 0 && len(ts) == 0 || equality.Semantic.DeepEqual(n.Spec.Taints, ts)) {
+		return
+	}
+	if ts == nil {
+		ts = []corev1.Taint{}
+	}
+	p.Taints = &ts
+}
+
 // Empty reports whether the patch changes nothing.
 func (p *Patch) Empty() bool {
-	return len(p.Annotations) == 0 && len(p.Labels) == 0 && p.Unschedulable == nil
+	return len(p.Annotations) == 0 && len(p.Labels) == 0 && p.Unschedulable == nil && p.Taints == nil
 }
 
 // JSON renders the merge patch.
@@ -113,8 +128,15 @@ func (p *Patch) JSON() ([]byte, error) {
 	if len(meta) > 0 {
 		body["metadata"] = meta
 	}
+	spec := map[string]interface{}{}
 	if p.Unschedulable != nil {
-		body["spec"] = map[string]interface{}{"unschedulable": *p.Unschedulable}
+		spec["unschedulable"] = *p.Unschedulable
+	}
+	if p.Taints != nil {
+		spec["taints"] = *p.Taints
+	}
+	if len(spec) > 0 {
+		body["spec"] = spec
 	}
 	return json.Marshal(body)
 }
@@ -136,6 +158,13 @@ func (p *Patch) String() string {
 	sort.Strings(parts)
 	if p.Unschedulable != nil {
 		parts = append(parts, fmt.Sprintf("spec.unschedulable=%t", *p.Unschedulable))
+	}
+	if p.Taints != nil {
+		var ts []string
+		for _, t := range *p.Taints {
+			ts = append(ts, t.ToString())
+		}
+		parts = append(parts, "spec.taints=["+strings.Join(ts, " ")+"]")
 	}
 	return strings.Join(parts, ", ")
 }

@@ -8,7 +8,8 @@ import (
 
 // Strip is an informer transform: it drops the parts of a Node neither binary reads, which keeps the
 // operator's cache small on large fleets. What stays: metadata but managedFields (labels and
-// annotations are the protocol), spec.unschedulable, the Ready condition, and of
+// annotations are the protocol), spec.unschedulable and spec.taints (--prefer-no-schedule-taint
+// rewrites the list whole), the Ready condition, and of
 // nodeInfo the boot ID (proof of a reboot) and machine ID (FleetLock's node ID). Container images can
 // be tens of kilobytes per node and managedFields as much again; capacity and allocatable are maps of
 // quantities; the other conditions carry long messages. Nothing writes a cached Node back whole
@@ -20,7 +21,7 @@ func Strip(obj interface{}) (interface{}, error) {
 		return obj, nil
 	}
 	n.ManagedFields = nil
-	n.Spec = corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable}
+	n.Spec = corev1.NodeSpec{Unschedulable: n.Spec.Unschedulable, Taints: n.Spec.Taints}
 	n.Status.Phase = ""
 	n.Status.Images = nil
 	n.Status.VolumesInUse = nil

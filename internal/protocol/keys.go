@@ -115,6 +115,21 @@ const (
 	// not admitted again before --undrainable-retry has passed. Removed when a cycle finishes.
 	Undrainable = SlipwayPrefix + "undrainable"
 
+	// PreferNoScheduleTaint — operator: the key of the PreferNoSchedule taint Slipway put on the node
+	// while it waited for its turn (--prefer-no-schedule-taint); the taint is removed with this
+	// annotation when the cycle ends or the node stops waiting. A taint someone else set is never
+	// marked, so never removed.
+	PreferNoScheduleTaint = SlipwayPrefix + "prefer-no-schedule-taint"
+
+	// LBExcluded — operator: "true" when Slipway added ExcludeFromLBs for the cycle
+	// (--exclude-from-load-balancers); the label is removed with it when the cycle ends. A label that
+	// was there before the cycle is left alone.
+	LBExcluded = SlipwayPrefix + "lb-excluded"
+
+	// ExcludeFromLBs is Kubernetes' well-known label: the service controller takes a node that has it
+	// (any value) out of external load balancers' backends.
+	ExcludeFromLBs = "node.kubernetes.io/exclude-from-external-load-balancers"
+
 	// BlockedBy — operator: why a waiting node is not admitted yet, "<kind>: <detail>" (budget, window,
 	// paused, order, or a blocker's name); removed when it is admitted. Written when the reason changes.
 	BlockedBy = SlipwayPrefix + "blocked-by"
@@ -182,6 +197,8 @@ var Owners = map[string]Writer{
 	BlockedBy:              WriterOperator,
 	SettlePDBs:             WriterOperator,
 	Undrainable:            WriterOperator,
+	PreferNoScheduleTaint:  WriterOperator,
+	LBExcluded:             WriterOperator,
 	FleetLockGroup:         WriterFleetLock,
 	FleetLockID:            WriterFleetLock,
 	FleetLockEnrolled:      WriterAdmin,

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -56,6 +57,7 @@ import (
 	"github.com/slipway-dev/slipway/operator/notify"
 	"github.com/slipway-dev/slipway/operator/stall"
 	"github.com/slipway-dev/slipway/operator/status"
+	"github.com/slipway-dev/slipway/operator/steer"
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
@@ -127,6 +129,9 @@ type options struct {
 	healthChecks                              selectorFlag
 	volumeTimeout                             time.Duration
 	undrainableRetry                          time.Duration
+	preferNoScheduleTaint                     string
+	excludeLBs                                bool
+	preLabels, postLabels                     listFlag
 	namespace, leaseName, identity            string
 	leaderElect                               bool
 	leaseDuration, renewDeadline, retryPeriod time.Duration
@@ -189,6 +194,10 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.BoolVar(&o.settlePDBs, "settle-pdbs", true, "after a node finishes its cycle it also keeps its budget slots until every PodDisruptionBudget its pods fell under allows at least as many disruptions as before its drain (read when the drain began), bounded by --settle-timeout")
 	fs.DurationVar(&o.settleTimeout, "settle-timeout", operator.DefaultSettleTimeout, "longest wait for the PodDisruptionBudgets of --settle-pdbs after a node finished; then a SettleTimeout Warning Event, slipway_operator_settle_timeouts_total, and --settle-timeout-policy")
 	fs.StringVar(&o.settlePolicy, "settle-timeout-policy", "proceed", "when --settle-timeout passes with PodDisruptionBudgets still short: \"proceed\" (the next node goes; its drain still respects every PDB) or \"hold\" (the slots stay held until they are back)")
+	fs.StringVar(&o.preferNoScheduleTaint, "prefer-no-schedule-taint", "", "taint key: while a node waits for its turn it carries KEY:PreferNoSchedule, so new pods prefer other nodes and fewer are moved twice; removed when its cycle ends or it stops waiting, never when someone else set it (kured's flag, same meaning); empty: off. The operator's admission policy must allow the key (Helm does; README \"Steering\")")
+	fs.BoolVar(&o.excludeLBs, "exclude-from-load-balancers", false, "label a node node.kubernetes.io/exclude-from-external-load-balancers for its cycle, so the service controller takes it out of external load balancers before the drain; removed after only if Slipway added it")
+	fs.Var(&o.preLabels, "pre-reboot-node-labels", "labels KEY=VALUE (comma-separated, repeatable) written when a node's cycle starts, before the cordon (kured's flag, same meaning); KEY- removes a label. The operator's admission policy must allow the keys (Helm does)")
+	fs.Var(&o.postLabels, "post-reboot-node-labels", "labels KEY=VALUE or KEY- written when a node's cycle ends, with the uncordon (kured's flag; also when a cycle ends without a reboot, so a pre-reboot label never outlives its cycle)")
 	fs.DurationVar(&o.rebootTimeout, "reboot-timeout", 30*time.Minute, "time a node may spend in one stage of its cycle (hooks, drain, reboot, coming back Ready) before it is reported stalled: annotation update.slipway.dev/stalled, a Stalled Warning Event, slipway_operator_stalled_nodes; 0 never")
 	fs.StringVar(&o.stallPolicy, "stall-policy", string(stall.Hold), "a stalled node: \"hold\" keeps its budget slot (safe); \"release\" frees it once the node stalled after its reboot was granted, so the roll-out goes on without it")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader-election Lease (default $POD_NAMESPACE)")
@@ -361,6 +370,10 @@ func (o *options) config() (operator.Config, error) {
 			return cfg, fmt.Errorf("drain-pod-selector %q: %w", o.drainPodSelector, err)
 		}
 	}
+	steering, err := o.steer()
+	if err != nil {
+		return cfg, err
+	}
 	if o.drainRetryBase <= 0 || o.drainRetryMax < o.drainRetryBase {
 		return cfg, fmt.Errorf("drain-retry-base (%s) must be positive and at most drain-retry-max (%s)", o.drainRetryBase, o.drainRetryMax)
 	}
@@ -402,6 +415,7 @@ func (o *options) config() (operator.Config, error) {
 		Namespace:                  o.namespace,
 		MaxFailedReboots:           o.maxFailedReboots,
 		Canary:                     admission.Canary{Nodes: o.canaryNodes, Bake: o.canaryBake, MaxFailed: o.maxFailedPerVersion},
+		Steer:                      steering,
 		Settle:                     operator.SettleConfig{Time: o.settleTime, PDBs: o.settlePDBs, Timeout: o.settleTimeout, Hold: o.settlePolicy == "hold"},
 		MinReady:                   minReady,
 		Schedule:                   schedule,
@@ -414,6 +428,26 @@ func (o *options) config() (operator.Config, error) {
 			WaitForVolumeDetach: o.waitVolumes, VolumeDetachTimeout: o.volumeTimeout, UndrainableRetry: o.undrainableRetry,
 		},
 	}, nil
+}
+
+// steer validates the steering flags. A pre- or post-reboot label may not be --group-label: it
+// would move the node between budget groups.
+func (o *options) steer() (steer.Config, error) {
+	c := steer.Config{PreferNoScheduleTaint: o.preferNoScheduleTaint, ExcludeFromLoadBalancers: o.excludeLBs}
+	if err := steer.ValidateTaintKey(o.preferNoScheduleTaint); err != nil {
+		return c, fmt.Errorf("prefer-no-schedule-taint: %w", err)
+	}
+	var err error
+	if c.Pre, err = steer.ParseLabels(o.preLabels); err != nil {
+		return c, fmt.Errorf("pre-reboot-node-labels: %w", err)
+	}
+	if c.Post, err = steer.ParseLabels(o.postLabels); err != nil {
+		return c, fmt.Errorf("post-reboot-node-labels: %w", err)
+	}
+	if o.groupLabel != "" && slices.Contains(c.LabelKeys(), o.groupLabel) {
+		return c, fmt.Errorf("pre-reboot-node-labels/post-reboot-node-labels: %s is --group-label; a cycle would move the node to another budget group", o.groupLabel)
+	}
+	return c, nil
 }
 
 func run() int {

@@ -47,6 +47,23 @@ func TestFlagsValid(t *testing.T) {
 	}
 }
 
+// kured's steering flags: comma-separated and repeated, as kured's string slices.
+func TestSteeringFlags(t *testing.T) {
+	o, _, err := parse([]string{"--namespace=ns", "--prefer-no-schedule-taint=example.com/pending", "--exclude-from-load-balancers",
+		"--pre-reboot-node-labels=kured=rebooting,nhc/x=true", "--post-reboot-node-labels=kured=done", "--post-reboot-node-labels=nhc/x-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Steer
+	if s.PreferNoScheduleTaint != "example.com/pending" || !s.ExcludeFromLoadBalancers || len(s.Pre) != 2 || len(s.Post) != 2 || !s.Post[1].Remove || s.Pre[1].Value != "true" {
+		t.Errorf("steering %+v", s)
+	}
+}
+
 // kured's drain knobs: --skip-wait-for-delete-timeout in kured's whole seconds or as a duration,
 // --drain-pod-selector as given.
 func TestKuredDrainFlags(t *testing.T) {
@@ -89,6 +106,10 @@ func TestFlagsRejected(t *testing.T) {
 		"retry bounds":           {[]string{"--drain-retry-base=1m", "--drain-retry-max=1s"}, "drain-retry-base"},
 		"drain pod selector":     {[]string{"--drain-pod-selector=app in (a"}, "drain-pod-selector"},
 		"negative settle":        {[]string{"--settle-time=-1s"}, "settle-time"},
+		"taint key":              {[]string{"--prefer-no-schedule-taint=reboot pending"}, "prefer-no-schedule-taint"},
+		"pre label without =":    {[]string{"--pre-reboot-node-labels=kured"}, "pre-reboot-node-labels"},
+		"post label protocol":    {[]string{"--post-reboot-node-labels=flatcar-linux-update.v1.flatcar-linux.net/before-reboot=true"}, "post-reboot-node-labels"},
+		"label is group label":   {[]string{"--group-label=example.com/pool", "--pre-reboot-node-labels=example.com/pool=rebooting"}, "budget group"},
 		"zero volume timeout":    {[]string{"--volume-detach-timeout=0s"}, "volume-detach-timeout"},
 		"negative canaries":      {[]string{"--canary-nodes=-1"}, "canary-nodes"},
 		"bake without canaries":  {[]string{"--canary-bake=1h"}, "canary-bake"},

@@ -63,6 +63,10 @@ operator.extraArgs.
 {{- with $op.canaryNodes }}{{ $args = append $args (printf "--canary-nodes=%v" .) }}{{ end -}}
 {{- with $op.canaryBake }}{{ $args = append $args (printf "--canary-bake=%v" .) }}{{ end -}}
 {{- with $op.maxFailedPerVersion }}{{ $args = append $args (printf "--max-failed-per-version=%v" .) }}{{ end -}}
+{{- with $op.preferNoScheduleTaint }}{{ $args = append $args (printf "--prefer-no-schedule-taint=%v" .) }}{{ end -}}
+{{- if $op.excludeFromLoadBalancers }}{{ $args = append $args "--exclude-from-load-balancers=true" }}{{ end -}}
+{{- with $op.preRebootNodeLabels }}{{ $args = append $args (printf "--pre-reboot-node-labels=%s" (join "," .)) }}{{ end -}}
+{{- with $op.postRebootNodeLabels }}{{ $args = append $args (printf "--post-reboot-node-labels=%s" (join "," .)) }}{{ end -}}
 {{- range $op.extraArgs }}{{ $args = append $args (toString .) }}{{ end -}}
 {{- toYaml $args -}}
 {{- end -}}
@@ -78,6 +82,22 @@ operator.extraArgs.
 {{- $keys = append $keys (printf "'%s'" .) }}
 {{- end -}}
 [{{ join ", " $keys }}]
+{{- end -}}
+
+{{/* The operator's steering labels as a CEL list for its admission policy: "[]" without steering.
+The keys of operator.preRebootNodeLabels and postRebootNodeLabels (KEY=VALUE or KEY-), and the
+load-balancer exclusion label when operator.excludeFromLoadBalancers. */}}
+{{- define "slipway.steeringLabels" -}}
+{{- $keys := list -}}
+{{- if .Values.operator.excludeFromLoadBalancers }}{{ $keys = append $keys "'node.kubernetes.io/exclude-from-external-load-balancers'" }}{{ end -}}
+{{- range (concat (.Values.operator.preRebootNodeLabels | default list) (.Values.operator.postRebootNodeLabels | default list)) }}
+{{- if not (regexMatch "^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?(=(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?|-)$" (toString .)) }}
+{{- fail (printf "operator.preRebootNodeLabels/postRebootNodeLabels: %q is not KEY=VALUE or KEY-" (toString .)) }}
+{{- end }}
+{{- $key := regexReplaceAll "(=.*|-)$" (toString .) "" }}
+{{- $keys = append $keys (printf "'%s'" $key) }}
+{{- end -}}
+[{{ join ", " ($keys | uniq) }}]
 {{- end -}}
 
 {{/*

@@ -1,0 +1,130 @@
+package operator_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
+	"github.com/slipway-dev/slipway/operator"
+	"github.com/slipway-dev/slipway/operator/steer"
+)
+
+const pendingTaint = "example.com/reboot-pending"
+
+var gpuTaint = corev1.Taint{Key: "example.com/gpu", Value: "a100", Effect: corev1.TaintEffectNoSchedule}
+
+func hasTaint(n *corev1.Node, key string, effect corev1.TaintEffect) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key && t.Effect == effect })
+}
+
+func steering() steer.Config {
+	return steer.Config{PreferNoScheduleTaint: pendingTaint, ExcludeFromLoadBalancers: true,
+		Pre:  []steer.Label{{Key: "example.com/reboot", Value: "rebooting"}, {Key: "remediation.medik8s.io/exclude-from-remediation", Value: "true"}},
+		Post: []steer.Label{{Key: "example.com/reboot", Value: "done"}, {Key: "remediation.medik8s.io/exclude-from-remediation", Remove: true}}}
+}
+
+// Steering over two real agents with budget 1: the node that waits for its turn carries the
+// PreferNoSchedule taint beside the admin's NoSchedule taint; each node's cycle carries the
+// load-balancer exclusion and the pre-reboot labels (NodeHealthCheck's exclusion label) and ends
+// with them gone, the post-reboot label written and the waiting taint removed. A node whose owner
+// excluded it from load balancers before keeps that label; the admin's taint is never touched.
+func TestSteering(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	sns := simNodes(t, "steer", 2)
+	ctx := context.Background()
+	b, err := json.Marshal([]corev1.Taint{gpuTaint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taints := string(b)
+	for _, sn := range sns {
+		body := `{"spec":{"taints":` + taints + `}}`
+		if sn == sns[1] {
+			body = `{"metadata":{"labels":{"` + protocol.ExcludeFromLBs + `":""}},"spec":{"taints":` + taints + `}}`
+		}
+		if _, err := client.CoreV1().Nodes().Patch(ctx, sn.Name, types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Steer = steering() }})
+	for _, sn := range sns {
+		if err := sn.SendNeedReboot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, second := firstAndSecond(t, sns[0].Name, sns[1].Name)
+	n := waitNode(t, second, 20*time.Second, "the waiting node tainted PreferNoSchedule", func(n *corev1.Node) bool {
+		return n.Annotations[protocol.CycleStarted] == "" && hasTaint(n, pendingTaint, corev1.TaintEffectPreferNoSchedule) &&
+			n.Annotations[protocol.PreferNoScheduleTaint] == pendingTaint
+	})
+	if !hasTaint(n, gpuTaint.Key, corev1.TaintEffectNoSchedule) {
+		t.Errorf("the admin's taint was dropped: %v", n.Spec.Taints)
+	}
+	for _, name := range []string{first, second} {
+		n := waitNode(t, name, 60*time.Second, "in its cycle with the pre-reboot labels", func(n *corev1.Node) bool {
+			return n.Labels["example.com/reboot"] == "rebooting" && n.Labels["remediation.medik8s.io/exclude-from-remediation"] == "true"
+		})
+		if _, ok := n.Labels[protocol.ExcludeFromLBs]; !ok {
+			t.Errorf("%s in its cycle without the load-balancer exclusion: %v", name, n.Labels)
+		}
+		n = waitNode(t, name, 60*time.Second, "finished with the post-reboot labels", func(n *corev1.Node) bool {
+			return finished(n) && n.Labels["example.com/reboot"] == "done"
+		})
+		if _, ok := n.Labels["remediation.medik8s.io/exclude-from-remediation"]; ok {
+			t.Errorf("%s: the post-reboot KEY- left the label: %v", name, n.Labels)
+		}
+		if hasTaint(n, pendingTaint, corev1.TaintEffectPreferNoSchedule) || n.Annotations[protocol.PreferNoScheduleTaint] != "" || n.Annotations[protocol.LBExcluded] != "" {
+			t.Errorf("%s: the waiting taint or a mark outlived the cycle: %v %v", name, n.Spec.Taints, n.Annotations)
+		}
+		if !hasTaint(n, gpuTaint.Key, corev1.TaintEffectNoSchedule) {
+			t.Errorf("%s: the admin's taint was dropped: %v", name, n.Spec.Taints)
+		}
+		_, excluded := n.Labels[protocol.ExcludeFromLBs]
+		if owned := name == sns[1].Name; excluded != owned {
+			t.Errorf("%s: load-balancer exclusion after the cycle %v, want %v (the owner's stays, Slipway's goes)", name, excluded, owned)
+		}
+	}
+}
+
+// The waiting taint follows the waiting: a node held by the budget is tainted; when it stops asking
+// for a reboot the taint goes; asking again brings it back; paused, it goes again.
+func TestPreferNoScheduleTaintFollowsTheWait(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	for _, name := range []string{"pns-0", "pns-1"} {
+		if _, err := testenv.CreateNode(ctx, client, name, "boot-a", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Steer = steering() }})
+	// pns-0 takes the only slot and keeps it: granted, it never reboots (no agent).
+	annotate(t, "pns-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	waitNode(t, "pns-0", 20*time.Second, "pns-0 granted", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })
+	tainted := func(n *corev1.Node) bool {
+		return hasTaint(n, pendingTaint, corev1.TaintEffectPreferNoSchedule) && n.Annotations[protocol.PreferNoScheduleTaint] == pendingTaint
+	}
+	untainted := func(n *corev1.Node) bool {
+		return !hasTaint(n, pendingTaint, corev1.TaintEffectPreferNoSchedule) && n.Annotations[protocol.PreferNoScheduleTaint] == ""
+	}
+	annotate(t, "pns-1", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	waitNode(t, "pns-1", 20*time.Second, "waiting, tainted", tainted)
+	annotate(t, "pns-1", map[string]*string{protocol.RebootNeeded: ptr(protocol.False)})
+	waitNode(t, "pns-1", 20*time.Second, "no longer asking, untainted", untainted)
+	annotate(t, "pns-1", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	waitNode(t, "pns-1", 20*time.Second, "asking again, tainted", tainted)
+	annotate(t, "pns-1", map[string]*string{protocol.RebootPaused: ptr(protocol.True)})
+	waitNode(t, "pns-1", 20*time.Second, "paused, untainted", untainted)
+	if n := getNode(t, "pns-0"); hasTaint(n, pendingTaint, corev1.TaintEffectPreferNoSchedule) {
+		t.Errorf("pns-0 never waited, yet it is tainted: %v", n.Spec.Taints)
+	}
+}
