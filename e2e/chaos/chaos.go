@@ -18,6 +18,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -63,7 +64,13 @@ type Config struct {
 	OperatorMaxUnavailable int
 	// OperatorArgs are appended to the operators' command line (a flag given again wins), e.g. to run a
 	// deliberately unsafe drain policy and see the checker catch it.
-	OperatorArgs  []string
+	OperatorArgs []string
+	// CanaryNodes and CanaryBake are the operators' --canary-nodes and --canary-bake (0: off). Each
+	// node's k-th update is release 4500.k.0, so releases roll over the fleet and each one's canaries
+	// go first; the referee judges that no more than CanaryNodes took a release before they proved it.
+	// A person (the scenario) resumes the lost machine's release once it is marked stalled.
+	CanaryNodes   int
+	CanaryBake    time.Duration
 	SettleTimeout time.Duration // after the target: how long everything may take to settle
 	ProgressEvery time.Duration
 	Seed          uint64
@@ -80,6 +87,7 @@ func Full() Config {
 		RebootDelay: time.Second, StageDelay: 4 * time.Second, Lead: 2,
 		LeaderKillEvery: 20 * time.Second, AgentKillEvery: 5 * time.Second, UERestartEvery: 7 * time.Second,
 		APIRestarts: 2, NeverBack: true, PDBBlock: 45 * time.Second, RebootTimeout: 30 * time.Second,
+		CanaryNodes: 1, CanaryBake: 3 * time.Second,
 		SettleTimeout: 3 * time.Minute, ProgressEvery: 10 * time.Second}
 }
 
@@ -95,6 +103,7 @@ func Short() Config {
 		RebootDelay: 300 * time.Millisecond, StageDelay: 2 * time.Second, Lead: 2,
 		LeaderKillEvery: 30 * time.Second, AgentKillEvery: 6 * time.Second, UERestartEvery: 8 * time.Second,
 		APIRestarts: 1, NeverBack: true, PDBBlock: 15 * time.Second, RebootTimeout: 10 * time.Second,
+		CanaryNodes: 1, CanaryBake: 2 * time.Second,
 		SettleTimeout: 90 * time.Second, ProgressEvery: 10 * time.Second}
 }
 
@@ -128,6 +137,7 @@ type runner struct {
 	staged  atomic.Int64
 	stalled bool // operators run with --reboot-timeout
 	logf    func(format string, args ...interface{})
+	bin     string // the update-operator binary (also the person's `resume --version`)
 	guarded *app
 	runCtx  context.Context
 	// neverBack is the index of the machine that will not come back (-1: none chosen yet).
@@ -215,6 +225,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		return res, err
 	}
 	bin := op.Path
+	r.bin = bin
 	r.stalled, err = operatorproc.SupportsFlag(bin, fmt.Sprintf("--reboot-timeout=%s", cfg.RebootTimeout))
 	if err != nil {
 		return res, err
@@ -248,6 +259,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	// The referee watches before anything happens.
 	r.check = referee.NewAt(cfg.MaxUnavailable, time.Now)
 	r.check.Since(r.start) // violations carry the same clock as the progress lines
+	if cfg.CanaryNodes > 0 {
+		r.check.Canaries(cfg.CanaryNodes, cfg.CanaryBake)
+	}
 	select {
 	case <-r.check.Watch(runCtx, r.client, Namespace):
 	case <-time.After(30 * time.Second):
@@ -315,6 +329,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		"--drain-timeout=30s", "--drain-retry-base=1s", "--drain-retry-max=4s"}
 	if r.stalled {
 		args = append(args, fmt.Sprintf("--reboot-timeout=%s", cfg.RebootTimeout))
+	}
+	if cfg.CanaryNodes > 0 {
+		args = append(args, fmt.Sprintf("--canary-nodes=%d", cfg.CanaryNodes), fmt.Sprintf("--canary-bake=%s", cfg.CanaryBake))
 	}
 	args = append(args, cfg.OperatorArgs...)
 	r.ops = newOperators(bin, logDir, args)
@@ -514,6 +531,9 @@ func (r *runner) stager(ctx context.Context, n *simNode, target int64, rng *rand
 		// The signal alone is only heard by a running agent that is listening: use it only when the
 		// agent has been up a while. update_engine's own status survives agent restarts.
 		var err error
+		if r.cfg.CanaryNodes > 0 {
+			n.UE.NewVersion = release(n.staged)
+		}
 		if rng.IntN(4) == 0 && time.Since(n.agentUp) > 5*time.Second {
 			err = n.SendNeedReboot()
 		} else {
@@ -677,6 +697,25 @@ func (r *runner) neverBackInjector(ctx context.Context, _ *rand.Rand) {
 	}
 }
 
+// release is the OS version of a node's k-th update.
+func release(k int) string { return fmt.Sprintf("4500.%d.0", k) }
+
+// resumeRelease is the person who looked at the lost machine: its release's canaries and halts
+// count it as a failure until someone runs `kubectl slipway resume --version` (here through the
+// operator binary, the same code).
+func (r *runner) resumeRelease(n *simNode) {
+	v := r.check.Annotation(n.Name, "update.slipway.dev/reboot-version")
+	if r.cfg.CanaryNodes == 0 || v == "" {
+		return
+	}
+	out, err := exec.CommandContext(r.runCtx, r.bin, "resume", "--version", v, "--kubeconfig", r.cp.Kubeconfig, "-n", "slipway-system").CombinedOutput()
+	if err != nil {
+		r.say("resume --version %s failed: %v: %s", v, err, out)
+		return
+	}
+	r.say("a person resumed release %s after looking at %s: %s", v, n.Name, strings.TrimSpace(string(out)))
+}
+
 // watchLost says when the lost machine was granted its last reboot and when it was marked stalled.
 func (r *runner) watchLost(n *simNode) {
 	granted := false
@@ -687,6 +726,7 @@ func (r *runner) watchLost(n *simNode) {
 		}
 		if v := r.check.Annotation(n.Name, referee.KeyStalled); granted && v != "" {
 			r.say("%s marked %s=%s", n.Name, referee.KeyStalled, v)
+			r.resumeRelease(n)
 			return
 		}
 		_ = testenv.WaitCtx(r.runCtx, 200*time.Millisecond)

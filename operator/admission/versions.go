@@ -26,8 +26,12 @@ type VersionStats struct {
 	On       int         // nodes running it, out of their cycle
 	InFlight int         // nodes in their cycle for it (asking for it, or back on it and not finished)
 	Asking   int         // nodes waiting to reboot for it
-	Finished []time.Time // when each node on it finished the cycle that brought it there (zero: none), sorted
+	Finished []time.Time // when each node on it (On, or in a cycle for another version) finished the cycle that brought it there (zero: none), sorted
 	Failures []time.Time // failed-version marks and stalls after the grant for it, sorted
+	// Stalled: the grant times of the nodes in InFlight that stalled after their grant. Until a person
+	// resumes the version such a node is a canary that never finished (the others wait); after, it is
+	// only the failure the person looked at, and another node may be the canary.
+	Stalled []time.Time
 }
 
 // FailuresSince counts the failures recorded at or after t.
@@ -54,10 +58,22 @@ func VersionsOf(entries []Node) map[string]*VersionStats {
 	}
 	for _, e := range entries {
 		switch {
-		case e.State.InCycle() && e.AskedVersion != "":
-			get(e.AskedVersion).InFlight++
-		case e.State.InCycle() && e.Version != "":
-			get(e.Version).InFlight++ // back on it, the cycle not finished yet
+		case e.State.InCycle() && (e.AskedVersion != "" || e.Version != ""):
+			v := e.AskedVersion
+			if v == "" {
+				v = e.Version // back on it, the cycle not finished yet
+			}
+			s := get(v)
+			s.InFlight++
+			if e.StalledVersion == v {
+				s.Stalled = append(s.Stalled, e.StalledAt)
+			}
+			if e.Version != "" && e.Version != v {
+				// In a cycle for the next version, it still runs (and proved) this one: a canary that
+				// moves on during its version's bake must not let another canary of it go.
+				p := get(e.Version)
+				p.Finished = append(p.Finished, e.FinishedAt)
+			}
 		case e.Version != "":
 			s := get(e.Version)
 			s.On++
@@ -109,7 +125,13 @@ func CanaryOf(s VersionStats, c Canary, resumed, now time.Time, inFlightExtra in
 		}
 		return CanaryState{State: "baking", BakeEnd: end}
 	}
-	if s.On+s.InFlight+inFlightExtra < c.Nodes {
+	inFlight := s.InFlight
+	for _, t := range s.Stalled {
+		if t.Before(resumed) {
+			inFlight-- // stalled before the person resumed the version: no canary any more
+		}
+	}
+	if s.On+inFlight+inFlightExtra < c.Nodes {
 		return CanaryState{State: "canaries", Failures: failures}
 	}
 	return CanaryState{State: "waiting", Failures: failures}

@@ -22,11 +22,11 @@ func TestVersionsOf(t *testing.T) {
 	if b.On != 2 || b.InFlight != 2 || b.Asking != 2 || len(b.Failures) != 1 || !b.Finished[0].IsZero() || !b.Finished[1].Equal(t1) {
 		t.Errorf("B: %+v", *b)
 	}
-	if c.InFlight != 1 || len(c.Failures) != 1 || c.On != 0 {
+	if c.InFlight != 1 || len(c.Failures) != 1 || c.On != 0 || len(c.Stalled) != 1 || !c.Stalled[0].Equal(t0) {
 		t.Errorf("C: %+v", *c)
 	}
-	if a.On != 2 {
-		t.Errorf("A: %+v (the two waiting nodes run it)", *a)
+	if a.On != 2 || len(a.Finished) != 4 {
+		t.Errorf("A: %+v (the two waiting nodes run it, and the two in a cycle for B and C proved it)", *a)
 	}
 }
 
@@ -57,6 +57,9 @@ func TestCanaryOf(t *testing.T) {
 		{"on it without a cycle: proven", VersionStats{On: 3, Finished: []time.Time{{}, {}, {}}}, time.Time{}, 0, "released"},
 		{"a failure: not released, no room", VersionStats{On: 2, Finished: fin(30*time.Minute, 11*time.Minute), Failures: fin(time.Hour)}, time.Time{}, 0, "waiting"},
 		{"a failure, room for a canary", VersionStats{On: 1, Finished: fin(30 * time.Minute), Failures: fin(time.Hour)}, time.Time{}, 0, "canaries"},
+		{"a canary stalled: the rest wait", VersionStats{InFlight: 2, Stalled: fin(time.Hour), Failures: fin(time.Hour)}, time.Time{}, 0, "waiting"},
+		{"...until a person resumed it: another canary may go", VersionStats{InFlight: 2, Stalled: fin(time.Hour), Failures: fin(time.Hour)}, t0.Add(-50 * time.Minute), 0, "canaries"},
+		{"...but not for a stall after the resume", VersionStats{InFlight: 2, Stalled: fin(10 * time.Minute), Failures: fin(10 * time.Minute)}, t0.Add(-50 * time.Minute), 0, "waiting"},
 		{"the failure before the resume no longer counts", VersionStats{On: 2, Finished: fin(30*time.Minute, 11*time.Minute), Failures: fin(time.Hour)}, t0.Add(-50 * time.Minute), 0, "released"},
 		{"two failures: halted", VersionStats{Failures: fin(time.Hour, time.Minute)}, time.Time{}, 0, "halted"},
 		{"resumed after them", VersionStats{Failures: fin(time.Hour, time.Minute)}, t0, 0, "canaries"},

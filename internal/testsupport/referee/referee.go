@@ -89,6 +89,7 @@ type Checker struct {
 	podRV   uint64
 	grants  []grantCheck
 	rvsSane bool
+	canary  *canaryCheck // nil: the canary invariant is off (Canaries)
 }
 
 type nodeState struct {
@@ -106,6 +107,8 @@ type nodeState struct {
 	// What the scenario says happened to the machine.
 	staged, boots int
 	neverBack     bool
+	// cycleFor: the OS version the node's current cycle is for, as the canary check saw it.
+	cycleFor string
 }
 
 type podState struct {
@@ -303,6 +306,9 @@ func (c *Checker) observeNode(n *corev1.Node, fromWatch bool) {
 		s.cordonRV, s.cordonKnown = 0, false
 	}
 	s.last, s.continuous = n, continuous
+	if c.canary != nil {
+		c.observeCanary(s, n, prev == nil, fromWatch)
+	}
 	c.checkGrants()
 }
 
