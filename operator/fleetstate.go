@@ -247,6 +247,11 @@ func (c *Controller) status() fleetswitch.Status {
 		StallPolicy:                string(c.cfg.StallPolicy),
 		FailedReboots:              append([]string(nil), c.fleet.failed...),
 		MaxFailedReboots:           c.cfg.MaxFailedReboots,
+		CanaryNodes:                c.cfg.Canary.Nodes,
+		MaxFailedPerVersion:        c.cfg.Canary.MaxFailed,
+	}
+	if c.cfg.Canary.Bake > 0 {
+		st.CanaryBake = c.cfg.Canary.Bake.String()
 	}
 	if c.cfg.MaxUnavailablePerGroup != nil {
 		st.MaxUnavailablePerGroup = c.cfg.MaxUnavailablePerGroup.String()

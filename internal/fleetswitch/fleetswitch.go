@@ -204,6 +204,11 @@ type Status struct {
 	// FailedReboots: nodes that stalled or came back unhealthy in this roll-out, of MaxFailedReboots.
 	FailedReboots    []string `json:"failedReboots,omitempty"`
 	MaxFailedReboots int      `json:"maxFailedReboots,omitempty"`
+	// CanaryNodes, CanaryBake (a Go duration) and MaxFailedPerVersion are --canary-nodes,
+	// --canary-bake and --max-failed-per-version (zero: off).
+	CanaryNodes         int    `json:"canaryNodes,omitempty"`
+	CanaryBake          string `json:"canaryBake,omitempty"`
+	MaxFailedPerVersion int    `json:"maxFailedPerVersion,omitempty"`
 }
 
 // FLUOWindow is FLUO's window as its flags give it (window.Parse reads it back).

@@ -18,7 +18,8 @@
 // # Output
 //
 // The text output (default, -o text) is aligned columns for an 80-100 column terminal: the fleet
-// (pause switches, node counts per state, reboot windows, blockers, failed reboots, the leader), the
+// (pause switches, node counts per state, reboot windows, blockers, failed reboots, OS versions with
+// their canary state, the leader), the
 // budgets, then one row per node: NODE, STATE (with ",paused", and outside a cycle ",not-ready" and
 // ",cordoned"), FOR (time in this stage; for idle nodes since the last reboot), GROUP, LAST-REBOOT
 // and DETAIL: why it waits (blocked-by), why it is stalled, its last drain and reboot errors. DETAIL
@@ -55,7 +56,13 @@
 //	      "error": ""
 //	    },
 //	    "blockers": [{"name": "alerts", "reason": "NodeDown firing", "since": "2026-11-23T08:55:00Z"}],
-//	    "failedReboots": {"nodes": ["node-c"], "max": 3}   // max 0: no failure budget
+//	    "failedReboots": {"nodes": ["node-c"], "max": 3},  // max 0: no failure budget
+//	    "versions": [                          // every OS version a node runs or asks for, by name
+//	      {"version": "4500.1.0", "on": 3, "inCycle": 1, "asking": 5, "failed": 0,
+//	       "canary": "baking",                 // released, baking, canaries, waiting, halted; "" off
+//	       "bakeEnd": "2026-11-23T09:10:00Z",  // null unless baking or released
+//	       "resumed": null}                    // when a person last ran resume --version for it
+//	    ]
 //	  },
 //	  "nodes": [                               // sorted by name
 //	    {

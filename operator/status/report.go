@@ -36,6 +36,8 @@ type Fleet struct {
 	Schedule      Schedule      `json:"schedule"`
 	Blockers      []Blocker     `json:"blockers"`
 	FailedReboots FailedReboots `json:"failedReboots"`
+	// Versions: every OS version a node runs or asks for, newest name last.
+	Versions []Version `json:"versions"`
 }
 
 // Pause is the fleet switch.
@@ -97,6 +99,21 @@ type FailedReboots struct {
 	Reason string `json:"reason"`
 }
 
+// Version is what the fleet shows of one OS version (admission.VersionsOf) and, when the operator
+// published --canary-nodes or --max-failed-per-version, where its canaries stand (admission.CanaryOf).
+type Version struct {
+	Version string `json:"version"`
+	On      int    `json:"on"`      // nodes running it, out of their cycle
+	InCycle int    `json:"inCycle"` // nodes in their cycle for it
+	Asking  int    `json:"asking"`  // nodes waiting to reboot for it
+	Failed  int    `json:"failed"`  // failed cycles for it since it was last resumed
+	// Canary: released, baking (until BakeEnd), canaries (more may go), waiting (for the canaries),
+	// halted, or "" (canaries and halts off, or not published).
+	Canary  string     `json:"canary"`
+	BakeEnd *time.Time `json:"bakeEnd"`
+	Resumed *time.Time `json:"resumed"` // when a person last ran resume --version for it
+}
+
 // Node is one node's row.
 type Node struct {
 	Name          string         `json:"name"`
@@ -156,7 +173,26 @@ func Build(nodes []corev1.Node, cm *corev1.ConfigMap, namespace string, now time
 	}
 	sort.Slice(r.Nodes, func(i, j int) bool { return r.Nodes[i].Name < r.Nodes[j].Name })
 	r.Fleet.Budgets = budgets(entries, st, published)
+	r.Fleet.Versions = versions(entries, st, sw, now)
 	return r
+}
+
+// versions summarises entries per OS version the way admission decides on them.
+func versions(entries []admission.Node, st fleetswitch.Status, sw fleetswitch.Switch, now time.Time) []Version {
+	bake, _ := time.ParseDuration(st.CanaryBake)
+	c := admission.Canary{Nodes: st.CanaryNodes, Bake: bake, MaxFailed: st.MaxFailedPerVersion}
+	out := []Version{}
+	for v, s := range admission.VersionsOf(entries) {
+		resumed := sw.VersionResumedAt(v)
+		cs := admission.CanaryOf(*s, c, resumed, now, 0)
+		row := Version{Version: v, On: s.On, InCycle: s.InFlight, Asking: s.Asking, Failed: s.FailuresSince(resumed), Resumed: timePtr(resumed)}
+		if c.On() && cs.State != "off" {
+			row.Canary, row.BakeEnd = cs.State, timePtr(cs.BakeEnd)
+		}
+		out = append(out, row)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out
 }
 
 func node(n *corev1.Node, groupLabel string, policy stall.Policy) Node {

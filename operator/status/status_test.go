@@ -223,3 +223,60 @@ func TestTextStripsControlCharacters(t *testing.T) {
 		}
 	}
 }
+
+// The per-version section: nodes on each version, in their cycle for it, asking for it, its failures
+// since a person resumed it, and its canary state as admission decides it.
+func TestVersions(t *testing.T) {
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	mk := func(name, version string, ann map[string]string) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{protocol.Version: version}, Annotations: ann}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		return n
+	}
+	ask := func(v string) map[string]string {
+		return map[string]string{protocol.NewVersion: v, protocol.RebootNeeded: protocol.True}
+	}
+	draining := ask("B")
+	draining[protocol.DrainStarted] = "2026-11-23T08:59:00Z"
+	nodes := []corev1.Node{
+		mk("a1", "A", ask("B")),
+		mk("a2", "A", ask("B")),
+		mk("a3", "A", draining), // B's canary, in its cycle
+		mk("b1", "B", map[string]string{protocol.LastRebootTime: "2026-11-23T08:58:00Z"}),
+		mk("a4", "A", map[string]string{protocol.NewVersion: "C", protocol.RebootNeeded: protocol.True, protocol.FailedVersion: "C", protocol.RebootFailed: "2026-11-23T08:00:00Z old-version: ..."}),
+	}
+	st := fleetswitch.Status{MaxUnavailable: "1", CanaryNodes: 2, CanaryBake: "10m", MaxFailedPerVersion: 1}
+	cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, st)}}
+	r := Build(nodes, cm, "ns", now)
+	var got []string
+	for _, v := range r.Fleet.Versions {
+		got = append(got, fmt.Sprintf("%s on=%d in=%d asking=%d failed=%d %s", v.Version, v.On, v.InCycle, v.Asking, v.Failed, v.Canary))
+	}
+	want := []string{"A on=3 in=0 asking=0 failed=0 released", "B on=1 in=1 asking=2 failed=0 waiting", "C on=0 in=0 asking=1 failed=1 halted"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("versions\n got %v\nwant %v", got, want)
+	}
+	var out bytes.Buffer
+	if err := WriteText(&out, r, TextOptions{Width: DefaultWidth}); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		"Versions:  A: 3 on, 0 in cycle, 0 asking, 0 failed; released\n",
+		"           B: 1 on, 1 in cycle, 2 asking, 0 failed; others wait for its canaries\n",
+		"           C: 0 on, 0 in cycle, 1 asking, 1 failed; HALTED (undo: resume --version C)\n",
+	} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("text output without %q:\n%s", line, out.String())
+		}
+	}
+	// A person resumed C after its failure: it counts no more; without canaries published, no state.
+	cm.Data[fleetswitch.VersionResumedPrefix+"C"] = "2026-11-23T08:30:00Z"
+	r = Build(nodes, cm, "ns", now)
+	if c := r.Fleet.Versions[2]; c.Failed != 0 || c.Canary != "canaries" || c.Resumed == nil {
+		t.Errorf("C after resume: %+v", c)
+	}
+	r = Build(nodes, nil, "ns", now)
+	if b := r.Fleet.Versions[1]; b.Canary != "" || b.Asking != 2 {
+		t.Errorf("B unpublished: %+v", b)
+	}
+}

@@ -99,6 +99,11 @@ func WriteText(w io.Writer, r Report, o TextOptions) error {
 	}
 	section("Blockers:", blockers...)
 	section("Failed:", failedLine(f.FailedReboots))
+	var vs []string
+	for _, v := range f.Versions {
+		vs = append(vs, versionLine(v, now))
+	}
+	section("Versions:", vs...)
 	if f.Published {
 		section("Operator:", "leader "+orDash(f.Leader))
 	} else {
@@ -282,6 +287,28 @@ func scheduleLine(s Schedule, now time.Time) string {
 		return "CLOSED (" + s.ClosedBy + "), not opening within 400 days"
 	}
 	return fmt.Sprintf("CLOSED (%s), opens %s (in %s)", s.ClosedBy, clock(now, *s.NextOpen), ago(*s.NextOpen, now))
+}
+
+// versionLine: "4500.1.0: 3 on, 1 in cycle, 5 asking, 0 failed; canary baking until 12:03 UTC".
+func versionLine(v Version, now time.Time) string {
+	l := fmt.Sprintf("%s: %d on, %d in cycle, %d asking, %d failed", v.Version, v.On, v.InCycle, v.Asking, v.Failed)
+	switch v.Canary {
+	case "":
+	case "baking":
+		l += "; canaries baking"
+		if v.BakeEnd != nil {
+			l += fmt.Sprintf(" for %s more", duration.HumanDuration(v.BakeEnd.Sub(now)))
+		}
+	case "halted":
+		l += "; HALTED (undo: resume --version " + v.Version + ")"
+	case "waiting":
+		l += "; others wait for its canaries"
+	case "canaries":
+		l += "; canaries go"
+	default:
+		l += "; " + v.Canary
+	}
+	return l
 }
 
 func failedLine(f FailedReboots) string {

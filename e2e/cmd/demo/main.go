@@ -1,9 +1,10 @@
 // Command demo is `make demo`: it starts a real control plane on loopback (etcd, kube-apiserver,
 // kube-controller-manager), a handful of simulated Flatcar nodes (each with its own dbus-daemon, the
 // update_engine and logind stand-ins, and the real update-agent), a workload with a
-// PodDisruptionBudget, and the update-operator. It fires an update on every node at once, prints the
-// rolling reboot as it happens, and exits 0 when every node has rebooted exactly once and is back in
-// service.
+// PodDisruptionBudget, and the update-operator with a canary and a settle time. It fires an update on
+// every node at once, prints the rolling reboot as it happens (the canary going alone, the others
+// waiting for its bake, finished nodes settling), and exits 0 when every node has rebooted exactly
+// once onto the new version and is back in service, the canary's bake held.
 package main
 
 import (
@@ -35,6 +36,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/testsupport/simnode"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/operator"
+	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/budget"
 )
 
@@ -43,6 +45,9 @@ func main() {
 	maxUnavail := flag.String("max-unavailable", "2", "the operator's --max-unavailable")
 	timeout := flag.Duration("timeout", 3*time.Minute, "give up after this long")
 	keep := flag.Bool("keep", false, "keep the scratch directory (logs of etcd, apiserver, dbus)")
+	flag.IntVar(&canary.Nodes, "canary-nodes", 1, "the operator's --canary-nodes: the first N nodes asking for the new version go alone")
+	flag.DurationVar(&canary.Bake, "canary-bake", 3*time.Second, "the operator's --canary-bake")
+	flag.DurationVar(&settle.Time, "settle-time", 2*time.Second, "the operator's --settle-time (and --settle-pdbs is on)")
 	flag.Parse()
 	if err := run(*n, *maxUnavail, *timeout, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
@@ -50,7 +55,11 @@ func main() {
 	}
 }
 
-var start = time.Now()
+var (
+	start  = time.Now()
+	canary admission.Canary
+	settle = operator.SettleConfig{PDBs: true, Timeout: time.Minute}
+)
 
 func say(format string, args ...interface{}) {
 	fmt.Printf("[%6.2fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
@@ -122,17 +131,20 @@ func run(count int, maxUnavail string, timeout time.Duration, keep bool) error {
 		Drain:          operator.DrainConfig{Timeout: time.Minute, GracePeriod: -1, Policy: operator.DrainRetry, RetryBase: time.Second, RetryMax: 5 * time.Second},
 		Recorder:       broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "slipway-update-operator"}),
 		Log:            klog.Background(),
+		Canary:         canary,
+		Settle:         settle,
 	})
 	if err != nil {
 		return err
 	}
 	go func() { _ = ctrl.Run(ctx) }()
-	say("update-operator running: --max-unavailable=%s; a PDB keeps at least %d of %d web pods up", max, count-1, count)
+	say("update-operator running: --max-unavailable=%s --canary-nodes=%d --canary-bake=%s --settle-time=%s --settle-pdbs; a PDB keeps at least %d of %d web pods up",
+		max, canary.Nodes, canary.Bake, settle.Time, count-1, count)
 
 	tl := newTimeline(nodes)
 	go tl.watch(ctx, client)
 	time.Sleep(500 * time.Millisecond)
-	say("firing an update on every node at once (update_engine stand-in: CHECKING → … → UPDATED_NEED_REBOOT)")
+	say("firing an update to %s on every node at once (update_engine stand-in: CHECKING → … → UPDATED_NEED_REBOOT)", nodes[0].UE.NewVersion)
 	for _, sn := range nodes {
 		go sn.UE.AttemptUpdate()
 	}
@@ -149,6 +161,14 @@ func run(count int, maxUnavail string, timeout time.Duration, keep bool) error {
 	}
 	if p := tl.unav.Max(); p > max.Limit(count) {
 		return fmt.Errorf("budget exceeded: %d nodes unavailable at once", p)
+	}
+	for _, sn := range nodes {
+		if sn.Version() != sn.UE.NewVersion {
+			return fmt.Errorf("%s runs %s, want %s", sn.Name, sn.Version(), sn.UE.NewVersion)
+		}
+	}
+	if err := tl.canaries(canary); err != nil {
+		return err
 	}
 	say("done: every node rebooted exactly once, never more than %d unavailable at once", tl.unav.Max())
 	return nil
@@ -199,6 +219,7 @@ type timeline struct {
 	state  map[string]string
 	unav   testenv.Peak
 	first  map[string]time.Time
+	cycle  map[string]time.Time // when its cycle started (first seen in it)
 	end    map[string]time.Time
 	done   chan struct{}
 	closed bool
@@ -206,7 +227,7 @@ type timeline struct {
 
 func newTimeline(nodes []*simnode.Node) *timeline {
 	t := &timeline{nodes: map[string]*simnode.Node{}, state: map[string]string{},
-		first: map[string]time.Time{}, end: map[string]time.Time{}, done: make(chan struct{})}
+		first: map[string]time.Time{}, cycle: map[string]time.Time{}, end: map[string]time.Time{}, done: make(chan struct{})}
 	for _, n := range nodes {
 		t.nodes[n.Name] = n
 	}
@@ -238,11 +259,14 @@ func describe(n *corev1.Node, s protocol.State) string {
 			if n.Spec.Unschedulable {
 				return "done (still cordoned)"
 			}
-			return "done: uncordoned, reboot-ok=false"
+			return "done on " + n.Labels[protocol.Version] + ": uncordoned, reboot-ok=false"
 		}
 		return "idle"
 	case protocol.NeedsReboot:
-		return "reboot-needed=true (waiting for budget)"
+		if b := a[protocol.BlockedBy]; b != "" {
+			return "waiting: " + b
+		}
+		return "reboot-needed=true"
 	case protocol.Draining:
 		return "cordoned, draining"
 	case protocol.Rebooting:
@@ -277,6 +301,12 @@ func (t *timeline) observe(n *corev1.Node) {
 	if _, ok := t.first[n.Name]; !ok && s != protocol.Idle {
 		t.first[n.Name] = time.Now()
 	}
+	if _, ok := t.cycle[n.Name]; !ok && s.InCycle() {
+		t.cycle[n.Name] = time.Now()
+	}
+	if len(d) > 78 {
+		d = d[:75] + "..."
+	}
 	say("%-10s %-42s (unavailable now: %d)", n.Name, d, busy)
 	if strings.HasPrefix(d, "done") {
 		t.end[n.Name] = time.Now()
@@ -302,6 +332,38 @@ func (t *timeline) summary(limit int) {
 		fmt.Printf("%-10s %9.2fs %9.2fs %7.2fs\n", name, a.Sub(start).Seconds(), e.Sub(start).Seconds(), e.Sub(a).Seconds())
 	}
 	fmt.Printf("peak unavailable: %d (budget %d)\n\n", t.unav.Max(), limit)
+}
+
+// canaries checks what the timeline saw against --canary-nodes and --canary-bake: the first
+// c.Nodes cycles ran before any other started, and the others started the bake after the last of
+// them finished (less a second: the operator counts from its whole-second last-reboot-time).
+func (t *timeline) canaries(c admission.Canary) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c.Nodes <= 0 {
+		return nil
+	}
+	names := make([]string, 0, len(t.cycle))
+	for name := range t.cycle {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return t.cycle[names[i]].Before(t.cycle[names[j]]) })
+	if len(names) <= c.Nodes {
+		return nil
+	}
+	var proven time.Time
+	for _, name := range names[:c.Nodes] {
+		if e := t.end[name]; e.After(proven) {
+			proven = e
+		}
+	}
+	next := names[c.Nodes]
+	gap := t.cycle[next].Sub(proven)
+	if gap < c.Bake-time.Second {
+		return fmt.Errorf("canaries %v finished %.2fs before %s started, want at least the %s bake", names[:c.Nodes], gap.Seconds(), next, c.Bake)
+	}
+	say("canary: %s went first; the next cycle (%s) started %.2fs after it finished (--canary-bake=%s)", strings.Join(names[:c.Nodes], ", "), next, gap.Seconds(), c.Bake)
+	return nil
 }
 
 // replicaSet stands in for the ReplicaSet controller and the scheduler: whenever fewer than want web
