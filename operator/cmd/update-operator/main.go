@@ -100,7 +100,8 @@ type options struct {
 	maxUnavailable                            string
 	windowStart, windowLength, windowTZ       string
 	before, after                             listFlag
-	drainTimeout, drainGrace                  time.Duration
+	drainTimeout                              time.Duration
+	drainGrace                                graceFlag
 	forceDrain                                bool
 	drainPolicy                               string
 	stallPolicy                               string
@@ -175,7 +176,8 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.Var(&o.before, "before-reboot-annotations", "annotations (comma-separated) that must all be \"true\" before a node with the before-reboot label is drained")
 	fs.Var(&o.after, "after-reboot-annotations", "annotations (comma-separated) that must all be \"true\" before a rebooted node with the after-reboot label is finished")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Minute, "time one drain attempt may take (PDB refusals are retried within it); 0 means no limit")
-	fs.DurationVar(&o.drainGrace, "drain-grace-period", -1*time.Second, "termination grace period for evicted pods; negative uses each pod's own")
+	o.drainGrace = graceFlag(-time.Second)
+	fs.Var(&o.drainGrace, "drain-grace-period", "termination grace period for evicted pods: a duration (30s) or whole seconds as kured takes it (30); negative uses each pod's own (default -1s)")
 	fs.BoolVar(&o.forceDrain, "force-drain", false, "also evict pods that no controller manages (they are gone for good)")
 	fs.StringVar(&o.drainPolicy, "drain-failure-policy", string(operator.DrainRetry), "after a failed or timed-out drain: \"retry\" (keep cordoned, no reboot-ok, retry with backoff), \"skip\" (end the cycle, uncordon what Slipway cordoned, let the next node go; this one is retried after the other waiting nodes, not before --undrainable-retry) or \"force\" (grant reboot-ok anyway)")
 	fs.DurationVar(&o.undrainableRetry, "undrainable-retry", operator.DefaultUndrainableRetry, "--drain-failure-policy=skip: how long a node whose drain failed waits before it is admitted again")
@@ -422,7 +424,7 @@ func (o *options) config() (operator.Config, error) {
 		Blockers:                   cfg.Blockers,
 		HealthChecks:               cfg.HealthChecks,
 		Drain: operator.DrainConfig{
-			Timeout: o.drainTimeout, GracePeriod: o.drainGrace, Force: o.forceDrain, Policy: policy,
+			Timeout: o.drainTimeout, GracePeriod: time.Duration(o.drainGrace), Force: o.forceDrain, Policy: policy,
 			RetryBase: o.drainRetryBase, RetryMax: o.drainRetryMax, SkipWaitForDelete: o.drainSkipWait,
 			SkipWaitForDeleteAll: time.Duration(o.skipWaitAll), PodSelector: o.drainPodSelector,
 			WaitForVolumeDetach: o.waitVolumes, VolumeDetachTimeout: o.volumeTimeout, UndrainableRetry: o.undrainableRetry,
@@ -695,6 +697,25 @@ func (f *secondsFlag) Set(v string) error {
 		return fmt.Errorf("%s: must not be negative", d)
 	}
 	*f = secondsFlag(d)
+	return nil
+}
+
+// graceFlag is --drain-grace-period: a Go duration, or whole seconds as kured's flag of the same
+// name takes them; negative (kured's default -1) leaves each pod its own.
+type graceFlag time.Duration
+
+func (f *graceFlag) String() string { return time.Duration(*f).String() }
+func (f *graceFlag) Set(v string) error {
+	v = strings.TrimSpace(v)
+	if n, err := strconv.Atoi(v); err == nil {
+		*f = graceFlag(time.Duration(n) * time.Second)
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q: want a duration (30s) or whole seconds (30)", v)
+	}
+	*f = graceFlag(d)
 	return nil
 }
 

@@ -64,6 +64,30 @@ func TestSteeringFlags(t *testing.T) {
 	}
 }
 
+// --drain-grace-period as a duration or in kured's whole seconds; negative leaves each pod its own.
+func TestDrainGracePeriod(t *testing.T) {
+	for arg, want := range map[string]time.Duration{"": -time.Second, "30": 30 * time.Second, "-1": -time.Second, "45s": 45 * time.Second, "0": 0} {
+		args := []string{"--namespace=ns"}
+		if arg != "" {
+			args = append(args, "--drain-grace-period="+arg)
+		}
+		o, _, err := parse(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := o.config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Drain.GracePeriod != want {
+			t.Errorf("--drain-grace-period=%q: %s, want %s", arg, cfg.Drain.GracePeriod, want)
+		}
+	}
+	if _, _, err := parse([]string{"--drain-grace-period=soon"}); err == nil {
+		t.Error("--drain-grace-period=soon accepted")
+	}
+}
+
 // kured's drain knobs: --skip-wait-for-delete-timeout in kured's whole seconds or as a duration,
 // --drain-pod-selector as given.
 func TestKuredDrainFlags(t *testing.T) {
