@@ -122,6 +122,9 @@ type Config struct {
 	// Canary: per-OS-version canaries and halts (--canary-nodes, --canary-bake,
 	// --max-failed-per-version); zero: off.
 	Canary admission.Canary
+	// StartPaused: on a fresh install (no slipway-fleet ConfigMap in Namespace yet) the leader
+	// creates it paused before its first admission (--start-paused).
+	StartPaused bool
 	// MaxFailedReboots pauses the fleet when that many nodes of the current roll-out stalled after
 	// their grant or came back with a fleet-wide blocker firing; 0 never.
 	MaxFailedReboots int
@@ -389,6 +392,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		defer c.cmFactory.Shutdown()
 		if !cache.WaitForCacheSync(ctx.Done(), c.fleetInf.HasSynced) {
 			return fmt.Errorf("fleet switch informer never synced: check the operator's RBAC (configmaps in %s)", c.cfg.Namespace)
+		}
+	}
+	if c.cfg.StartPaused {
+		if err := c.startPaused(ctx); err != nil {
+			return err
 		}
 	}
 	c.loadFailureMarks() // before the first admission: the failure budget as the Nodes record it

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
@@ -288,4 +289,40 @@ func (c *Controller) fleetSwitch() fleetswitch.Switch {
 		}
 	}
 	return sw
+}
+
+// StartPausedReason is the pause reason --start-paused writes.
+const StartPausedReason = "installed paused (--start-paused): check `kubectl slipway status`, then `kubectl slipway resume`"
+
+// startPaused makes a fresh install start paused: nodes that staged an update before Slipway was
+// installed do not start rebooting the moment it is, at whatever hour that is. Only when the fleet's
+// ConfigMap does not exist yet: one that exists (an earlier leader published its status, or a person
+// paused or resumed) is never touched, so a restart or an upgrade never pauses a running fleet. It
+// returns once the fleet switch the admissions read shows the pause.
+func (c *Controller) startPaused(ctx context.Context) error {
+	if c.cfg.Namespace == "" || c.fleetConfigMap() != nil {
+		return nil
+	}
+	var patch struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := json.Unmarshal(fleetswitch.PausePatch("", StartPausedReason, "slipway-update-operator", c.cfg.Now()), &patch); err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName, Namespace: c.cfg.Namespace}, Data: patch.Data}
+	_, err := c.cfg.Client.CoreV1().ConfigMaps(c.cfg.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return nil // written meanwhile: not a fresh install
+	case err != nil:
+		return fmt.Errorf("--start-paused: creating ConfigMap %s/%s paused: %w", c.cfg.Namespace, fleetswitch.ConfigMapName, err)
+	}
+	c.log.Info("fresh install: the fleet starts paused (--start-paused)", "configMap", c.cfg.Namespace+"/"+fleetswitch.ConfigMapName)
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return fleetswitch.Read(c.fleetConfigMap()).Paused, nil
+	})
+	if err != nil {
+		return fmt.Errorf("--start-paused: the paused ConfigMap %s/%s never reached the informer: %w", c.cfg.Namespace, fleetswitch.ConfigMapName, err)
+	}
+	return nil
 }

@@ -183,6 +183,16 @@ func TestNotesWarnWithoutTheAgentPolicy(t *testing.T) {
 			t.Errorf("NOTES without the first command:\n%s", notes)
 		}
 	}
+	// A fresh install starts paused (the default): NOTES says so and how to resume; without it, not.
+	for _, paused := range []bool{true, false} {
+		rel, err := renderRelease(map[string]any{"operator": map[string]any{"startPaused": paused}}, namespace, kubeVersion, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(rel.Info.Notes, "starts PAUSED") && strings.Contains(rel.Info.Notes, "kubectl slipway resume -n "+namespace); got != paused {
+			t.Errorf("startPaused=%v: NOTES tell to resume: %v\n%s", paused, got, rel.Info.Notes)
+		}
+	}
 }
 
 func helm(t *testing.T, vals map[string]any) objects {
@@ -446,7 +456,7 @@ func TestValues(t *testing.T) {
   extraArgs: [--max-failed-reboots=2, "--reboot-exclusion=2026-12-20/2027-01-04 Europe/Berlin"]`,
 		edit: func(t *testing.T, o objects) {
 			c := container(o[operatorKey])
-			c["args"] = []any{"--max-unavailable=10%", "--drain-timeout=5m", "--drain-failure-policy=force",
+			c["args"] = []any{"--max-unavailable=10%", "--drain-timeout=5m", "--drain-failure-policy=force", "--start-paused=true",
 				"--group-label=topology.kubernetes.io/zone", "--max-unavailable-per-group=1",
 				"--reboot-window=Mon-Fri 22:00-05:00 Europe/Berlin", "--reboot-window=Sat,Sun 00:00-23:59", "--reboot-window=3rd-Tue 22:00-02:00",
 				"--undrainable-retry=2h", "--drain-pod-selector=app!=db", "--skip-wait-for-delete-timeout=300", "--wait-for-volume-detach=false", "--volume-detach-timeout=5m",
@@ -507,7 +517,7 @@ func TestValues(t *testing.T) {
 		},
 	}, {
 		name: "operator flags left out",
-		vals: `operator: {maxUnavailable: "", drainTimeout: "", drainFailurePolicy: ""}`,
+		vals: `operator: {maxUnavailable: "", drainTimeout: "", drainFailurePolicy: "", startPaused: false}`,
 		edit: func(t *testing.T, o objects) { delete(container(o[operatorKey]), "args") },
 	}, {
 		name: "agent extraArgs",

@@ -127,7 +127,7 @@ func Up(ctx context.Context, o Options) (string, error) {
 	if err := apply.Run(); err != nil {
 		return kcPath, fmt.Errorf("kubectl apply -k deploy/: %w", err)
 	}
-	o.logf("cluster ready in %s", time.Since(start).Round(time.Second))
+	o.logf("cluster ready in %s; Slipway starts paused (--start-paused): check `kubectl slipway status`, then `kubectl slipway resume`", time.Since(start).Round(time.Second))
 	return kcPath, nil
 }
 

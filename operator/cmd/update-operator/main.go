@@ -138,6 +138,7 @@ type options struct {
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 	httpAddr, fleetlockAddr                   string
 	printVersion                              bool
+	startPaused                               bool
 }
 
 func main() {
@@ -202,6 +203,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.Var(&o.postLabels, "post-reboot-node-labels", "labels KEY=VALUE or KEY- written when a node's cycle ends, with the uncordon (kured's flag; also when a cycle ends without a reboot, so a pre-reboot label never outlives its cycle)")
 	fs.DurationVar(&o.rebootTimeout, "reboot-timeout", 30*time.Minute, "time a node may spend in one stage of its cycle (hooks, drain, reboot, coming back Ready) before it is reported stalled: annotation update.slipway.dev/stalled, a Stalled Warning Event, slipway_operator_stalled_nodes; 0 never")
 	fs.StringVar(&o.stallPolicy, "stall-policy", string(stall.Hold), "a stalled node: \"hold\" keeps its budget slot (safe); \"release\" frees it once the node stalled after its reboot was granted, so the roll-out goes on without it")
+	fs.BoolVar(&o.startPaused, "start-paused", false, "on a fresh install (no ConfigMap slipway-fleet in --namespace yet) create it paused before the first admission, so nodes that staged an update do not start rebooting the moment Slipway is installed; a person resumes (kubectl slipway resume). Never touches an existing ConfigMap. Slipway's manifests set it; off by default for FLUO's")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader-election Lease (default $POD_NAMESPACE)")
 	fs.StringVar(&o.leaseName, "lease-name", "slipway-update-operator", "name of the leader-election Lease")
 	fs.StringVar(&o.identity, "identity", os.Getenv("POD_NAME"), "this instance's leader-election identity (default $POD_NAME, else hostname plus a random suffix)")
@@ -401,6 +403,9 @@ func (o *options) config() (operator.Config, error) {
 	if o.leaderElect && !(o.retryPeriod > 0 && o.retryPeriod < o.renewDeadline && o.renewDeadline < o.leaseDuration) {
 		return cfg, fmt.Errorf("leader election needs 0 < retry-period (%s) < renew-deadline (%s) < lease-duration (%s)", o.retryPeriod, o.renewDeadline, o.leaseDuration)
 	}
+	if o.startPaused && o.namespace == "" {
+		return cfg, errors.New("start-paused needs the fleet's namespace: set --namespace or POD_NAMESPACE (downward API)")
+	}
 	if o.leaderElect && o.namespace == "" {
 		return cfg, errors.New("no namespace for the leader-election Lease: set --namespace or POD_NAMESPACE (downward API)")
 	}
@@ -416,6 +421,7 @@ func (o *options) config() (operator.Config, error) {
 		ControlPlaneOrder:          order,
 		Namespace:                  o.namespace,
 		MaxFailedReboots:           o.maxFailedReboots,
+		StartPaused:                o.startPaused,
 		Canary:                     admission.Canary{Nodes: o.canaryNodes, Bake: o.canaryBake, MaxFailed: o.maxFailedPerVersion},
 		Steer:                      steering,
 		Settle:                     operator.SettleConfig{Time: o.settleTime, PDBs: o.settlePDBs, Timeout: o.settleTimeout, Hold: o.settlePolicy == "hold"},

@@ -45,6 +45,7 @@ operator.extraArgs.
 {{- with $op.maxUnavailable }}{{ $args = append $args (printf "--max-unavailable=%v" .) }}{{ end -}}
 {{- with $op.drainTimeout }}{{ $args = append $args (printf "--drain-timeout=%v" .) }}{{ end -}}
 {{- with $op.drainFailurePolicy }}{{ $args = append $args (printf "--drain-failure-policy=%v" .) }}{{ end -}}
+{{- if $op.startPaused }}{{ $args = append $args "--start-paused=true" }}{{ end -}}
 {{- with $op.groupLabel }}{{ $args = append $args (printf "--group-label=%v" .) }}{{ end -}}
 {{- with $op.maxUnavailablePerGroup }}{{ $args = append $args (printf "--max-unavailable-per-group=%v" .) }}{{ end -}}
 {{- range $op.rebootWindows }}{{ $args = append $args (printf "--reboot-window=%v" .) }}{{ end -}}
