@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
@@ -47,8 +49,8 @@ type ruleGroup struct {
 	Rules []promRule `json:"rules"`
 }
 
-// renderedRule renders deploy/ with the monitoring component and returns the one PrometheusRule.
-func renderedRule(t *testing.T) (namespace string, groups []ruleGroup) {
+// withMonitoring renders deploy/ with the monitoring component and returns its documents.
+func withMonitoring(t *testing.T) []string {
 	t.Helper()
 	dir := t.TempDir()
 	base, _ := filepath.Abs(".")
@@ -59,8 +61,14 @@ func renderedRule(t *testing.T) (namespace string, groups []ruleGroup) {
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return strings.Split(kustomize(t, dir), "\n---\n")
+}
+
+// renderedRule renders deploy/ with the monitoring component and returns the one PrometheusRule.
+func renderedRule(t *testing.T) (namespace string, groups []ruleGroup) {
+	t.Helper()
 	found := 0
-	for _, doc := range strings.Split(kustomize(t, dir), "\n---\n") {
+	for _, doc := range withMonitoring(t) {
 		var obj struct {
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`
@@ -116,7 +124,66 @@ func runPromtool(bin, dir string, args ...string) (string, error) {
 	return out.String(), err
 }
 
-var wantAlerts = []string{"SlipwayNodeStalled", "SlipwayFleetPaused", "SlipwayBlockedTooLong", "SlipwayOperatorNoLeader"}
+// The monitoring component's PodMonitor scrapes exactly the operator's pods, on the port its
+// container names, in its namespace: what the alerts read exists once the component is applied.
+func TestPodMonitorScrapesTheOperator(t *testing.T) {
+	var pm struct {
+		Metadata struct {
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+		Spec struct {
+			Selector struct {
+				MatchLabels map[string]string `json:"matchLabels"`
+			} `json:"selector"`
+			Endpoints []struct {
+				Port string `json:"port"`
+				Path string `json:"path"`
+			} `json:"podMetricsEndpoints"`
+		} `json:"spec"`
+	}
+	var dep appsv1.Deployment
+	found := 0
+	for _, doc := range withMonitoring(t) {
+		var head struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case head.Kind == "PodMonitor":
+			found++
+			if err := yaml.Unmarshal([]byte(doc), &pm); err != nil {
+				t.Fatal(err)
+			}
+		case head.Kind == "Deployment" && head.Metadata.Name == "slipway-update-operator":
+			if err := yaml.Unmarshal([]byte(doc), &dep); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if found != 1 || len(pm.Spec.Endpoints) != 1 || pm.Spec.Endpoints[0].Path != "/metrics" {
+		t.Fatalf("%d PodMonitors, endpoints %+v", found, pm.Spec.Endpoints)
+	}
+	if pm.Metadata.Namespace != dep.Namespace {
+		t.Errorf("PodMonitor in %q, the operator in %q", pm.Metadata.Namespace, dep.Namespace)
+	}
+	if len(pm.Spec.Selector.MatchLabels) == 0 || !labels.SelectorFromSet(pm.Spec.Selector.MatchLabels).Matches(labels.Set(dep.Spec.Template.Labels)) {
+		t.Errorf("PodMonitor selector %v does not match the operator's pods %v", pm.Spec.Selector.MatchLabels, dep.Spec.Template.Labels)
+	}
+	ports := map[string]bool{}
+	for _, p := range dep.Spec.Template.Spec.Containers[0].Ports {
+		ports[p.Name] = true
+	}
+	if !ports[pm.Spec.Endpoints[0].Port] {
+		t.Errorf("PodMonitor port %q is not one of the operator's container ports %v", pm.Spec.Endpoints[0].Port, ports)
+	}
+}
+
+var wantAlerts = []string{"SlipwayNodeStalled", "SlipwayFleetPaused", "SlipwayBlockedTooLong", "SlipwayRebootPendingTooLong", "SlipwayOperatorNoLeader"}
 
 func TestAlertRules(t *testing.T) {
 	bin := promtool(t)

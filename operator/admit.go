@@ -63,7 +63,7 @@ const (
 )
 
 // markWaiting keeps the node's blocked-by annotation equal to blocked ("<kind>: <reason>"; Pass
-// removes it; nil leaves it), with an Event when it changes: Normal `Waiting` for the quiet kinds (the
+// removes it, and waiting-since; nil leaves it; the first one also writes waiting-since), with an Event when it changes: Normal `Waiting` for the quiet kinds (the
 // plan working), Warning `Blocked` for the others (something a person may want to look at); and puts
 // the waiting taint on or off (steer.Config.Taint). One PATCH, none when nothing changes. It returns
 // the node as written.
@@ -74,8 +74,12 @@ func (c *Controller) markWaiting(ctx context.Context, n *corev1.Node, blocked *a
 		why = truncate(blocked.String(), 512)
 		if why == "" {
 			p.DeleteAnnotation(n, protocol.BlockedBy)
+			p.DeleteAnnotation(n, protocol.WaitingSince)
 		} else {
 			p.SetAnnotation(n, protocol.BlockedBy, why)
+			if _, ok := n.Annotations[protocol.WaitingSince]; !ok {
+				p.SetAnnotation(n, protocol.WaitingSince, c.cfg.Now().UTC().Format(time.RFC3339))
+			}
 		}
 	}
 	if taint != taintKeep {

@@ -81,7 +81,7 @@ type effect struct {
 var effects = []effect{
 	{
 		Do:     protocol.MarkBeforeReboot,
-		Writes: "label before-reboot=true; clear the before-reboot hook annotations, blocked-by; cycle-started=now; admitted-group (and admitted-control-plane) pin the pools it counts against until the cycle ends; " + steerAdmissionWrites,
+		Writes: "label before-reboot=true; clear the before-reboot hook annotations, blocked-by; cycle-started=now; admitted-group (and admitted-control-plane) pin the pools it counts against until the cycle ends; clear waiting-since; " + steerAdmissionWrites,
 		patch:  func(s step) *nodes.Patch { return markBeforeReboot(s) },
 		Event:  "BeforeRebootHooks",
 		message: func(s step) string {
@@ -91,7 +91,7 @@ var effects = []effect{
 	},
 	{
 		Do:     protocol.StartDrain,
-		Writes: "cordon (cordoned=true, unless already unschedulable); drain-started=now; settle-pdbs=the PDBs of the node's pods and the disruptions each allows now (--settle-pdbs; else cleared); clear drain-error, blocked-by, label before-reboot and its hook annotations; cycle-started=now, admitted-group, admitted-control-plane and the steering labels when admitted straight into the drain",
+		Writes: "cordon (cordoned=true, unless already unschedulable); drain-started=now; settle-pdbs=the PDBs of the node's pods and the disruptions each allows now (--settle-pdbs; else cleared); clear drain-error, blocked-by, label before-reboot and its hook annotations; cycle-started=now, admitted-group, admitted-control-plane, the steering labels and clear waiting-since when admitted straight into the drain",
 		patch:  startDrain,
 		Event:  "Draining",
 		message: func(s step) string {
@@ -290,6 +290,7 @@ func onAdmission(p *nodes.Patch, s step) {
 		return
 	}
 	p.SetAnnotation(s.n, protocol.AdmittedGroup, protocol.BudgetGroup(s.n, s.groupLabel))
+	p.DeleteAnnotation(s.n, protocol.WaitingSince)
 	if protocol.IsControlPlane(s.n) {
 		p.SetAnnotation(s.n, protocol.AdmittedControlPlane, protocol.True)
 	} else {

@@ -1,6 +1,8 @@
 package operator
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 
@@ -39,7 +41,10 @@ type Metrics struct {
 	blocked        *prometheus.Desc
 	limitDesc      *prometheus.Desc
 	usedDesc       *prometheus.Desc
-	view           FleetView
+	longestWait    *prometheus.Desc
+	// now is the scrape's clock (time.Now; tests set it).
+	now  func() time.Time
+	view FleetView
 }
 
 // NewMetrics registers the metrics on reg.
@@ -53,6 +58,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		limitDesc: prometheus.NewDesc("slipway_operator_budget_limit", "Nodes of the fleet allowed to be unavailable at once (--max-unavailable).", nil, nil),
 		usedDesc:  prometheus.NewDesc("slipway_operator_budget_unavailable", "Nodes counting against the fleet's budget, as admission counts them.", nil, nil),
+		longestWait: prometheus.NewDesc("slipway_operator_longest_wait_seconds",
+			"How long the node that has waited longest for its turn has been waiting (its update.slipway.dev/waiting-since); 0 when none waits. Read from the Nodes: a leader change does not restart it.", nil, nil),
+		now: time.Now,
 		IsLeader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "slipway_operator_is_leader", Help: "1 while this instance holds the leader lease.",
 		}),
@@ -116,6 +124,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.paused
 	ch <- m.limitDesc
 	ch <- m.usedDesc
+	ch <- m.longestWait
 }
 
 // Collect implements prometheus.Collector.
@@ -132,10 +141,16 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range stall.Reasons {
 		stalled[r] = 0
 	}
+	longest := 0.0
 	if m.view != nil {
+		now := m.now()
 		for _, n := range m.view.Nodes() {
 			f := protocol.Observe(n, protocol.Hooks{}) // hooks do not change the state
-			counts[protocol.Classify(f)]++
+			state := protocol.Classify(f)
+			counts[state]++
+			if t, err := time.Parse(time.RFC3339, n.Annotations[protocol.WaitingSince]); err == nil && state == protocol.NeedsReboot {
+				longest = max(longest, now.Sub(t).Seconds())
+			}
 			if f.Stalled != "" {
 				stalled[f.Stalled]++
 			}
@@ -159,6 +174,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.paused, prometheus.GaugeValue, 1, g)
 		}
 	}
+	ch <- prometheus.MustNewConstMetric(m.longestWait, prometheus.GaugeValue, longest)
 	for r, v := range blocked {
 		ch <- prometheus.MustNewConstMetric(m.blocked, prometheus.GaugeValue, float64(v), r)
 	}

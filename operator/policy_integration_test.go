@@ -566,7 +566,7 @@ func gaugeLabel(t *testing.T, reg *prometheus.Registry, name, label, value strin
 	return m.GetGauge().GetValue()
 }
 
-// metricWithLabel finds the sample of name with label=value in reg (nil: none).
+// metricWithLabel finds the sample of name with label=value in reg (label "": its only sample; nil: none).
 func metricWithLabel(t *testing.T, reg *prometheus.Registry, name, label, value string) *dto.Metric {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -578,6 +578,9 @@ func metricWithLabel(t *testing.T, reg *prometheus.Registry, name, label, value 
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			if label == "" {
+				return m // a metric without labels
+			}
 			for _, l := range m.GetLabel() {
 				if l.GetName() == label && l.GetValue() == value {
 					return m

@@ -130,6 +130,12 @@ const (
 	// (any value) out of external load balancers' backends.
 	ExcludeFromLBs = "node.kubernetes.io/exclude-from-external-load-balancers"
 
+	// WaitingSince — operator: RFC 3339 time when the node was first held waiting for its turn (written
+	// with its first blocked-by); removed when it is admitted or stops asking. What
+	// slipway_operator_longest_wait_seconds and kubectl slipway status read, so a leader change does not
+	// restart the count.
+	WaitingSince = SlipwayPrefix + "waiting-since"
+
 	// BlockedBy — operator: why a waiting node is not admitted yet, "<kind>: <detail>" (budget, window,
 	// paused, order, or a blocker's name); removed when it is admitted. Written when the reason changes.
 	BlockedBy = SlipwayPrefix + "blocked-by"
@@ -199,6 +205,7 @@ var Owners = map[string]Writer{
 	Undrainable:            WriterOperator,
 	PreferNoScheduleTaint:  WriterOperator,
 	LBExcluded:             WriterOperator,
+	WaitingSince:           WriterOperator,
 	FleetLockGroup:         WriterFleetLock,
 	FleetLockID:            WriterFleetLock,
 	FleetLockEnrolled:      WriterAdmin,
