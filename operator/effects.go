@@ -47,7 +47,7 @@ func (s step) since(key string) (time.Duration, bool) {
 func (s step) uncordons() bool { return s.f.SlipwayCordoned || s.f.FLUOCordoned }
 
 // effect is what carrying out one protocol.Action does: the PATCH, the Event, the notification and
-// the metrics. The table below is the only place that says so; README's "What each step does" is
+// the metrics. The table below is the only place that says so; docs/concepts.md's "What each step does" is
 // printed from it (TestREADMEEffectsTable).
 type effect struct {
 	Do protocol.Action
@@ -371,7 +371,7 @@ func endCycle(s step) *nodes.Patch {
 	return p
 }
 
-// EffectsTable is the effects table as README prints it.
+// EffectsTable is the effects table as docs/concepts.md prints it.
 func EffectsTable() string {
 	var b strings.Builder
 	b.WriteString("| action | writes | Event | notification | metrics |\n|---|---|---|---|---|\n")

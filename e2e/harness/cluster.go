@@ -294,7 +294,7 @@ func (c *Cluster) convertNodes(ctx context.Context, snippet []byte) error {
 
 // installAgent applies deploy/ through an overlay: the locally imported image (never pulled), the API
 // server at 10.0.2.2 (the "kubernetes" Service has no proxy behind it here), and no operator
-// Deployment (the operator runs on the host; see README).
+// Deployment (the operator runs on the host; see docs/development.md).
 func (c *Cluster) installAgent(ctx context.Context, root string) error {
 	dir := filepath.Join(c.Dir, "deploy-e2e")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -50,7 +50,7 @@ func Parse(fs *flag.FlagSet, args []string, prefix string) error {
 	return nil
 }
 
-// Undocumented lists the flags of fs that doc (a README) does not mention as `--name` (`-v` for v).
+// Undocumented lists the flags of fs that doc (the documentation) does not mention as `--name` (`-v` for v).
 func Undocumented(fs *flag.FlagSet, doc string) []string {
 	var missing []string
 	fs.VisitAll(func(f *flag.Flag) {

@@ -41,7 +41,7 @@ func indexByZincatiID(obj interface{}) ([]string, error) {
 // informer of its own, synced before the port opens. namespace holds the fleet switch ("" to ignore
 // it). It returns once the server listens; it stops with ctx. Its identity check is only the id,
 // which anyone who can read a Node's machine ID can compute: run it only where the per-node form
-// cannot be (README "FleetLock").
+// cannot be (docs/operate.md "FleetLock").
 func Serve(ctx context.Context, addr string, client kubernetes.Interface, namespace string, log klog.Logger) (net.Addr, error) {
 	return start(ctx, addr, client, namespace, "", log)
 }

@@ -21,7 +21,7 @@ type Limits struct {
 	Timeout time.Duration
 }
 
-// The binaries' defaults, from measurement (README "Performance"). The operator writes a few
+// The binaries' defaults, from measurement (docs/performance.md). The operator writes a few
 // patches per node step and reads through informers; the agent writes a handful per boot, and
 // thousands of agents share one API server, so it keeps client-go's default.
 var (

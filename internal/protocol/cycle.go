@@ -85,7 +85,7 @@ const (
 // Row is one line of the cycle table: in state From, when When holds, do Do; the node is then in Next.
 type Row struct {
 	From State
-	When string // name of the condition, as printed in README
+	When string // name of the condition, as printed in docs/concepts.md
 	If   func(Facts) bool
 	Do   Action
 	Next State
@@ -94,7 +94,7 @@ type Row struct {
 func always(Facts) bool { return true }
 
 // Table is the node cycle. For a node, the first row whose From matches its state (or is the
-// any-state marker) and whose condition holds decides the action. README prints this table.
+// any-state marker) and whose condition holds decides the action. docs/concepts.md prints this table.
 var Table = []Row{
 	{pausedMarker, "reboot-paused set (any value but false)", func(f Facts) bool { return f.Paused }, None, pausedMarker},
 
@@ -143,7 +143,7 @@ func Decide(f Facts) (State, Row) {
 	return s, Row{From: s, When: "no row", If: always, Do: None, Next: s}
 }
 
-// FromName is the From of a row as README prints it ("any" for rows that apply in every state).
+// FromName is the From of a row as docs/concepts.md prints it ("any" for rows that apply in every state).
 func (r Row) FromName() string {
 	if r.From == pausedMarker {
 		return "any"

@@ -2,17 +2,15 @@ package protocol
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/slipway-dev/slipway/internal/testsupport/docs"
 )
 
 // README prints the cycle table; it must say exactly what the code does.
 func TestREADMECycleTable(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := []byte(docs.All(t, "../.."))
 	var rows []string
 	for _, line := range strings.Split(string(readme), "\n") {
 		if strings.HasPrefix(line, "| ") && strings.Count(line, "|") == 5 && !strings.HasPrefix(line, "| state ") {

@@ -58,7 +58,7 @@ Commands:
 
 Flags:
   -o, --output FORMAT      text (aligned columns cut to $COLUMNS, default 100), wide (nothing
-                           cut) or json (stable shape, see the README)
+                           cut) or json (stable shape, see docs/operate.md)
       --group GROUP        pause or resume only this budget group (the operator's --group-label
                            value, or a FleetLock group)
       --reason TEXT        why, shown to everyone who looks (pause)

@@ -1,9 +1,10 @@
 package main
 
 import (
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/slipway-dev/slipway/internal/testsupport/docs"
 
 	"github.com/slipway-dev/slipway/internal/flagenv"
 )
@@ -59,10 +60,7 @@ func TestFleetLockFlags(t *testing.T) {
 }
 
 func TestREADMEListsEveryFleetLockFlag(t *testing.T) {
-	readme, err := os.ReadFile("../../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := []byte(docs.All(t, "../../.."))
 	t.Setenv("NODE_NAME", "n")
 	_, fs, _ := parseFleetLock(nil, new(strings.Builder))
 	if missing := flagenv.Undocumented(fs, string(readme)); len(missing) > 0 {

@@ -1,9 +1,10 @@
 package main
 
 import (
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/slipway-dev/slipway/internal/testsupport/docs"
 
 	"github.com/slipway-dev/slipway/internal/flagenv"
 	"github.com/slipway-dev/slipway/internal/kubeclient"
@@ -39,10 +40,7 @@ func TestFlags(t *testing.T) {
 }
 
 func TestREADMEListsEveryFlag(t *testing.T) {
-	readme, err := os.ReadFile("../../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := []byte(docs.All(t, "../../.."))
 	t.Setenv("NODE_NAME", "n")
 	_, fs, _ := parse(nil)
 	if missing := flagenv.Undocumented(fs, string(readme)); len(missing) > 0 {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slipway-dev/slipway/internal/testsupport/docs"
+
 	"github.com/slipway-dev/slipway/internal/flagenv"
 	"github.com/slipway-dev/slipway/internal/nodeconfig"
 )
@@ -97,10 +99,7 @@ func TestNodeConfigBadUsage(t *testing.T) {
 }
 
 func TestREADMEListsEveryNodeConfigFlag(t *testing.T) {
-	readme, err := os.ReadFile("../../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := []byte(docs.All(t, "../../.."))
 	_, fs, _ := parseNodeConfig(nil, new(strings.Builder))
 	if missing := flagenv.Undocumented(fs, string(readme)); len(missing) > 0 {
 		t.Errorf("README does not document node-config apply's %v", missing)

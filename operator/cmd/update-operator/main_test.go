@@ -6,10 +6,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slipway-dev/slipway/internal/testsupport/docs"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
@@ -189,10 +190,7 @@ func TestFlagsRejected(t *testing.T) {
 
 // README documents every flag.
 func TestREADMEListsEveryFlag(t *testing.T) {
-	readme, err := os.ReadFile("../../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	readme := []byte(docs.All(t, "../../.."))
 	_, fs, _ := parse(nil)
 	if missing := flagenv.Undocumented(fs, string(readme)); len(missing) > 0 {
 		t.Errorf("README does not document %v", missing)
