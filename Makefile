@@ -8,7 +8,7 @@ export CGO_ENABLED ?= 0
 # binaries link without DWARF (-w): stack traces keep their file:line, the links are faster.
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath -ldflags=-w)
 
-.PHONY: build test unit lint deps controlplane demo bench bench-fleet chaos render image clean e2e e2e-deps cluster cluster-down butane flatcar-image terraform-deps
+.PHONY: build test unit lint docs deps controlplane demo bench bench-fleet chaos render image clean e2e e2e-deps cluster cluster-down butane flatcar-image terraform-deps
 
 ## build: the binaries into bin/ (update-agent, update-operator, kubectl-slipway), version-stamped
 build:
@@ -63,6 +63,11 @@ test:
 	@cd deploy/helmtest && $(STAGE) "unit+integration deploy/helmtest" go test -count=1 ./...
 	@$(STAGE) "e2e" $(MAKE) --no-print-directory e2e
 	@echo "make test: every stage passed:"; cat $(STAGES)
+
+## docs: regenerate the generated reference pages (docs/reference/*.md) from the code; the tests fail
+##       when one is stale
+docs:
+	SLIPWAY_UPDATE_DOCS=1 go test ./operator/cmd/update-operator/ ./agent/cmd/update-agent/ -run TestFlagReference -count=1
 
 ## demo: a local control plane, simulated nodes with real agents on real D-Bus, a rolling reboot
 demo: controlplane

@@ -47,3 +47,21 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 		t.Errorf("README does not document %v", missing)
 	}
 }
+
+// docs/reference/update-agent.md is generated from the flags of update-agent and its two
+// subcommands (`make docs`) and must be current.
+func TestFlagReference(t *testing.T) {
+	t.Setenv("NODE_NAME", "") // a default that comes from the pod's environment
+	_, agent, _ := parse(nil)
+	_, fleetlock, _ := parseFleetLock(nil, new(strings.Builder))
+	_, nodeConfig, _ := parseNodeConfig(nil, new(strings.Builder))
+	page := "# update-agent flags\n\nGenerated from the flags' own `--help` text by `make docs` " +
+		"(`TestFlagReference` fails when it is stale); [reference.md](../reference.md) says more about each. " +
+		"A flag given on the command line wins over its environment variable.\n\n" +
+		"## update-agent\n\n" + flagenv.Reference(agent, "UPDATE_AGENT") +
+		"\n## update-agent fleetlock\n\n" + flagenv.Reference(fleetlock, "UPDATE_AGENT_FLEETLOCK") +
+		"\n## update-agent node-config apply\n\nNo environment variables: every input is on the command line.\n\n" + flagenv.Reference(nodeConfig, "")
+	if msg := flagenv.CheckPage("../../../docs/reference/update-agent.md", page); msg != "" {
+		t.Error(msg)
+	}
+}

@@ -303,3 +303,16 @@ func TestBlockingPodSelectorsAsKured(t *testing.T) {
 		t.Errorf("empty selector: %v", err)
 	}
 }
+
+// docs/reference/update-operator.md is generated from the flags (`make docs`) and must be current.
+func TestFlagReference(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "") // defaults that come from the pod's environment
+	t.Setenv("POD_NAME", "")
+	_, fs, _ := parse(nil)
+	page := "# update-operator flags\n\nGenerated from the flags' own `--help` text by `make docs` " +
+		"(`TestFlagReference` fails when it is stale); [reference.md](../reference.md) says more about each. " +
+		"A flag given on the command line wins over its environment variable.\n\n" + flagenv.Reference(fs, "UPDATE_OPERATOR")
+	if msg := flagenv.CheckPage("../../../docs/reference/update-operator.md", page); msg != "" {
+		t.Error(msg)
+	}
+}
