@@ -19,6 +19,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -345,5 +346,38 @@ func TestImagesPinned(t *testing.T) {
 				t.Errorf("%s renders image %q (%s): pin a version tag, not latest or none", dir, ref, name)
 			}
 		}
+	}
+}
+
+// The deploy/operator-secret component gives the operator its secrets from a Secret (envFrom), and
+// changes nothing else of the Deployment.
+func TestOperatorSecretExample(t *testing.T) {
+	operator := func(rendered string) appsv1.Deployment {
+		for _, doc := range strings.Split(rendered, "\n---\n") {
+			var d appsv1.Deployment
+			if err := yaml.Unmarshal([]byte(doc), &d); err == nil && d.Kind == "Deployment" && d.Name == "slipway-update-operator" {
+				return d
+			}
+		}
+		t.Fatal("no operator Deployment rendered")
+		return appsv1.Deployment{}
+	}
+	dir := t.TempDir()
+	abs, _ := filepath.Abs(".")
+	comp, _ := filepath.Abs("operator-secret")
+	relBase, _ := filepath.Rel(dir, abs)
+	relComp, _ := filepath.Rel(dir, comp)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(fmt.Sprintf("resources: [%s]\ncomponents: [%s]\n", relBase, relComp)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base, with := operator(kustomize(t, ".")), operator(kustomize(t, dir))
+	c := with.Spec.Template.Spec.Containers[0]
+	if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef == nil || c.EnvFrom[0].SecretRef.Name != "slipway-operator-env" ||
+		c.EnvFrom[0].SecretRef.Optional == nil || *c.EnvFrom[0].SecretRef.Optional {
+		t.Fatalf("envFrom %+v, want the Secret slipway-operator-env, not optional", c.EnvFrom)
+	}
+	with.Spec.Template.Spec.Containers[0].EnvFrom = nil
+	if !equality.Semantic.DeepEqual(base.Spec, with.Spec) {
+		t.Error("the overlay changes more of the operator's Deployment than envFrom")
 	}
 }

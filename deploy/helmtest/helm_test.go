@@ -516,6 +516,12 @@ func TestValues(t *testing.T) {
 			}
 		},
 	}, {
+		name: "existingSecret: the operator's environment from a Secret, as deploy/operator-secret",
+		vals: `operator: {existingSecret: slipway-operator-env}`,
+		edit: func(t *testing.T, o objects) {
+			container(o[operatorKey])["envFrom"] = []any{map[string]any{"secretRef": map[string]any{"name": "slipway-operator-env", "optional": false}}}
+		},
+	}, {
 		name: "operator flags left out",
 		vals: `operator: {maxUnavailable: "", drainTimeout: "", drainFailurePolicy: "", startPaused: false}`,
 		edit: func(t *testing.T, o objects) { delete(container(o[operatorKey]), "args") },
@@ -745,6 +751,7 @@ func TestValuesRefused(t *testing.T) {
 		{`operator: {preRebootNodeLabels: ["x']+['y=1"]}`, "is not KEY=VALUE or KEY-"},
 		{`operator: {postRebootNodeLabels: [kured]}`, "is not KEY=VALUE or KEY-"},
 		{`operator: {preferNoScheduleTaint: "x' + 'y"}`, "at '/operator/preferNoScheduleTaint'"},
+		{`operator: {existingSecret: "Not A Name"}`, "at '/operator/existingSecret'"},
 		{`agentPolicy: {enabled: false}`, "also set agentPolicy.acknowledgeUnconfinedAgents=true"},
 		{`operator: {afterRebootAnnotations: "example.com/a"}`, "at '/operator/afterRebootAnnotations'"},
 	} {
