@@ -11,11 +11,13 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"golang.org/x/term"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/pager"
 
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
+	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/version"
 )
 
@@ -41,14 +44,16 @@ const (
 )
 
 const usage = `Usage:
-  %[1]s [status] [-o text|wide|json]
+  %[1]s [status] [-o text|wide|json] [--group GROUP] [--state STATE]
   %[1]s pause [--group GROUP] [--reason TEXT]
   %[1]s resume [--group GROUP | --failures | --version V]
+  %[1]s version
 
 Commands:
-  status   the fleet's reboot state (default): pause switches, reboot windows, blockers, failed
-           reboots, budgets; per node its cycle state, for how long, budget group, why it waits
-           (blocked-by), stalled reason, last drain or reboot error, last reboot
+  status   the fleet's reboot state (default): problems first (with what to do), pause switches,
+           reboot windows, blockers, failed reboots, OS versions, the leader's Lease, budgets; per
+           node its cycle state, for how long (waiting: since it was first held), budget group, why
+           it waits (blocked-by), stalled reason, last drain or reboot error, last reboot
   pause    stop new reboot cycles in the whole fleet, or in one budget group; nodes already in
            their cycle finish it. Records who (the kubeconfig user, else $USER) and when.
   resume   let the fleet (or the group) start cycles again; --failures: clear the pause the
@@ -57,10 +62,12 @@ Commands:
            (--max-failed-per-version): its failures recorded before now no longer count
 
 Flags:
-  -o, --output FORMAT      text (aligned columns cut to $COLUMNS, default 100), wide (nothing
-                           cut) or json (stable shape, see docs/operate.md)
-      --group GROUP        pause or resume only this budget group (the operator's --group-label
-                           value, or a FleetLock group)
+  -o, --output FORMAT      text (aligned columns cut to the terminal's width, else $COLUMNS, else
+                           100), wide (nothing cut) or json (stable shape, see docs/operate.md)
+      --group GROUP        status: only this budget group's nodes; pause or resume only this
+                           group (the operator's --group-label value, or a FleetLock group)
+      --state STATE        status: only nodes in this state (idle, needs-reboot, before-reboot,
+                           draining, rebooting, rebooted, after-reboot)
       --reason TEXT        why, shown to everyone who looks (pause)
       --failures           resume: the failure budget's pause, and a new count of failed reboots
       --version V          resume: OS version V's halt, and a new count of its failures
@@ -78,6 +85,7 @@ type options struct {
 	group, reason                  string
 	failures                       bool
 	version                        string
+	state                          string
 	timeout                        time.Duration
 }
 
@@ -86,6 +94,8 @@ type env struct {
 	now    func() time.Time
 	getenv func(string) string
 	zone   *time.Location
+	// termWidth is stdout's terminal width (0: not a terminal); nil: none.
+	termWidth func() int
 }
 
 // Main runs one command line of the status plugin (args: without the program name) and returns the
@@ -94,7 +104,15 @@ type env struct {
 func Main(prog string, args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return run(ctx, prog, args, stdout, stderr, env{now: time.Now, getenv: os.Getenv, zone: time.Local})
+	width := func() int {
+		if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			if w, _, err := term.GetSize(int(f.Fd())); err == nil {
+				return w
+			}
+		}
+		return 0
+	}
+	return run(ctx, prog, args, stdout, stderr, env{now: time.Now, getenv: os.Getenv, zone: time.Local, termWidth: width})
 }
 
 func run(ctx context.Context, prog string, args []string, stdout, stderr io.Writer, e env) int {
@@ -106,6 +124,9 @@ func run(ctx context.Context, prog string, args []string, stdout, stderr io.Writ
 	case err != nil:
 		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", prog, err, prog)
 		return ExitUsage
+	case cmd == "version":
+		fmt.Fprintln(stdout, version.String())
+		return ExitOK
 	}
 	c, err := connect(o)
 	if err == nil {
@@ -141,6 +162,7 @@ func parseArgs(args []string) (string, options, error) {
 	fs.StringVar(&o.reason, "reason", "", "")
 	fs.BoolVar(&o.failures, "failures", false, "")
 	fs.StringVar(&o.version, "version", "", "")
+	fs.StringVar(&o.state, "state", "", "")
 	fs.DurationVar(&o.timeout, "request-timeout", o.timeout, "")
 	var pos []string
 	for {
@@ -178,13 +200,14 @@ func parseArgs(args []string) (string, options, error) {
 		return nil
 	}
 	switch cmd {
-	case "status", "pause", "resume", "help":
+	case "status", "pause", "resume", "help", "version":
 	default:
-		return "", o, fmt.Errorf("unknown command %q: want status, pause or resume", cmd)
+		return "", o, fmt.Errorf("unknown command %q: want status, pause, resume or version", cmd)
 	}
 	for _, err := range []error{
 		only("o", "status"), only("output", "status"),
-		only("group", "pause", "resume"), only("reason", "pause"), only("failures", "resume"), only("version", "resume"),
+		only("group", "status", "pause", "resume"), only("reason", "pause"), only("failures", "resume"), only("version", "resume"),
+		only("state", "status"),
 	} {
 		if err != nil {
 			return "", o, err
@@ -197,6 +220,9 @@ func parseArgs(args []string) (string, options, error) {
 	}
 	if o.namespace == "" {
 		return "", o, errors.New("--namespace must not be empty")
+	}
+	if o.state != "" && !slices.Contains(states, protocol.State(o.state)) {
+		return "", o, fmt.Errorf("--state %q: want one of %v", o.state, states)
 	}
 	if o.group != "" {
 		if bad := validation.IsConfigMapKey(fleetswitch.GroupPausePrefix + o.group); len(bad) > 0 {
@@ -219,6 +245,9 @@ func parseArgs(args []string) (string, options, error) {
 	}
 	return cmd, o, nil
 }
+
+// states are the values of --state.
+var states = []protocol.State{protocol.Idle, protocol.NeedsReboot, protocol.BeforeHooks, protocol.Draining, protocol.Rebooting, protocol.Rebooted, protocol.AfterHooks}
 
 // client is a connection to one cluster.
 type client struct {
@@ -293,6 +322,8 @@ func (c *client) status(ctx context.Context, w io.Writer, o options, e env) erro
 		return err
 	}
 	r := Build(nodes, cm, o.namespace, e.now())
+	r.WithLease(c.lease(ctx, o.namespace, e.now()))
+	r.Nodes = filterNodes(r.Nodes, o.group, o.state)
 	switch o.output {
 	case "json":
 		return WriteJSON(w, r)
@@ -300,10 +331,54 @@ func (c *client) status(ctx context.Context, w io.Writer, o options, e env) erro
 		return WriteText(w, r, TextOptions{Location: e.zone})
 	}
 	width := DefaultWidth
+	if e.termWidth != nil {
+		if n := e.termWidth(); n > 0 {
+			width = n // the terminal's own width: bash does not export $COLUMNS
+		}
+	}
 	if n, err := strconv.Atoi(e.getenv("COLUMNS")); err == nil && n > 0 {
 		width = n
 	}
 	return WriteText(w, r, TextOptions{Width: width, Location: e.zone})
+}
+
+// LeaseName is the operator's leader-election Lease (its --lease-name default).
+const LeaseName = "slipway-update-operator"
+
+// lease reads the operator's leader Lease; nil when it is missing or not readable (the view then
+// says the leader is as last published).
+func (c *client) lease(ctx context.Context, ns string, now time.Time) *Lease {
+	l, err := c.cs.CoordinationV1().Leases(ns).Get(ctx, LeaseName, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	out := &Lease{}
+	if l.Spec.HolderIdentity != nil {
+		out.Holder = *l.Spec.HolderIdentity
+	}
+	if l.Spec.LeaseDurationSeconds != nil {
+		out.Duration = int(*l.Spec.LeaseDurationSeconds)
+	}
+	if l.Spec.RenewTime != nil {
+		t := l.Spec.RenewTime.UTC()
+		out.Renewed = &t
+		out.Live = out.Holder != "" && now.Sub(t) <= time.Duration(out.Duration)*time.Second
+	}
+	return out
+}
+
+// filterNodes keeps the rows of one budget group and/or one state ("" any).
+func filterNodes(nodes []Node, group, state string) []Node {
+	if group == "" && state == "" {
+		return nodes
+	}
+	out := []Node{}
+	for _, n := range nodes {
+		if (group == "" || n.Group == group) && (state == "" || string(n.State) == state) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // who pauses: the kubeconfig context's user, else $USER.

@@ -17,13 +17,13 @@
 //
 // # Output
 //
-// The text output (default, -o text) is aligned columns for an 80-100 column terminal: the fleet
-// (pause switches, node counts per state, reboot windows, blockers, failed reboots, OS versions with
+// The text output (default, -o text) is aligned columns for an 80-100 column terminal: the problems
+// (see Problem), the fleet (pause switches, node counts per state, reboot windows, blockers, failed reboots, OS versions with
 // their canary state, the leader), the
 // budgets, then one row per node: NODE, STATE (with ",paused", and outside a cycle ",not-ready" and
 // ",cordoned"), FOR (time in this stage; for idle nodes since the last reboot), GROUP, LAST-REBOOT
 // and DETAIL: why it waits (blocked-by), why it is stalled, its last drain and reboot errors. DETAIL
-// is cut to fit $COLUMNS (default 100); -o wide never cuts. The text layout may change between
+// is cut to fit the terminal (else $COLUMNS, else 100); -o wide never cuts. The text layout may change between
 // releases; scripts should read -o json.
 //
 // # JSON (-o json)
@@ -36,9 +36,19 @@
 //	  "time": "2026-11-23T09:00:00Z",          // the instant the report describes
 //	  "namespace": "slipway-system",           // where slipway-fleet was read
 //	  "fleet": {
+//	    "problems": [                          // what to look at first, most urgent first; [] none
+//	      {"kind": "stalled",                  // no-operator, no-leader, failures-paused,
+//	                                           // version-halted, stalled, undrainable, paused, blocked
+//	       "node": "node-a",                   // "" for the fleet, or for several nodes (named in what)
+//	       "what": "stalled: drain-failing",
+//	       "do": "drain keeps failing: ..."}   // what to do or read
+//	    ],
 //	    "published": true,                     // the leading operator published its Status; when
 //	                                           // false, limits and windows are unknown (null/false)
 //	    "leader": "update-operator-7c9d-x2",   // "" when not published
+//	    "lease": {"holder": "update-operator-7c9d-x2", "renewed": "2026-11-23T08:59:58Z",
+//	              "durationSeconds": 15, "live": true},  // Lease slipway-update-operator; null
+//	                                           // when missing or not readable
 //	    "paused": {"paused": true, "reason": "incident 42", "by": "alice", "at": "2026-11-23T08:00:00Z"},
 //	    "pausedGroups": [{"group": "zone-b", "reason": "AZ maintenance"}],
 //	    "groupLabel": "topology.kubernetes.io/zone",
@@ -80,7 +90,10 @@
 //	      "stalled": "drain-failing",          // update.slipway.dev/stalled
 //	      "drainError": "Cannot evict pod ...",
 //	      "rebootError": "",
-//	      "lastReboot": "2026-11-20T03:10:00Z" // update.slipway.dev/last-reboot-time, or null
+//	      "lastReboot": "2026-11-20T03:10:00Z", // update.slipway.dev/last-reboot-time, or null
+//	      "waitingSince": null,                // update.slipway.dev/waiting-since, or null
+//	      "undrainable": "",                   // update.slipway.dev/undrainable
+//	      "stallHint": "drain keeps failing: ..." // what to look at for the stall; "" if none
 //	    }
 //	  ]
 //	}

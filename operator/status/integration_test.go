@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +22,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
+	"github.com/slipway-dev/slipway/internal/version"
 )
 
 // One real control plane (etcd + kube-apiserver) for the package, started by the first test that
@@ -153,6 +155,7 @@ func knownFleet(t *testing.T, c kubernetes.Interface, ns string) {
 		{name: "node-c", labels: zone("zone-b", nil), ready: true, ann: map[string]string{
 			protocol.RebootNeeded: "true",
 			protocol.BlockedBy:    "paused: group zone-b paused: AZ maintenance",
+			protocol.WaitingSince: "2026-11-23T06:00:00Z",
 		}},
 		{name: "node-d", labels: zone("zone-b", nil), ready: false, unschedulable: true, ann: map[string]string{
 			protocol.RebootNeeded:     "true",
@@ -190,13 +193,23 @@ func knownFleet(t *testing.T, c kubernetes.Interface, ns string) {
 	if _, err := c.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The leader's Lease, renewed 2 s before fixedNow.
+	holder, dur := st.Leader, int32(15)
+	renew := metav1.NewMicroTime(fixedNow.Add(-2 * time.Second))
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: LeaseName, Namespace: ns},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, RenewTime: &renew}}
+	if _, err := c.CoordinationV1().Leases(ns).Create(context.Background(), lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 const knownNS = "slipway-known"
 
 // goldenText is the exact output of `kubectl slipway -n slipway-known` for knownFleet at fixedNow,
 // with no $COLUMNS (100 columns).
-const goldenText = `Fleet:     running
+const goldenText = `Problems:  node-b: stalled: drain-failing -> drain keeps failing: Cannot evict pod as it would vi...
+           node-c: waiting 3h: paused: group zone-b paused: AZ maintenance -> docs/troubleshootin...
+Fleet:     running
 Groups:    zone-b PAUSED: AZ maintenance
 Nodes:     6: 2 idle, 2 needs-reboot, 1 draining, 1 rebooting, 1 stalled, 1 paused
 Windows:   CLOSED (outside the reboot windows), opens Mon 2026-11-23 21:00 UTC (in 12h)
@@ -205,7 +218,7 @@ Windows:   CLOSED (outside the reboot windows), opens Mon 2026-11-23 21:00 UTC (
            exclusion 2026-12-24/2026-12-26 Europe/Berlin
 Blockers:  alerts: 1 alert firing: NodeFilesystemAlmostFull (for 10m)
 Failed:    1/3 reboots failed: node-x
-Operator:  leader update-operator-6d5f9-x2x4q
+Operator:  leader update-operator-6d5f9-x2x4q, lease renewed 2s ago
 
 BUDGET         UNAVAILABLE  LIMIT  NODES
 fleet          3            2      6
@@ -218,7 +231,7 @@ NODE    STATE                 FOR   GROUP   LAST-REBOOT  DETAIL
 cp-1    needs-reboot          -     zone-a  21d          order: workers first (--control-plane-or...
 node-a  idle                  3d6h  zone-a  3d6h         -
 node-b  draining              12m   zone-a  -            stalled: drain-failing; drain-error: Can...
-node-c  needs-reboot          -     zone-b  -            paused: group zone-b paused: AZ maintenance
+node-c  needs-reboot          3h    zone-b  -            paused: group zone-b paused: AZ maintenance
 node-d  rebooting             5m    zone-b  -            -
 node-e  idle,paused,cordoned  -     -       -            reboot-error: Reboot: Interactive authen...
 `
@@ -254,6 +267,41 @@ func TestKnownFleet(t *testing.T) {
 		want := "node-b  draining              12m   zone-a  -            stalled: drain-failing; drain-error: Cannot evict pod as it would violate the pod's disruption budget. (pod shop/web-0, PodDisruptionBudget shop/web)\n"
 		if code != ExitOK || !strings.Contains(out, want) {
 			t.Errorf("exit %d, wide output without\n%s\n%s", code, want, out)
+		}
+	})
+	t.Run("filters", func(t *testing.T) {
+		rows := func(more ...string) string {
+			out, errOut, code := cli(args(more...)...)
+			if code != ExitOK || errOut != "" {
+				t.Fatalf("%v: exit %d: %s", more, code, errOut)
+			}
+			_, table, _ := strings.Cut(out, "NODE    ")
+			var names []string
+			for _, l := range strings.Split(table, "\n")[1:] {
+				if f := strings.Fields(l); len(f) > 0 {
+					names = append(names, f[0])
+				}
+			}
+			return strings.Join(names, " ")
+		}
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--group", "zone-b"}, "node-c node-d"},
+			{[]string{"--state", "needs-reboot"}, "cp-1 node-c"},
+			{[]string{"status", "--group", "zone-b", "--state", "needs-reboot"}, "node-c"},
+			{[]string{"--group", "zone-a", "--state", "rebooting"}, ""},
+		} {
+			if got := rows(c.args...); got != c.want {
+				t.Errorf("%v: rows %q, want %q", c.args, got, c.want)
+			}
+		}
+	})
+	t.Run("version", func(t *testing.T) {
+		out, errOut, code := cli("version")
+		if code != ExitOK || errOut != "" || !strings.HasPrefix(out, version.String()) {
+			t.Errorf("exit %d: %q %q", code, out, errOut)
 		}
 	})
 	t.Run("json", func(t *testing.T) {
@@ -320,7 +368,8 @@ func TestPauseResume(t *testing.T) {
 
 	do("fleet is not paused\n", "resume") // nothing to resume, no ConfigMap: fine
 	// No ConfigMap, no operator: what is known, and what is not.
-	do(`Fleet:     running
+	do(`Problems:  no operator in slipway-pause: no Lease, no status -> docs/install.md; or is -n wrong?
+Fleet:     running
 Nodes:     0
 Windows:   unknown (the operator has published no status)
 Blockers:  none
@@ -470,7 +519,9 @@ func TestErrors(t *testing.T) {
 		{"unreachable", nil, []string{"KUBECONFIG=" + unreachable}, ExitError, fmt.Sprintf("kubectl slipway status: cannot reach the API server at https://127.0.0.1:%d (listing Nodes): ", port)},
 		{"unreachable pause", []string{"pause", "--kubeconfig", unreachable}, nil, ExitError, fmt.Sprintf("kubectl slipway pause: cannot reach the API server at https://127.0.0.1:%d", port)},
 		{"bad -o", []string{"-o", "yaml", "--kubeconfig", cp.Kubeconfig}, nil, ExitUsage, "kubectl slipway: unknown output format \"yaml\": want text, wide or json\nRun 'kubectl slipway --help' for usage.\n"},
-		{"unknown command", []string{"reboot"}, nil, ExitUsage, "kubectl slipway: unknown command \"reboot\": want status, pause or resume\n"},
+		{"unknown command", []string{"reboot"}, nil, ExitUsage, "kubectl slipway: unknown command \"reboot\": want status, pause, resume or version\n"},
+		{"bad --state", []string{"--state", "asleep"}, nil, ExitUsage, "kubectl slipway: --state \"asleep\": want one of"},
+		{"--state on pause", []string{"pause", "--state", "idle"}, nil, ExitUsage, "kubectl slipway: --state is not a flag of pause\n"},
 		{"flag of another command", []string{"status", "--reason", "x"}, nil, ExitUsage, "kubectl slipway: --reason is not a flag of status\n"},
 		{"-o on pause", []string{"pause", "-o", "json"}, nil, ExitUsage, "kubectl slipway: -o is not a flag of pause\n"},
 		{"bad group", []string{"pause", "--group", "zone b"}, nil, ExitUsage, "kubectl slipway: --group \"zone b\": "},
@@ -497,7 +548,7 @@ func TestErrors(t *testing.T) {
 	}
 	t.Run("help", func(t *testing.T) {
 		out, err := exec.Command(kc, "--help").Output()
-		if err != nil || !strings.HasPrefix(string(out), "Usage:\n  kubectl slipway [status] [-o text|wide|json]\n") {
+		if err != nil || !strings.HasPrefix(string(out), "Usage:\n  kubectl slipway [status] [-o text|wide|json] [--group GROUP] [--state STATE]\n") {
 			t.Errorf("%v: %s", err, out)
 		}
 	})

@@ -1,10 +1,13 @@
 package status
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
@@ -27,8 +30,12 @@ type Report struct {
 
 // Fleet is what holds or limits every node.
 type Fleet struct {
-	Published     bool          `json:"published"`
-	Leader        string        `json:"leader"`
+	// Problems: what a person on call should look at first, most urgent first ([] when none).
+	Problems  []Problem `json:"problems"`
+	Published bool      `json:"published"`
+	Leader    string    `json:"leader"`
+	// Lease is the leader Lease as the API server holds it now (nil: not found or not readable).
+	Lease         *Lease        `json:"lease"`
 	Paused        Pause         `json:"paused"`
 	PausedGroups  []GroupPause  `json:"pausedGroups"`
 	GroupLabel    string        `json:"groupLabel"`
@@ -114,6 +121,27 @@ type Version struct {
 	Resumed *time.Time `json:"resumed"` // when a person last ran resume --version for it
 }
 
+// Problem is one thing to look at: what, which node ("" for the fleet), and what to do.
+type Problem struct {
+	Kind string `json:"kind"` // no-operator, no-leader, paused, failures-paused, stalled, undrainable, version-halted, blocked
+	Node string `json:"node"`
+	What string `json:"what"`
+	Do   string `json:"do"`
+}
+
+// Lease is the operator's leader Lease.
+type Lease struct {
+	Holder   string     `json:"holder"`
+	Renewed  *time.Time `json:"renewed"`
+	Duration int        `json:"durationSeconds"`
+	// Live: renewed within its duration (a leader is acting).
+	Live bool `json:"live"`
+}
+
+// BlockedProblemAfter is how long a node may be held by something other than the plan (a pause, a
+// blocker) before the view lists it under Problems.
+const BlockedProblemAfter = time.Hour
+
 // Node is one node's row.
 type Node struct {
 	Name          string         `json:"name"`
@@ -130,6 +158,11 @@ type Node struct {
 	DrainError    string         `json:"drainError"`
 	RebootError   string         `json:"rebootError"`
 	LastReboot    *time.Time     `json:"lastReboot"`
+	// WaitingSince: when it was first held waiting for its turn (update.slipway.dev/waiting-since).
+	WaitingSince *time.Time `json:"waitingSince"`
+	Undrainable  string     `json:"undrainable"`
+	// StallHint: what to look at for its stall ("" when not stalled).
+	StallHint string `json:"stallHint"`
 }
 
 // Build derives the report from the Nodes and the slipway-fleet ConfigMap (nil when there is none) at
@@ -174,7 +207,103 @@ func Build(nodes []corev1.Node, cm *corev1.ConfigMap, namespace string, now time
 	sort.Slice(r.Nodes, func(i, j int) bool { return r.Nodes[i].Name < r.Nodes[j].Name })
 	r.Fleet.Budgets = budgets(entries, st, published)
 	r.Fleet.Versions = versions(entries, st, sw, now)
+	r.Fleet.Problems = problems(r, now)
 	return r
+}
+
+// WithLease adds the leader Lease read from the API server (nil: none) and the problem a dead one is.
+func (r *Report) WithLease(l *Lease) {
+	r.Fleet.Lease = l
+	if l == nil && !r.Fleet.Published {
+		p := Problem{Kind: "no-operator", What: "no operator in " + r.Namespace + ": no Lease, no status",
+			Do: "docs/install.md; or is -n wrong?"}
+		r.Fleet.Problems = append([]Problem{p}, r.Fleet.Problems...)
+	}
+	if l == nil || l.Live {
+		return
+	}
+	since := "never renewed"
+	if l.Renewed != nil {
+		since = "last renewed " + l.Renewed.UTC().Format(time.RFC3339)
+	}
+	p := Problem{Kind: "no-leader", What: fmt.Sprintf("no operator is leading: the lease of %s expired (%s)", orDash(l.Holder), since),
+		Do: "check the slipway-update-operator pods and their logs in " + r.Namespace}
+	r.Fleet.Problems = append([]Problem{p}, r.Fleet.Problems...)
+}
+
+// problems lists what needs a person, most urgent first: the failure budget's pause and halted
+// versions (a release went wrong), stalled nodes (with the stall's hint), undrainable nodes, a
+// person's pause, and nodes held longer than BlockedProblemAfter by something other than the plan.
+func problems(r Report, now time.Time) []Problem {
+	out := []Problem{}
+	f := r.Fleet
+	if f.FailedReboots.Paused {
+		out = append(out, Problem{Kind: "failures-paused", What: orUnsaid(f.FailedReboots.Reason), Do: "look at the failed nodes, then resume --failures"})
+	}
+	for _, v := range f.Versions {
+		if v.Canary == "halted" {
+			out = append(out, Problem{Kind: "version-halted", What: fmt.Sprintf("%d failed reboots for %s", v.Failed, v.Version), Do: "look at its failed nodes, then resume --version " + v.Version})
+		}
+	}
+	for _, n := range r.Nodes {
+		if n.Stalled != "" {
+			out = append(out, Problem{Kind: "stalled", Node: n.Name, What: "stalled: " + n.Stalled, Do: n.StallHint})
+		}
+	}
+	for _, n := range r.Nodes {
+		if n.Undrainable != "" && n.State == protocol.NeedsReboot {
+			why := n.Undrainable
+			if at, rest, ok := strings.Cut(why, " "); ok && !parseTime(at).IsZero() {
+				why = rest
+			}
+			out = append(out, Problem{Kind: "undrainable", Node: n.Name, What: "drain failed: " + why, Do: "fix the PodDisruptionBudget or pod that blocks it; it is retried by itself"})
+		}
+	}
+	if p := f.Paused; p.Paused {
+		out = append(out, Problem{Kind: "paused", What: "the fleet is paused: " + orUnsaid(p.Reason), Do: "resume when ready"})
+	}
+	// Held too long by something other than the plan: one line per reason, however many nodes share
+	// it (a paused group of 500 nodes is one problem), with the longest wait.
+	type held struct {
+		nodes   []string
+		longest time.Duration
+	}
+	byReason := map[string]*held{}
+	var reasons []string
+	for _, n := range r.Nodes {
+		kind := admission.KindOf(n.BlockedBy)
+		if n.WaitingSince == nil || n.BlockedBy == "" || kind.Quiet() || now.Sub(*n.WaitingSince) < BlockedProblemAfter {
+			continue
+		}
+		h := byReason[n.BlockedBy]
+		if h == nil {
+			h = &held{}
+			byReason[n.BlockedBy] = h
+			reasons = append(reasons, n.BlockedBy)
+		}
+		h.nodes = append(h.nodes, n.Name)
+		h.longest = max(h.longest, now.Sub(*n.WaitingSince))
+	}
+	for _, why := range reasons {
+		h := byReason[why]
+		p := Problem{Kind: "blocked", What: fmt.Sprintf("waiting %s: %s", duration.HumanDuration(h.longest), why),
+			Do: "docs/troubleshooting.md: " + string(admission.KindOf(why))}
+		if len(h.nodes) == 1 {
+			p.Node = h.nodes[0]
+		} else {
+			p.What = fmt.Sprintf("%d nodes (%s) %s", len(h.nodes), names(h.nodes, 3), p.What)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// names lists up to n of them, then how many more.
+func names(all []string, n int) string {
+	if len(all) <= n {
+		return strings.Join(all, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(all[:n], ", "), len(all)-n)
 }
 
 // versions summarises entries per OS version the way admission decides on them.
@@ -203,8 +332,12 @@ func node(n *corev1.Node, groupLabel string, policy stall.Policy) Node {
 	a := n.Annotations
 	last := parseTime(a[protocol.LastRebootTime])
 	since := protocol.StageSince(state, n)
-	if state == protocol.Idle {
+	waiting := parseTime(a[protocol.WaitingSince])
+	switch state {
+	case protocol.Idle:
 		since = last
+	case protocol.NeedsReboot:
+		since = waiting
 	}
 	return Node{
 		Name:          n.Name,
@@ -221,7 +354,17 @@ func node(n *corev1.Node, groupLabel string, policy stall.Policy) Node {
 		DrainError:    a[protocol.DrainError],
 		RebootError:   a[protocol.RebootError],
 		LastReboot:    timePtr(last),
+		WaitingSince:  timePtr(waiting),
+		Undrainable:   a[protocol.Undrainable],
+		StallHint:     stallHint(a[protocol.Stalled], n),
 	}
+}
+
+func stallHint(reason string, n *corev1.Node) string {
+	if reason == "" {
+		return ""
+	}
+	return stall.Hint(reason, n)
 }
 
 // budgets are admission.Pools over the nodes under the configuration the operator published (its

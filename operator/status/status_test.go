@@ -215,7 +215,7 @@ func TestTextStripsControlCharacters(t *testing.T) {
 				t.Fatalf("width %d: control character %U at byte %d in:\n%q", width, r, i, out)
 			}
 		}
-		if strings.Count(out, "\nFleet:") != 0 || !strings.HasPrefix(out, "Fleet:") {
+		if strings.Count(out, "\nFleet:") != 1 || !strings.HasPrefix(out, "Problems:  none\nFleet:") {
 			t.Errorf("width %d: a Node's text started a line of its own:\n%s", width, out)
 		}
 		if !strings.Contains(out, "logind said no") {
@@ -278,5 +278,93 @@ func TestVersions(t *testing.T) {
 	r = Build(nodes, nil, "ns", now)
 	if b := r.Fleet.Versions[1]; b.Canary != "" || b.Asking != 2 {
 		t.Errorf("B unpublished: %+v", b)
+	}
+}
+
+// Problems: known answers for each kind, most urgent first; a wait under BlockedProblemAfter, or held
+// by the plan itself (budget, window), is no problem; nodes held for the same reason are one line.
+func TestProblems(t *testing.T) {
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	mk := func(name string, ann map[string]string) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		return n
+	}
+	held := func(why, since string) map[string]string {
+		return map[string]string{protocol.RebootNeeded: protocol.True, protocol.BlockedBy: why, protocol.WaitingSince: since}
+	}
+	stalled := held("", "")
+	stalled[protocol.DrainStarted] = "2026-11-23T08:00:00Z"
+	stalled[protocol.Stalled] = "drain-failing"
+	undrainable := held("", "")
+	undrainable[protocol.Undrainable] = "2026-11-23T08:30:00Z pod shop/web-0 would violate its PodDisruptionBudget"
+	nodes := []corev1.Node{
+		mk("budget-2h", held("budget: fleet 1/1 unavailable", "2026-11-23T07:00:00Z")), // the plan: quiet
+		mk("blocker-59m", held("blocker: alerts: 1 alert firing", "2026-11-23T08:01:00Z")),
+		mk("blocker-2h", held("blocker: alerts: 1 alert firing", "2026-11-23T07:00:00Z")),
+		mk("blocker-3h", held("blocker: alerts: 1 alert firing", "2026-11-23T06:00:00Z")),
+		mk("order-5h", held("order: workers first", "2026-11-23T04:00:00Z")),
+		mk("drain", stalled),
+		mk("undrainable", undrainable),
+		mk("zoned", held("paused: group zone-b paused: AZ maintenance", "2026-11-23T07:30:00Z")),
+	}
+	cm := &corev1.ConfigMap{Data: map[string]string{
+		fleetswitch.KeyStatus: mustJSON(t, fleetswitch.Status{MaxUnavailable: "1", MaxFailedPerVersion: 1}),
+	}}
+	got := func(r Report) string {
+		var b strings.Builder
+		for _, p := range r.Fleet.Problems {
+			fmt.Fprintf(&b, "%s [%s] %s\n", p.Kind, p.Node, p.What)
+		}
+		return b.String()
+	}
+	r := Build(nodes, cm, "ns", now)
+	want := `stalled [drain] stalled: drain-failing
+undrainable [undrainable] drain failed: pod shop/web-0 would violate its PodDisruptionBudget
+blocked [] 2 nodes (blocker-2h, blocker-3h) waiting 3h: blocker: alerts: 1 alert firing
+blocked [zoned] waiting 90m: paused: group zone-b paused: AZ maintenance
+`
+	if g := got(r); g != want {
+		t.Errorf("problems\n got:\n%s\nwant:\n%s", g, want)
+	}
+	if r.Fleet.Problems[0].Do == "" || !strings.Contains(r.Fleet.Problems[3].Do, "troubleshooting") {
+		t.Errorf("every problem says what to do: %+v", r.Fleet.Problems)
+	}
+
+	// The fleet's switches come first, a dead leader before everything.
+	cm.Data[fleetswitch.KeyPaused] = "change freeze"
+	r = Build(nodes[:1], cm, "ns", now)
+	renewed := now.Add(-time.Minute)
+	r.WithLease(&Lease{Holder: "op-1", Renewed: &renewed, Duration: 15})
+	want = "no-leader [] no operator is leading: the lease of op-1 expired (last renewed 2026-11-23T08:59:00Z)\npaused [] the fleet is paused: change freeze\n"
+	if g := got(r); g != want {
+		t.Errorf("problems\n got:\n%s\nwant:\n%s", g, want)
+	}
+	r = Build(nodes[:1], cm, "ns", now)
+	r.WithLease(&Lease{Holder: "op-1", Renewed: &renewed, Duration: 15, Live: true})
+	r.WithLease(nil) // published status, Lease not readable: no problem of its own
+	if g := got(r); g != "paused [] the fleet is paused: change freeze\n" {
+		t.Errorf("live lease: %s", g)
+	}
+	r = Build(nil, nil, "ns", now)
+	r.WithLease(nil)
+	if g := got(r); !strings.HasPrefix(g, "no-operator [] no operator in ns") {
+		t.Errorf("nothing installed: %q", g)
+	}
+
+	// Text output: at most maxProblemLines lines, then how many more.
+	var many []corev1.Node
+	for i := range 20 {
+		a := held("", "")
+		a[protocol.DrainStarted] = "2026-11-23T08:00:00Z"
+		a[protocol.Stalled] = "drain-failing"
+		many = append(many, mk(fmt.Sprintf("n%02d", i), a))
+	}
+	var out bytes.Buffer
+	if err := WriteText(&out, Build(many, nil, "ns", now), TextOptions{Width: DefaultWidth}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "\n           and 12 more: -o wide lists them all\nFleet:") || strings.Contains(out.String(), "n08: stalled") {
+		t.Errorf("text problems not capped:\n%s", out.String())
 	}
 }

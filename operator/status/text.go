@@ -21,9 +21,11 @@ import (
 const DefaultWidth = 100
 
 const (
-	pad      = 2
-	minCut   = 24 // the DETAIL column is never cut shorter than this
-	ellipsis = "..."
+	pad    = 2
+	minCut = 24 // the DETAIL column is never cut shorter than this
+	// maxProblemLines: text output lists this many problems, then says how many more (-o wide: all).
+	maxProblemLines = 8
+	ellipsis        = "..."
 )
 
 // WriteJSON writes the report as the documented JSON shape, indented, with a final newline.
@@ -61,6 +63,28 @@ func WriteText(w io.Writer, r Report, o TextOptions) error {
 	}
 
 	f := r.Fleet
+	probs := []string{"none"}
+	if len(f.Problems) > 0 {
+		probs = nil
+	}
+	for i, p := range f.Problems {
+		if o.Width > 0 && i == maxProblemLines && len(f.Problems) > maxProblemLines+1 {
+			probs = append(probs, fmt.Sprintf("and %d more: -o wide lists them all", len(f.Problems)-i))
+			break
+		}
+		l := p.What
+		if p.Node != "" {
+			l = p.Node + ": " + l
+		}
+		if p.Do != "" {
+			l += " -> " + p.Do
+		}
+		if o.Width > 0 {
+			l = cut(oneLine(l), max(o.Width-len("Problems:")-pad, minCut)) // -o wide: whole
+		}
+		probs = append(probs, l)
+	}
+	section("Problems:", probs...)
 	if p := f.Paused; p.Paused {
 		by := ""
 		if p.By != "" {
@@ -104,9 +128,15 @@ func WriteText(w io.Writer, r Report, o TextOptions) error {
 		vs = append(vs, versionLine(v, now))
 	}
 	section("Versions:", vs...)
-	if f.Published {
-		section("Operator:", "leader "+orDash(f.Leader))
-	} else {
+	switch l := f.Lease; {
+	case l != nil && l.Live:
+		section("Operator:", fmt.Sprintf("leader %s, lease renewed %s ago", orDash(l.Holder), agoPtr(now, l.Renewed)))
+	case l != nil:
+		section("Operator:", fmt.Sprintf("NO LEADER: the lease of %s was last renewed %s ago", orDash(l.Holder), agoPtr(now, l.Renewed)))
+	case f.Published:
+		section("Operator:", "leader "+orDash(f.Leader)+" (as last published; its Lease was not read)")
+	}
+	if !f.Published {
 		section("Operator:", fmt.Sprintf("no status in %s/%s: limits and windows unknown (is -n right?)", r.Namespace, fleetswitch.ConfigMapName))
 	}
 	fmt.Fprintln(tw)
