@@ -206,7 +206,29 @@ func helmIn(t *testing.T, vals map[string]any, ns string) objects {
 	if err != nil {
 		t.Fatalf("helm template: %v", err)
 	}
-	return parse(t, manifest)
+	return keptNamespace(t, parse(t, manifest))
+}
+
+// keptNamespace checks that a Namespace the chart creates is kept by `helm uninstall`
+// (helm.sh/resource-policy: keep) and takes that annotation out, the one way the chart's Namespace
+// differs from kustomize's.
+func keptNamespace(t *testing.T, objs objects) objects {
+	t.Helper()
+	for _, o := range objs {
+		if o["kind"] != "Namespace" {
+			continue
+		}
+		md := o["metadata"].(map[string]any)
+		ann, _ := md["annotations"].(map[string]any)
+		if ann["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("the chart's Namespace is deleted by helm uninstall: annotations %v", ann)
+		}
+		delete(ann, "helm.sh/resource-policy")
+		if len(ann) == 0 {
+			delete(md, "annotations")
+		}
+	}
+	return objs
 }
 
 // differences lists every way got differs from want: objects only in one, and per object the diff.
@@ -773,11 +795,14 @@ func TestValuesRefused(t *testing.T) {
 
 // `helm lint --strict` (Helm's pkg/lint, as the CLI runs it) finds no warning and no error, with the
 // defaults and with every optional part on.
+// everythingOn are values that switch on what the defaults leave off.
+const everythingOn = `{fleetlock: {enabled: true}, agent: {rebootRequiredFile: true},
+  operator: {rebootWindows: ["Mon-Fri 22:00-05:00"], groupLabel: topology.kubernetes.io/zone, maxUnavailablePerGroup: 1,
+             tolerations: [{operator: Exists}], nodeSelector: {a: b}, priorityClassName: p}}`
+
 func TestLint(t *testing.T) {
 	everything := map[string]any{}
-	if err := yaml.Unmarshal([]byte(`{fleetlock: {enabled: true}, agent: {rebootRequiredFile: true},
-	  operator: {rebootWindows: ["Mon-Fri 22:00-05:00"], groupLabel: topology.kubernetes.io/zone, maxUnavailablePerGroup: 1,
-	             tolerations: [{operator: Exists}], nodeSelector: {a: b}, priorityClassName: p}}`), &everything); err != nil {
+	if err := yaml.Unmarshal([]byte(everythingOn), &everything); err != nil {
 		t.Fatal(err)
 	}
 	for name, vals := range map[string]map[string]any{"defaults": nil, "everything on": everything} {
