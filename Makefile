@@ -8,7 +8,7 @@ export CGO_ENABLED ?= 0
 # binaries link without DWARF (-w): stack traces keep their file:line, the links are faster.
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath -ldflags=-w)
 
-.PHONY: build test unit lint docs deps controlplane demo bench bench-fleet chaos render image clean e2e e2e-deps cluster cluster-down butane flatcar-image terraform-deps
+.PHONY: build test unit lint release docs deps controlplane demo bench bench-fleet chaos render image clean e2e e2e-deps cluster cluster-down butane flatcar-image terraform-deps
 
 ## build: the binaries into bin/ (update-agent, update-operator, kubectl-slipway), version-stamped
 build:
@@ -31,6 +31,7 @@ lint:
 	cd hack/ociimage && go vet ./...
 	cd butane && go vet ./...
 	cd deploy/helmtest && go vet ./...
+	cd hack/release && go vet ./...
 
 ## terraform-deps: libvirt, dnsmasq and QEMU (apt), terraform (built from the Go proxy if not on PATH)
 terraform-deps:
@@ -45,7 +46,7 @@ unit:
 ## test: everything: unit + integration (real apiserver, etcd, kube-controller-manager, dbus-daemon,
 ##       systemd in VMs, terraform + libvirtd), then the e2e suites on local QEMU VMs that really reboot.
 ##       Modules: the product (.), the test machinery (e2e/: chaos, fleet bench, terraform, VM harness),
-##       hack/ociimage, butane/, deploy/helmtest/. Says how long each stage took, and sums up at the end.
+##       hack/ociimage, butane/, deploy/helmtest/ (Helm 4 and Helm 3), hack/release (a whole release, checked). Says how long each stage took, and sums up at the end.
 ##       -race for the product's tests only: the e2e/ module runs the operator and agents as separate
 ##       processes (chaos, fleet bench, VMs), so -race there would race-compile its whole dependency tree
 ##       (e2e-framework, controller-runtime, terraform-exec) again for the harness code alone; without it
@@ -61,6 +62,7 @@ test:
 	@cd hack/ociimage && $(STAGE) "unit+integration hack/ociimage" go test -count=1 ./...
 	@cd butane && $(STAGE) "unit+integration butane/" go test -count=1 ./...
 	@cd deploy/helmtest && $(STAGE) "unit+integration deploy/helmtest" go test -count=1 ./...
+	@cd hack/release && $(STAGE) "release bundle hack/release" go test -count=1 -timeout 45m ./...
 	@$(STAGE) "e2e" $(MAKE) --no-print-directory e2e
 	@echo "make test: every stage passed:"; cat $(STAGES)
 
@@ -130,6 +132,13 @@ cluster-down:
 ## butane: regenerate the Ignition beside every snippet in butane/snippets (tests fail when stale)
 butane:
 	cd butane && go run ./cmd/gen
+
+## release: one release into dist/: the image index (amd64+arm64) as an OCI archive, install.yaml and
+##          install-fleetlock.yaml at that tag, the packaged chart, kubectl-slipway (linux/darwin x
+##          amd64/arm64) and update-agent (linux) archives, a CycloneDX SBOM per binary, the krew
+##          manifest, SHA256SUMS. make release VERSION=v0.4.0 (hack/release; its test checks every file)
+release:
+	go run -C hack/release . -version $(VERSION) -repo $(CURDIR) -out $(CURDIR)/dist
 
 ## image: the image for linux/amd64 and linux/arm64 as one OCI image index in bin/image/slipway-$(VERSION).oci.tar
 ##        (docker buildx where a Docker engine answers, else hack/ociimage; see hack/build-image.sh)

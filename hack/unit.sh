@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-modules=(. e2e hack/ociimage butane deploy/helmtest)
+modules=(. e2e hack/ociimage butane deploy/helmtest hack/release)
 
 guard=$(mktemp -d "${TMPDIR:-/tmp}/slipway-unit-guard.XXXXXX")
 attempts="$guard/attempts"

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+// Binary is one shipped command and the platforms it is built for.
+type Binary struct {
+	Name      string
+	Package   string
+	Platforms []string // os/arch
+}
+
+// Binaries are the commands shipped outside the image.
+var Binaries = []Binary{
+	{"kubectl-slipway", "./operator/cmd/kubectl-slipway", []string{"linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64"}},
+	// Linux only: node-config apply stays inside --root with openat2 and renameat2.
+	{"update-agent", "./agent/cmd/update-agent", []string{"linux/amd64", "linux/arm64"}},
+}
+
+// ImagePlatforms are the image index's platforms.
+var ImagePlatforms = []string{"linux/amd64", "linux/arm64"}
+
+// Manifests are the rendered kustomize directories: file name → directory under deploy/.
+var Manifests = []struct{ File, Dir string }{
+	{"install.yaml", "deploy"},
+	{"install-fleetlock.yaml", "deploy/fleetlock"},
+}
+
+// SumsFile lists the SHA-256 of every other file of the release.
+const SumsFile = "SHA256SUMS"
+
+// ArchiveName is a binary's archive in the release.
+func ArchiveName(name, version, platform string) string {
+	return fmt.Sprintf("%s_%s_%s.tar.gz", name, version, strings.ReplaceAll(platform, "/", "_"))
+}
+
+// SBOMName is a binary's SBOM in the release.
+func SBOMName(name, version, platform string) string {
+	return fmt.Sprintf("%s_%s_%s.cdx.json", name, version, strings.ReplaceAll(platform, "/", "_"))
+}
+
+// ImageName is the image archive in the release.
+func ImageName(version string) string { return "slipway-" + version + ".oci.tar" }
+
+// ChartName is the packaged chart in the release.
+func ChartName(version string) string { return "slipway-" + strings.TrimPrefix(version, "v") + ".tgz" }
+
+// Build writes the release c describes and returns its files' names (SHA256SUMS last).
+func Build(c Config, progress func(string)) ([]string, error) {
+	repo, err := filepath.Abs(c.Repo)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(repo, "deploy", "helm", "slipway", "Chart.yaml")); err != nil {
+		return nil, fmt.Errorf("-repo %s is not a Slipway repository: %w", c.Repo, err)
+	}
+	out, err := filepath.Abs(c.Out)
+	if err != nil {
+		return nil, err
+	}
+	if err := prepareOut(out); err != nil {
+		return nil, err
+	}
+	work, err := os.MkdirTemp("", "slipway-release-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	license, err := os.ReadFile(filepath.Join(repo, "LICENSE"))
+	if err != nil {
+		return nil, fmt.Errorf("the release ships LICENSE: %w", err)
+	}
+
+	var files []string
+	for _, b := range Binaries {
+		for _, p := range b.Platforms {
+			progress(fmt.Sprintf("building %s for %s", b.Name, p))
+			bin, err := goBuild(repo, work, b, p, c.Version)
+			if err != nil {
+				return nil, err
+			}
+			data, err := os.ReadFile(bin)
+			if err != nil {
+				return nil, err
+			}
+			archive := ArchiveName(b.Name, c.Version, p)
+			if err := writeFile(out, archive, tarGz([]tarEntry{{b.Name, 0o755, data}, {"LICENSE", 0o644, license}})); err != nil {
+				return nil, err
+			}
+			sbom, err := SBOM(bin, b.Name, c.Version)
+			if err != nil {
+				return nil, fmt.Errorf("SBOM of %s %s: %w", b.Name, p, err)
+			}
+			if err := writeFile(out, SBOMName(b.Name, c.Version, p), sbom); err != nil {
+				return nil, err
+			}
+			files = append(files, archive, SBOMName(b.Name, c.Version, p))
+		}
+	}
+
+	progress("building the image (" + strings.Join(ImagePlatforms, ", ") + ") with hack/build-image.sh")
+	imageFiles, err := buildImage(repo, work, out, c)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, imageFiles...)
+
+	for _, m := range Manifests {
+		progress("rendering " + m.File + " from " + m.Dir + "/")
+		y, err := renderManifest(filepath.Join(repo, m.Dir), c)
+		if err != nil {
+			return nil, err
+		}
+		if err := writeFile(out, m.File, y); err != nil {
+			return nil, err
+		}
+		files = append(files, m.File)
+	}
+
+	progress("packaging the Helm chart")
+	chart, err := PackageChart(filepath.Join(repo, "deploy", "helm", "slipway"), out, c)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, chart)
+
+	progress("writing the krew manifest")
+	krew, err := KrewManifest(c, out)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFile(out, KrewFile, krew); err != nil {
+		return nil, err
+	}
+	files = append(files, KrewFile)
+
+	slices.Sort(files)
+	progress("writing " + SumsFile)
+	sums, err := Sums(out, files)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFile(out, SumsFile, sums); err != nil {
+		return nil, err
+	}
+	return append(files, SumsFile), nil
+}
+
+// prepareOut makes out an empty directory: missing, empty, or an earlier release (it has SHA256SUMS
+// and nothing that file does not list). Anything else is someone's and is refused.
+func prepareOut(out string) error {
+	entries, err := os.ReadDir(out)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return os.MkdirAll(out, 0o755)
+	case err != nil:
+		return err
+	case len(entries) == 0:
+		return nil
+	}
+	sums, err := os.ReadFile(filepath.Join(out, SumsFile))
+	if err != nil {
+		return fmt.Errorf("%s is not empty and holds no earlier release (no %s): remove it or choose another -out", out, SumsFile)
+	}
+	listed := map[string]bool{SumsFile: true}
+	for _, l := range strings.Split(strings.TrimSpace(string(sums)), "\n") {
+		if _, name, ok := strings.Cut(l, "  "); ok {
+			listed[name] = true
+		}
+	}
+	for _, e := range entries {
+		if !listed[e.Name()] {
+			return fmt.Errorf("%s holds %s, which its %s does not list: remove it or choose another -out", out, e.Name(), SumsFile)
+		}
+	}
+	for _, e := range entries {
+		if err := os.Remove(filepath.Join(out, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// goBuild builds b for platform p as make build does (static, -trimpath, version-stamped).
+func goBuild(repo, work string, b Binary, p, version string) (string, error) {
+	goos, goarch, _ := strings.Cut(p, "/")
+	bin := filepath.Join(work, "bin", goos+"_"+goarch, b.Name)
+	// The commit goes into the build information (and so the SBOM) where there is one; -trimpath keeps
+	// -ldflags out of it, so the version is checked in the binary itself.
+	vcs := "-buildvcs=false"
+	if exec.Command("git", "-C", repo, "rev-parse", "HEAD").Run() == nil {
+		vcs = "-buildvcs=true"
+	}
+	cmd := exec.Command("go", "build", "-trimpath", vcs,
+		"-ldflags", "-s -w -X github.com/slipway-dev/slipway/internal/version.Version="+version,
+		"-o", bin, b.Package)
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s for %s: %v\n%s", b.Package, p, err, out)
+	}
+	return bin, nil
+}
+
+// buildImage runs hack/build-image.sh into work and moves the image archive into out, with an SBOM of
+// each binary in it where the builder left them (hack/ociimage does; docker buildx does not).
+func buildImage(repo, work, out string, c Config) ([]string, error) {
+	dir := filepath.Join(work, "image")
+	cmd := exec.Command(filepath.Join(repo, "hack", "build-image.sh"), c.Version)
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "OUT="+dir, "IMAGE="+c.Image, "PLATFORMS="+strings.Join(ImagePlatforms, ","), "GOFLAGS=")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if _, err := cmd.Output(); err != nil {
+		return nil, fmt.Errorf("hack/build-image.sh %s: %v\n%s", c.Version, err, stderr.String())
+	}
+	name := ImageName(c.Version)
+	if err := os.Rename(filepath.Join(dir, name), filepath.Join(out, name)); err != nil {
+		return nil, fmt.Errorf("the image archive: %w", err)
+	}
+	files := []string{name}
+	for _, p := range ImagePlatforms {
+		for _, b := range []string{"update-operator", "update-agent"} {
+			bin := filepath.Join(dir, "bin", strings.ReplaceAll(p, "/", "_"), b)
+			if _, err := os.Stat(bin); err != nil {
+				continue // docker buildx: the binaries stayed in its builder
+			}
+			sbom, err := SBOM(bin, b, c.Version)
+			if err != nil {
+				return nil, fmt.Errorf("SBOM of the image's %s %s: %w", b, p, err)
+			}
+			n := "image_" + SBOMName(b, c.Version, p)
+			if err := writeFile(out, n, sbom); err != nil {
+				return nil, err
+			}
+			files = append(files, n)
+		}
+	}
+	return files, nil
+}
+
+// imageRef is the image reference kustomize renders (deploy/ pins a release tag).
+var imageRef = regexp.MustCompile(`(image: )"?` + regexp.QuoteMeta(DefaultImage) + `:[^\s"]+"?`)
+
+// renderManifest renders the kustomize directory dir as `kubectl kustomize` does, with the image at
+// c.Image:c.Version.
+func renderManifest(dir string, c Config) ([]byte, error) {
+	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
+	}
+	y, err := rm.AsYaml()
+	if err != nil {
+		return nil, err
+	}
+	n := len(imageRef.FindAll(y, -1))
+	if n == 0 {
+		return nil, fmt.Errorf("kustomize %s rendered no %s image to set to %s", dir, DefaultImage, c.Version)
+	}
+	y = imageRef.ReplaceAll(y, []byte("${1}"+c.Image+":"+c.Version))
+	head := fmt.Sprintf("# Slipway %s, rendered from %s/ (kubectl apply -f). It installs paused: no node reboots\n"+
+		"# until `kubectl slipway resume` (docs/install.md).\n", c.Version, filepath.Base(dir))
+	return append([]byte(head), y...), nil
+}
+
+// Sums is sha256sum's output for files in dir.
+func Sums(dir string, files []string) ([]byte, error) {
+	var b bytes.Buffer
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(data)
+		fmt.Fprintf(&b, "%s  %s\n", hex.EncodeToString(sum[:]), f)
+	}
+	return b.Bytes(), nil
+}
+
+type tarEntry struct {
+	name string
+	mode int64
+	data []byte
+}
+
+// tarGz is a reproducible .tar.gz of entries (no times, owners or names in the headers).
+func tarGz(entries []tarEntry) []byte {
+	var b bytes.Buffer
+	gz := gzip.NewWriter(&b)
+	tw := tar.NewWriter(gz)
+	for _, e := range entries {
+		_ = tw.WriteHeader(&tar.Header{Name: e.name, Mode: e.mode, Size: int64(len(e.data)), Typeflag: tar.TypeReg, Format: tar.FormatPAX})
+		_, _ = tw.Write(e.data)
+	}
+	_ = tw.Close()
+	_ = gz.Close()
+	return b.Bytes()
+}
+
+func writeFile(dir, name string, data []byte) error {
+	return os.WriteFile(filepath.Join(dir, name), data, 0o644)
+}
