@@ -243,6 +243,11 @@ func (c *Controller) record(ctx context.Context, e effect, s step) {
 	if s.failed != "" {
 		c.failedReboot(s.n, s.failed, s.now)
 	}
+	if e.Do == protocol.Finish {
+		if d, ok := s.since(protocol.CycleStarted); ok {
+			c.noteCycle(d) // published for the status view's ETAs
+		}
+	}
 	if e.Notify != "" && (!e.OnAdmission || s.admission()) {
 		ev := notify.Event{Kind: e.Notify, Node: s.n.Name, Time: s.now}
 		switch e.Do {

@@ -35,6 +35,30 @@ type fleetState struct {
 	marks    map[string]time.Time
 	failed   []string                       // nodes that failed in this roll-out, as last published (sorted)
 	blockers map[string]fleetswitch.Blocker // fleet-wide blockers active at the last admission
+	// cycles: how long the last cycles that finished took, in seconds, oldest first
+	// (fleetswitch.Status.CycleSeconds); cyclesRead: the ones an earlier leader published are in.
+	cycles     []int
+	cyclesRead bool
+}
+
+// noteCycle records how long a cycle that finished took, for the published Status (the status view's
+// ETAs); the next fleet sync publishes it.
+func (c *Controller) noteCycle(took time.Duration) {
+	if took <= 0 {
+		return
+	}
+	c.fleet.mu.Lock()
+	c.fleet.cycles = lastCycles(append(c.fleet.cycles, int(took.Round(time.Second)/time.Second)))
+	c.fleet.mu.Unlock()
+	c.queue.Add(fleetKey)
+}
+
+// lastCycles keeps the newest fleetswitch.MaxCycleSamples.
+func lastCycles(s []int) []int {
+	if len(s) > fleetswitch.MaxCycleSamples {
+		s = append([]int(nil), s[len(s)-fleetswitch.MaxCycleSamples:]...)
+	}
+	return s
 }
 
 // noteBlockers records which fleet-wide blockers held the last admission; a change republishes.
@@ -190,6 +214,13 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 	if c.cfg.MaxFailedReboots > 0 {
 		c.fleet.failed = c.countFailures(sw)
 	}
+	if !c.fleet.cyclesRead {
+		// A new leader goes on from the durations the last one published, before its own.
+		if prev, ok := fleetswitch.ReadStatus(cm); ok {
+			c.fleet.cycles = lastCycles(append(append([]int(nil), prev.CycleSeconds...), c.fleet.cycles...))
+		}
+		c.fleet.cyclesRead = true
+	}
 	max := c.cfg.MaxFailedReboots
 	var pause []byte
 	reason := ""
@@ -250,6 +281,13 @@ func (c *Controller) status() fleetswitch.Status {
 		MaxFailedReboots:           c.cfg.MaxFailedReboots,
 		CanaryNodes:                c.cfg.Canary.Nodes,
 		MaxFailedPerVersion:        c.cfg.Canary.MaxFailed,
+		CycleSeconds:               append([]int(nil), c.fleet.cycles...),
+	}
+	if c.cfg.RebootTimeout > 0 {
+		st.RebootTimeout = c.cfg.RebootTimeout.String()
+	}
+	if c.cfg.Settle.Time > 0 {
+		st.SettleTime = c.cfg.Settle.Time.String()
 	}
 	if c.cfg.Canary.Bake > 0 {
 		st.CanaryBake = c.cfg.Canary.Bake.String()

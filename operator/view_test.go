@@ -1,9 +1,11 @@
 package operator
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,5 +90,55 @@ func TestViewAndOperatorAgree(t *testing.T) {
 				t.Errorf("fleet pool used %d under %s, want %d", p.Used, policy, fleetUsed)
 			}
 		})
+	}
+}
+
+// What the status view's ETAs and stall countdowns read is published: --reboot-timeout, --settle-time
+// and how long the last cycles took, measured at each finish and carried on from what an earlier
+// leader published, the newest fleetswitch.MaxCycleSamples.
+func TestFleetStatusForTheView(t *testing.T) {
+	const ns = "slipway-system"
+	granted := map[string]string{"F/reboot-ok": "true", "F/reboot-needed": "false", "S/reboot-boot-id": "b0", "S/boot-id": "b1",
+		"S/reboot-ok-time": "2026-11-19T08:50:00Z", "S/cycle-started": "2026-11-19T08:40:00Z", "S/cordoned": "true"}
+	n := node("n", granted, nil)
+	n.Spec.Unschedulable = true
+	f := newFixture(t, func(c *Config) {
+		c.Namespace = ns
+		c.RebootTimeout = 30 * time.Minute
+		c.Settle.Time = 5 * time.Minute
+	}, n)
+	prev := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName, Namespace: ns},
+		Data: map[string]string{fleetswitch.KeyStatus: `{"maxUnavailable":"1","cycleSeconds":[600,900]}`}}
+	if err := f.client.Tracker().Add(prev); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.fleetInf.GetIndexer().Add(prev); err != nil {
+		t.Fatal(err)
+	}
+	f.sync("n") // finishes: 20 minutes since cycle-started
+	published := func() fleetswitch.Status {
+		t.Helper()
+		if err := f.c.syncFleet(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		cm, err := f.client.CoreV1().ConfigMaps(ns).Get(context.Background(), fleetswitch.ConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, ok := fleetswitch.ReadStatus(cm)
+		if !ok {
+			t.Fatalf("no status published: %v", cm.Data)
+		}
+		return st
+	}
+	st := published()
+	if fmt.Sprint(st.CycleSeconds) != "[600 900 1200]" || st.RebootTimeout != "30m0s" || st.SettleTime != "5m0s" {
+		t.Errorf("published cycles %v, reboot timeout %q, settle time %q; want [600 900 1200], 30m0s, 5m0s", st.CycleSeconds, st.RebootTimeout, st.SettleTime)
+	}
+	for i := range fleetswitch.MaxCycleSamples {
+		f.c.noteCycle(time.Duration(i+1) * time.Minute)
+	}
+	if st := published(); len(st.CycleSeconds) != fleetswitch.MaxCycleSamples || st.CycleSeconds[0] != 60 || st.CycleSeconds[fleetswitch.MaxCycleSamples-1] != 1200 {
+		t.Errorf("after %d more: %v, want the newest %d", fleetswitch.MaxCycleSamples, st.CycleSeconds, fleetswitch.MaxCycleSamples)
 	}
 }

@@ -209,7 +209,19 @@ type Status struct {
 	CanaryNodes         int    `json:"canaryNodes,omitempty"`
 	CanaryBake          string `json:"canaryBake,omitempty"`
 	MaxFailedPerVersion int    `json:"maxFailedPerVersion,omitempty"`
+	// RebootTimeout is --reboot-timeout and SettleTime --settle-time, as Go durations ("" none): how
+	// long a node may stay in one stage of its cycle before it is stalled (stall.Of), and how long a node
+	// that finished keeps its budget slots.
+	RebootTimeout string `json:"rebootTimeout,omitempty"`
+	SettleTime    string `json:"settleTime,omitempty"`
+	// CycleSeconds: how long the last cycles that finished took (cycle-started to the verified
+	// reboot), whole seconds, oldest first, at most MaxCycleSamples. A new leader goes on from the ones
+	// published.
+	CycleSeconds []int `json:"cycleSeconds,omitempty"`
 }
+
+// MaxCycleSamples is how many cycle durations Status.CycleSeconds keeps.
+const MaxCycleSamples = 20
 
 // FLUOWindow is FLUO's window as its flags give it (window.Parse reads it back).
 type FLUOWindow struct {

@@ -56,3 +56,23 @@ func TestSwitch(t *testing.T) {
 		t.Error("paused with an empty reason must pause")
 	}
 }
+
+// The Status stays compatible both ways: what an older operator published reads with the new fields
+// empty (the view then shows no ETA or stall countdown), and a Status without them publishes the same
+// bytes as before, so an older view reads it unchanged.
+func TestStatusCompatible(t *testing.T) {
+	old := `{"leader":"op-1","maxUnavailable":"1","canaryNodes":1}`
+	st, ok := ReadStatus(&corev1.ConfigMap{Data: map[string]string{KeyStatus: old}})
+	if !ok || st.Leader != "op-1" || st.RebootTimeout != "" || st.SettleTime != "" || st.CycleSeconds != nil {
+		t.Errorf("an older operator's status read as %+v (%v)", st, ok)
+	}
+	if b, _ := json.Marshal(st); string(b) != old {
+		t.Errorf("republished as %s, want %s", b, old)
+	}
+	st.RebootTimeout, st.SettleTime, st.CycleSeconds = "30m0s", "5m0s", []int{600, 900}
+	b, _ := json.Marshal(st)
+	back, ok := ReadStatus(&corev1.ConfigMap{Data: map[string]string{KeyStatus: string(b)}})
+	if !ok || back.RebootTimeout != "30m0s" || back.SettleTime != "5m0s" || len(back.CycleSeconds) != 2 || back.CycleSeconds[1] != 900 {
+		t.Errorf("round trip of %s: %+v", b, back)
+	}
+}

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -212,5 +213,55 @@ func TestKinds(t *testing.T) {
 	}
 	if s := Held(KindPaused, "fleet paused: x", 0).String(); s != "paused: fleet paused: x" || Pass.String() != "" {
 		t.Errorf("String: %q", s)
+	}
+}
+
+// Queue is the order the plan admits in: known answers (already unavailable first, then the longest
+// waiting, then by name; reboot-paused, paused groups and nodes the control-plane order keeps back have
+// no place), and for every fleet limit the plan admits a prefix of it.
+func TestQueue(t *testing.T) {
+	entries := map[string]Node{
+		"a":      waiting,
+		"b":      waiting,
+		"c":      waiting,
+		"down":   {State: protocol.NeedsReboot, Counts: true}, // NotReady or cordoned: costs nothing
+		"paused": {State: protocol.NeedsReboot, Paused: true},
+		"zoned":  {State: protocol.NeedsReboot, Group: "z"},
+		"cp":     {State: protocol.NeedsReboot, ControlPlane: true},
+		"idle":   idle,
+	}
+	since := map[string]time.Duration{"a": time.Minute, "b": time.Hour, "c": time.Hour, "down": 0, "cp": 2 * time.Hour, "zoned": 3 * time.Hour}
+	x := NewIndex()
+	for name, e := range entries {
+		e := e
+		x.Update(name, t0.Add(-since[name]), func() (Node, bool) { return e, true })
+	}
+	s := x.Snapshot()
+	sw := fleetswitch.Switch{Groups: map[string]string{"z": "AZ maintenance"}}
+	for _, c := range []struct {
+		order Order
+		want  string
+	}{
+		{OrderNone, "down cp b c a"},
+		{OrderWorkersFirst, "down b c a"}, // workers wait: the control plane is kept back
+		{OrderControlPlaneFirst, "cp"},    // a control-plane node waits: workers are kept back
+	} {
+		if got := strings.Join(Queue(&s, c.order, sw, t0), " "); got != c.want {
+			t.Errorf("%s: queue %q, want %q", c.order, got, c.want)
+		}
+	}
+	q := Queue(&s, OrderNone, sw, t0)
+	for limit := 1; limit <= len(q); limit++ {
+		p := BuildPlan(&s, Limits{Fleet: max(t, fmt.Sprint(limit)), ControlPlane: max(t, "5")}, OrderNone, sw, t0, func(string) Verdict { return Pass })
+		var got []string
+		for _, name := range q {
+			if p.Admitted[name] {
+				got = append(got, name)
+			}
+		}
+		// down counts already, so limit-1 others fit beside it.
+		if want := q[:min(limit, len(q))]; strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("limit %d: admitted %q, want the queue's first %q", limit, got, want)
+		}
 	}
 }

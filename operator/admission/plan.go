@@ -18,21 +18,13 @@ type Plan struct {
 	Settled map[string]bool
 }
 
-// BuildPlan orders the waiting nodes that the switch and the order do not keep back (budget.Order:
-// already unavailable first, then the longest waiting) and admits each while every pool it is in has
-// room. check is asked, in that order, about each node the budget has room for; a node it holds is not
-// admitted and uses nothing.
-func BuildPlan(s *Snapshot, l Limits, o Order, sw Switch, now time.Time, check func(name string) Verdict) *Plan {
-	pools := map[string]budget.Pool{}
-	for _, p := range s.Pools(l) {
-		if p.Limited {
-			pools[p.Key] = budget.Pool{Limit: p.Limit, Used: p.Used}
-		}
-	}
+// candidates are the waiting nodes the plan considers: all but those reboot-paused, kept back by the
+// control-plane order or held by the switch (their fleet or group is paused), which must not take budget
+// from the others. A node's wait began when the index first saw it asking (now when not known).
+func candidates(s *Snapshot, o Order, sw Switch, now time.Time) []budget.Candidate {
 	var cands []budget.Candidate
 	for name, e := range s.Waiting {
 		if e.Paused || o.keptBack(e, s) {
-			// Candidates the order keeps out must not take budget from the others either.
 			continue
 		}
 		if held, _ := sw.Holds(e.Group); held {
@@ -45,6 +37,33 @@ func BuildPlan(s *Snapshot, l Limits, o Order, sw Switch, now time.Time, check f
 		keys := e.PoolKeys()
 		cands = append(cands, budget.Candidate{Name: name, Unavailable: e.Counts, Pools: keys[1:], Since: since})
 	}
+	return cands
+}
+
+// Queue is the order in which BuildPlan admits the waiting nodes while the budget has room (budget.Order
+// over candidates): first the nodes already unavailable, then the longest waiting, then by name. A node a
+// check holds (a per-node blocker, its canaries, its failed version) keeps its place and is passed over.
+func Queue(s *Snapshot, o Order, sw Switch, now time.Time) []string {
+	cands := candidates(s, o, sw, now)
+	budget.Order(cands)
+	out := make([]string, len(cands))
+	for i, c := range cands {
+		out[i] = c.Name
+	}
+	return out
+}
+
+// BuildPlan takes the candidates in admission order (budget.Order: already unavailable first, then the
+// longest waiting; Queue) and admits each while every pool it is in has room. check is asked, in that
+// order, about each node the budget has room for; a node it holds is not admitted and uses nothing.
+func BuildPlan(s *Snapshot, l Limits, o Order, sw Switch, now time.Time, check func(name string) Verdict) *Plan {
+	pools := map[string]budget.Pool{}
+	for _, p := range s.Pools(l) {
+		if p.Limited {
+			pools[p.Key] = budget.Pool{Limit: p.Limit, Used: p.Used}
+		}
+	}
+	cands := candidates(s, o, sw, now)
 	p := &Plan{Gen: s.Gen, At: now, Admitted: map[string]bool{}, HeldBy: map[string]Verdict{}, Full: map[string]bool{}, Settled: map[string]bool{}}
 	skip := func(name string) bool {
 		if v := check(name); !v.Passes() {

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,16 +45,18 @@ const (
 )
 
 const usage = `Usage:
-  %[1]s [status] [-o text|wide|json] [--group GROUP] [--state STATE]
+  %[1]s [status] [-o text|wide|json] [--group GROUP] [--state STATE] [-w [--interval D]]
   %[1]s pause [--group GROUP] [--reason TEXT]
   %[1]s resume [--group GROUP | --failures | --version V]
   %[1]s version
 
 Commands:
   status   the fleet's reboot state (default): problems first (with what to do), pause switches,
-           reboot windows, blockers, failed reboots, OS versions, the leader's Lease, budgets; per
-           node its cycle state, for how long (waiting: since it was first held), budget group, why
-           it waits (blocked-by), stalled reason, last drain or reboot error, last reboot
+           reboot windows, blockers, failed reboots, OS versions (with an ETA from the measured
+           cycles), the leader's Lease, budgets; per node its cycle state, its place in the
+           admission queue, for how long (waiting: since it was first held), budget group, why it
+           waits (blocked-by), stalled reason or when it stalls, no agent, last drain or reboot
+           error, last reboot
   pause    stop new reboot cycles in the whole fleet, or in one budget group; nodes already in
            their cycle finish it. Records who (the kubeconfig user, else $USER) and when.
   resume   let the fleet (or the group) start cycles again; --failures: clear the pause the
@@ -68,6 +71,9 @@ Flags:
                            group (the operator's --group-label value, or a FleetLock group)
       --state STATE        status: only nodes in this state (idle, needs-reboot, before-reboot,
                            draining, rebooting, rebooted, after-reboot)
+  -w, --watch              status: again every --interval until interrupted (text: the screen is
+                           cleared between frames on a terminal; json: one document per frame)
+      --interval D         with --watch: how often (default 2s)
       --reason TEXT        why, shown to everyone who looks (pause)
       --failures           resume: the failure budget's pause, and a new count of failed reboots
       --version V          resume: OS version V's halt, and a new count of its failures
@@ -87,6 +93,8 @@ type options struct {
 	version                        string
 	state                          string
 	timeout                        time.Duration
+	watch                          bool
+	interval                       time.Duration
 }
 
 // env is what Main takes from the process, replaceable in tests.
@@ -96,6 +104,8 @@ type env struct {
 	zone   *time.Location
 	// termWidth is stdout's terminal width (0: not a terminal); nil: none.
 	termWidth func() int
+	// tty: stdout is a terminal (--watch clears it between frames).
+	tty bool
 }
 
 // Main runs one command line of the status plugin (args: without the program name) and returns the
@@ -104,15 +114,17 @@ type env struct {
 func Main(prog string, args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	f, ok := stdout.(*os.File)
+	tty := ok && term.IsTerminal(int(f.Fd()))
 	width := func() int {
-		if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if tty {
 			if w, _, err := term.GetSize(int(f.Fd())); err == nil {
 				return w
 			}
 		}
 		return 0
 	}
-	return run(ctx, prog, args, stdout, stderr, env{now: time.Now, getenv: os.Getenv, zone: time.Local, termWidth: width})
+	return run(ctx, prog, args, stdout, stderr, env{now: time.Now, getenv: os.Getenv, zone: time.Local, termWidth: width, tty: tty})
 }
 
 func run(ctx context.Context, prog string, args []string, stdout, stderr io.Writer, e env) int {
@@ -132,7 +144,7 @@ func run(ctx context.Context, prog string, args []string, stdout, stderr io.Writ
 	if err == nil {
 		switch cmd {
 		case "status":
-			err = c.status(ctx, stdout, o, e)
+			err = c.status(ctx, stdout, stderr, o, e)
 		case "pause":
 			err = c.pause(ctx, stdout, o, e)
 		case "resume":
@@ -149,7 +161,7 @@ func run(ctx context.Context, prog string, args []string, stdout, stderr io.Writ
 // parseArgs reads the command and its flags; flags may come before or after the command, as kubectl
 // users type them.
 func parseArgs(args []string) (string, options, error) {
-	o := options{namespace: DefaultNamespace, output: "text", timeout: 30 * time.Second}
+	o := options{namespace: DefaultNamespace, output: "text", timeout: 30 * time.Second, interval: 2 * time.Second}
 	fs := flag.NewFlagSet("slipway", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "")
@@ -164,6 +176,9 @@ func parseArgs(args []string) (string, options, error) {
 	fs.StringVar(&o.version, "version", "", "")
 	fs.StringVar(&o.state, "state", "", "")
 	fs.DurationVar(&o.timeout, "request-timeout", o.timeout, "")
+	fs.BoolVar(&o.watch, "watch", false, "")
+	fs.BoolVar(&o.watch, "w", false, "")
+	fs.DurationVar(&o.interval, "interval", o.interval, "")
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -207,7 +222,7 @@ func parseArgs(args []string) (string, options, error) {
 	for _, err := range []error{
 		only("o", "status"), only("output", "status"),
 		only("group", "status", "pause", "resume"), only("reason", "pause"), only("failures", "resume"), only("version", "resume"),
-		only("state", "status"),
+		only("state", "status"), only("watch", "status"), only("w", "status"), only("interval", "status"),
 	} {
 		if err != nil {
 			return "", o, err
@@ -231,6 +246,12 @@ func parseArgs(args []string) (string, options, error) {
 	}
 	if o.timeout <= 0 {
 		return "", o, fmt.Errorf("--request-timeout %s: must be positive", o.timeout)
+	}
+	if set["interval"] && !o.watch {
+		return "", o, errors.New("--interval without --watch: give -w too")
+	}
+	if o.interval <= 0 {
+		return "", o, fmt.Errorf("--interval %s: must be positive", o.interval)
 	}
 	if o.failures && o.group != "" {
 		return "", o, errors.New("--failures and --group: the failure budget pauses the whole fleet; give one of them")
@@ -304,7 +325,8 @@ func (c *client) fleetConfigMap(ctx context.Context, ns string) (*corev1.ConfigM
 	return cm, nil
 }
 
-func (c *client) status(ctx context.Context, w io.Writer, o options, e env) error {
+// report reads the Nodes, the ConfigMap and the Lease and builds the report at e.now().
+func (c *client) report(ctx context.Context, o options, e env) (Report, error) {
 	var nodes []corev1.Node
 	// Pages of 500, as kubectl get lists: a fleet of thousands is not one response.
 	p := pager.New(pager.SimplePageFunc(func(opts metav1.ListOptions) (runtime.Object, error) {
@@ -315,15 +337,21 @@ func (c *client) status(ctx context.Context, w io.Writer, o options, e env) erro
 		return nil
 	})
 	if err != nil {
-		return c.explain("listing Nodes", err)
+		return Report{}, c.explain("listing Nodes", err)
 	}
 	cm, err := c.fleetConfigMap(ctx, o.namespace)
 	if err != nil {
-		return err
+		return Report{}, err
 	}
-	r := Build(nodes, cm, o.namespace, e.now())
-	r.WithLease(c.lease(ctx, o.namespace, e.now()))
+	now := e.now()
+	r := Build(nodes, cm, o.namespace, now)
+	r.WithLease(c.lease(ctx, o.namespace, now))
 	r.Nodes = filterNodes(r.Nodes, o.group, o.state)
+	return r, nil
+}
+
+// write writes one report in the format of -o.
+func write(w io.Writer, r Report, o options, e env) error {
 	switch o.output {
 	case "json":
 		return WriteJSON(w, r)
@@ -340,6 +368,64 @@ func (c *client) status(ctx context.Context, w io.Writer, o options, e env) erro
 		width = n
 	}
 	return WriteText(w, r, TextOptions{Width: width, Location: e.zone})
+}
+
+// clearScreen moves the cursor home and clears the terminal (ANSI), between --watch frames.
+const clearScreen = "\x1b[H\x1b[2J"
+
+func (c *client) status(ctx context.Context, w, errW io.Writer, o options, e env) error {
+	if !o.watch {
+		r, err := c.report(ctx, o, e)
+		if err != nil {
+			return err
+		}
+		return write(w, r, o, e)
+	}
+	// --watch: a frame every interval until ctx ends (Ctrl-C: exit 0). A frame that cannot be read is
+	// said on stderr and the next one tried, but the first must work: nothing else says the command
+	// line is right.
+	for frame := 0; ; frame++ {
+		r, err := c.report(ctx, o, e)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil && frame == 0:
+			return err
+		case err != nil:
+			fmt.Fprintf(errW, "%s: %v (next try in %s)\n", e.now().In(zoneOr(e.zone)).Format("15:04:05 MST"), err, o.interval)
+		default:
+			var b bytes.Buffer // one write per frame: no half-drawn screen
+			if o.output != "json" {
+				switch {
+				case e.tty:
+					b.WriteString(clearScreen)
+				case frame > 0:
+					b.WriteString("\n")
+				}
+				fmt.Fprintf(&b, "Every %s: %s\n\n", o.interval, r.Time.In(zoneOr(e.zone)).Format("2006-01-02 15:04:05 MST"))
+			}
+			if err := write(&b, r, o, e); err != nil {
+				return err
+			}
+			if _, err := w.Write(b.Bytes()); err != nil {
+				return err
+			}
+		}
+		t := time.NewTimer(o.interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func zoneOr(l *time.Location) *time.Location {
+	if l == nil {
+		return time.UTC
+	}
+	return l
 }
 
 // LeaseName is the operator's leader-election Lease (its --lease-name default).

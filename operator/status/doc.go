@@ -18,13 +18,18 @@
 // # Output
 //
 // The text output (default, -o text) is aligned columns for an 80-100 column terminal: the problems
-// (see Problem), the fleet (pause switches, node counts per state, reboot windows, blockers, failed reboots, OS versions with
-// their canary state, the leader), the
-// budgets, then one row per node: NODE, STATE (with ",paused", and outside a cycle ",not-ready" and
-// ",cordoned"), FOR (time in this stage; for idle nodes since the last reboot), GROUP, LAST-REBOOT
-// and DETAIL: why it waits (blocked-by), why it is stalled, its last drain and reboot errors. DETAIL
-// is cut to fit the terminal (else $COLUMNS, else 100); -o wide never cuts. The text layout may change between
-// releases; scripts should read -o json.
+// (see Problem), the fleet (pause switches, node counts per state, reboot windows, blockers, failed
+// reboots, OS versions with their canary state and ETA, the measured cycles with --settle-time and
+// --reboot-timeout, the leader), the budgets, then one row per node: NODE, STATE (with ",paused", and outside a
+// cycle ",not-ready" and ",cordoned"), FOR (time in this stage; for idle nodes since the last reboot),
+// GROUP, LAST-REBOOT and DETAIL: its place in the admission queue ("#2") and why it waits
+// (blocked-by), why it is stalled or when it will be ("stalls in 12m"), "no update-agent", its last
+// drain and reboot errors. DETAIL is cut to fit the terminal (else $COLUMNS, else 100); -o wide never
+// cuts. The text layout may change between releases; scripts should read -o json.
+//
+// With --watch (-w) the report is written again every --interval (2s) until interrupted: text frames
+// start with their time, after clearing the screen when stdout is a terminal; -o json writes one
+// document per frame (a stream json.Decoder and jq read).
 //
 // # JSON (-o json)
 //
@@ -38,7 +43,8 @@
 //	  "fleet": {
 //	    "problems": [                          // what to look at first, most urgent first; [] none
 //	      {"kind": "stalled",                  // no-operator, no-leader, failures-paused,
-//	                                           // version-halted, stalled, undrainable, paused, blocked
+//	                                           // version-halted, stalled, undrainable, paused, blocked,
+//	                                           // no-agent (see Node.NoAgent)
 //	       "node": "node-a",                   // "" for the fleet, or for several nodes (named in what)
 //	       "what": "stalled: drain-failing",
 //	       "do": "drain keeps failing: ..."}   // what to do or read
@@ -71,8 +77,15 @@
 //	      {"version": "4500.1.0", "on": 3, "inCycle": 1, "asking": 5, "failed": 0,
 //	       "canary": "baking",                 // released, baking, canaries, waiting, halted; "" off
 //	       "bakeEnd": "2026-11-23T09:10:00Z",  // null unless baking or released
-//	       "resumed": null}                    // when a person last ran resume --version for it
-//	    ]
+//	       "resumed": null,                    // when a person last ran resume --version for it
+//	       "etaSeconds": 2520}                 // until its asking and in-cycle nodes are through
+//	                                           // (see ETA): null when none, halted, fleet paused,
+//	                                           // or unknown (no cycle measured, no limit known)
+//	    ],
+//	    "rebootTimeout": "30m0s",              // --reboot-timeout, --settle-time as published
+//	    "settleTime": "",                      // ("" none, or not published)
+//	    "cycles": {"measured": 12,             // the last cycles that finished (at most 20)
+//	               "medianSeconds": 840}       // null when none measured
 //	  },
 //	  "nodes": [                               // sorted by name
 //	    {
@@ -93,7 +106,11 @@
 //	      "lastReboot": "2026-11-20T03:10:00Z", // update.slipway.dev/last-reboot-time, or null
 //	      "waitingSince": null,                // update.slipway.dev/waiting-since, or null
 //	      "undrainable": "",                   // update.slipway.dev/undrainable
-//	      "stallHint": "drain keeps failing: ..." // what to look at for the stall; "" if none
+//	      "stallHint": "drain keeps failing: ...", // what to look at for the stall; "" if none
+//	      "queue": 0,                          // place in the admission queue from 1 (0: none)
+//	      "stallsAt": null,                    // when it stalls if it stays in its stage; null when
+//	                                           // stalled, out of a cycle, or no --reboot-timeout
+//	      "noAgent": false                     // no agent ever wrote on it (see Node.NoAgent)
 //	    }
 //	  ]
 //	}

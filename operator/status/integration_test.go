@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,7 +140,7 @@ func knownFleet(t *testing.T, c kubernetes.Interface, ns string) {
 			protocol.BlockedBy:      "order: workers first (--control-plane-order=workers-first)",
 			protocol.LastRebootTime: "2026-11-02T03:00:00Z",
 		}},
-		{name: "node-a", labels: zone("zone-a", nil), ready: true, ann: map[string]string{
+		{name: "node-a", labels: zone("zone-a", map[string]string{protocol.Version: "4500.1.0"}), ready: true, ann: map[string]string{
 			protocol.RebootNeeded:   "false",
 			protocol.RebootOK:       "false",
 			protocol.LastRebootTime: "2026-11-20T03:00:00Z",
@@ -169,6 +170,21 @@ func knownFleet(t *testing.T, c kubernetes.Interface, ns string) {
 			protocol.RebootPaused: "true",
 			protocol.RebootError:  "Reboot: Interactive authentication required.",
 		}},
+		// Two workers waiting for the budget, the longer waiting one first in the queue.
+		{name: "node-f", labels: zone("zone-a", map[string]string{protocol.Version: "4459.2.0"}), ready: true, ann: map[string]string{
+			protocol.RebootNeeded: "true",
+			protocol.NewVersion:   "4500.1.0",
+			protocol.BlockedBy:    "budget: full (max-unavailable)",
+			protocol.WaitingSince: "2026-11-23T08:30:00Z",
+		}},
+		{name: "node-g", labels: zone("zone-c", map[string]string{protocol.Version: "4459.2.0"}), ready: true, ann: map[string]string{
+			protocol.RebootNeeded: "true",
+			protocol.NewVersion:   "4500.1.0",
+			protocol.BlockedBy:    "budget: full (max-unavailable)",
+			protocol.WaitingSince: "2026-11-23T07:30:00Z",
+		}},
+		// Ready, and no agent ever wrote on it.
+		{name: "node-h", labels: zone("zone-c", nil), ready: true},
 	})
 	createNamespace(t, c, ns)
 	st := fleetswitch.Status{
@@ -177,6 +193,10 @@ func knownFleet(t *testing.T, c kubernetes.Interface, ns string) {
 		MaxUnavailable:             "2",
 		MaxUnavailablePerGroup:     "1",
 		MaxUnavailableControlPlane: "1",
+		ControlPlaneOrder:          "workers-first",
+		RebootTimeout:              "30m0s",
+		SettleTime:                 "5m0s",
+		CycleSeconds:               []int{600, 840, 1200, 900},
 		Windows:                    []string{"Mon-Fri 22:00-05:00 Europe/Berlin", "Sat,Sun 00:00-24:00 Europe/Berlin"},
 		Exclusions:                 []string{"2026-12-24/2026-12-26 Europe/Berlin"},
 		Blockers:                   []fleetswitch.Blocker{{Name: "alerts", Reason: "1 alert firing: NodeFilesystemAlmostFull", Since: time.Date(2026, 11, 23, 8, 50, 0, 0, time.UTC)}},
@@ -209,31 +229,39 @@ const knownNS = "slipway-known"
 // with no $COLUMNS (100 columns).
 const goldenText = `Problems:  node-b: stalled: drain-failing -> drain keeps failing: Cannot evict pod as it would vi...
            node-c: waiting 3h: paused: group zone-b paused: AZ maintenance -> docs/troubleshootin...
+           node-h: no update-agent has ever annotated it: it never asks to reboot -> check the up...
 Fleet:     running
 Groups:    zone-b PAUSED: AZ maintenance
-Nodes:     6: 2 idle, 2 needs-reboot, 1 draining, 1 rebooting, 1 stalled, 1 paused
+Nodes:     9: 3 idle, 4 needs-reboot, 1 draining, 1 rebooting, 1 stalled, 1 paused
 Windows:   CLOSED (outside the reboot windows), opens Mon 2026-11-23 21:00 UTC (in 12h)
            window Mon-Fri 22:00-05:00 Europe/Berlin
            window Sat,Sun 00:00-24:00 Europe/Berlin
            exclusion 2026-12-24/2026-12-26 Europe/Berlin
 Blockers:  alerts: 1 alert firing: NodeFilesystemAlmostFull (for 10m)
 Failed:    1/3 reboots failed: node-x
+Versions:  4459.2.0: 2 on, 0 in cycle, 0 asking, 0 failed
+           4500.1.0: 1 on, 0 in cycle, 2 asking, 0 failed, ETA ~12h
+Cycles:    median 14m (last 4 measured); --settle-time 5m0s; --reboot-timeout 30m0s
 Operator:  leader update-operator-6d5f9-x2x4q, lease renewed 2s ago
 
 BUDGET         UNAVAILABLE  LIMIT  NODES
-fleet          3            2      6
+fleet          3            2      9
 control-plane  0            1      1
 group -        1            1      1
-group zone-a   1            1      3
+group zone-a   1            1      4
 group zone-b   1            1      2
+group zone-c   0            1      2
 
 NODE    STATE                 FOR   GROUP   LAST-REBOOT  DETAIL
 cp-1    needs-reboot          -     zone-a  21d          order: workers first (--control-plane-or...
 node-a  idle                  3d6h  zone-a  3d6h         -
 node-b  draining              12m   zone-a  -            stalled: drain-failing; drain-error: Can...
 node-c  needs-reboot          3h    zone-b  -            paused: group zone-b paused: AZ maintenance
-node-d  rebooting             5m    zone-b  -            -
+node-d  rebooting             5m    zone-b  -            stalls in 25m
 node-e  idle,paused,cordoned  -     -       -            reboot-error: Reboot: Interactive authen...
+node-f  needs-reboot          30m   zone-a  -            #2 budget: full (max-unavailable)
+node-g  needs-reboot          90m   zone-c  -            #1 budget: full (max-unavailable)
+node-h  idle                  -     zone-c  -            no update-agent
 `
 
 // The view of a known fleet on the real API server: the exact text, the wide rows, the exact JSON.
@@ -289,7 +317,7 @@ func TestKnownFleet(t *testing.T) {
 			want string
 		}{
 			{[]string{"--group", "zone-b"}, "node-c node-d"},
-			{[]string{"--state", "needs-reboot"}, "cp-1 node-c"},
+			{[]string{"--state", "needs-reboot"}, "cp-1 node-c node-f node-g"},
 			{[]string{"status", "--group", "zone-b", "--state", "needs-reboot"}, "node-c"},
 			{[]string{"--group", "zone-a", "--state", "rebooting"}, ""},
 		} {
@@ -517,6 +545,7 @@ func TestErrors(t *testing.T) {
 		{"no kubeconfig", nil, nil, ExitError, "kubectl slipway status: no kubeconfig: pass --kubeconfig, set $KUBECONFIG or create ~/.kube/config\n"},
 		{"kubeconfig file missing", []string{"--kubeconfig", filepath.Join(home, "nope")}, nil, ExitError, "kubectl slipway status: kubeconfig: stat " + filepath.Join(home, "nope") + ": no such file or directory\n"},
 		{"unreachable", nil, []string{"KUBECONFIG=" + unreachable}, ExitError, fmt.Sprintf("kubectl slipway status: cannot reach the API server at https://127.0.0.1:%d (listing Nodes): ", port)},
+		{"unreachable, watching: the first frame must work", []string{"-w", "--interval", "10ms"}, []string{"KUBECONFIG=" + unreachable}, ExitError, fmt.Sprintf("kubectl slipway status: cannot reach the API server at https://127.0.0.1:%d (listing Nodes): ", port)},
 		{"unreachable pause", []string{"pause", "--kubeconfig", unreachable}, nil, ExitError, fmt.Sprintf("kubectl slipway pause: cannot reach the API server at https://127.0.0.1:%d", port)},
 		{"bad -o", []string{"-o", "yaml", "--kubeconfig", cp.Kubeconfig}, nil, ExitUsage, "kubectl slipway: unknown output format \"yaml\": want text, wide or json\nRun 'kubectl slipway --help' for usage.\n"},
 		{"unknown command", []string{"reboot"}, nil, ExitUsage, "kubectl slipway: unknown command \"reboot\": want status, pause, resume or version\n"},
@@ -524,12 +553,17 @@ func TestErrors(t *testing.T) {
 		{"--state on pause", []string{"pause", "--state", "idle"}, nil, ExitUsage, "kubectl slipway: --state is not a flag of pause\n"},
 		{"flag of another command", []string{"status", "--reason", "x"}, nil, ExitUsage, "kubectl slipway: --reason is not a flag of status\n"},
 		{"-o on pause", []string{"pause", "-o", "json"}, nil, ExitUsage, "kubectl slipway: -o is not a flag of pause\n"},
+		{"-w on pause", []string{"pause", "-w"}, nil, ExitUsage, "kubectl slipway: -w is not a flag of pause\n"},
+		{"--interval without --watch", []string{"--interval", "5s"}, nil, ExitUsage, "kubectl slipway: --interval without --watch: give -w too\n"},
+		{"bad --interval", []string{"-w", "--interval", "0s"}, nil, ExitUsage, "kubectl slipway: --interval 0s: must be positive\n"},
 		{"bad group", []string{"pause", "--group", "zone b"}, nil, ExitUsage, "kubectl slipway: --group \"zone b\": "},
 		{"unknown flag", []string{"--frobnicate"}, nil, ExitUsage, "kubectl slipway: flag provided but not defined: -frobnicate\n"},
 		{"two commands", []string{"pause", "resume"}, nil, ExitUsage, "kubectl slipway: unexpected argument \"resume\" after \"pause\"\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cmd := exec.Command(kc, c.args...)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a command that never ends fails
+			defer cancel()
+			cmd := exec.CommandContext(ctx, kc, c.args...)
 			// Nothing from this machine: no ~/.kube/config, no $KUBECONFIG, no in-cluster service account.
 			cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}, c.env...)
 			var o, e bytes.Buffer
@@ -548,8 +582,156 @@ func TestErrors(t *testing.T) {
 	}
 	t.Run("help", func(t *testing.T) {
 		out, err := exec.Command(kc, "--help").Output()
-		if err != nil || !strings.HasPrefix(string(out), "Usage:\n  kubectl slipway [status] [-o text|wide|json] [--group GROUP] [--state STATE]\n") {
+		if err != nil || !strings.HasPrefix(string(out), "Usage:\n  kubectl slipway [status] [-o text|wide|json] [--group GROUP] [--state STATE] [-w [--interval D]]\n") {
 			t.Errorf("%v: %s", err, out)
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer that --watch writes to while a test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// --watch renders a frame every --interval until its context ends (exit 0), and its frames follow the
+// Nodes: a change made between two frames shows in the later one. -o json is one document per frame;
+// text starts each frame with its time, and clears the screen before it only on a terminal.
+func TestWatch(t *testing.T) {
+	cp, c := controlPlane(t)
+	const ns = "slipway-watch"
+	createNamespace(t, c, ns)
+	createNodes(t, c, []testNode{{name: "watch-1", ready: true, ann: map[string]string{protocol.RebootNeeded: "false"}}})
+	setNeeded := func(v string) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, protocol.RebootNeeded, v)
+		if _, err := c.CoreV1().Nodes().Patch(context.Background(), "watch-1", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// watch starts the command line; stop ends its context and returns its exit code.
+	watch := func(t *testing.T, tty bool, args ...string) (*syncBuffer, func() int) {
+		ctx, cancel := context.WithCancel(context.Background())
+		var out, errOut syncBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, "kubectl slipway", append([]string{"--kubeconfig", cp.Kubeconfig, "-n", ns, "-w", "--interval", "20ms"}, args...), &out, &errOut,
+				env{now: func() time.Time { return fixedNow }, getenv: func(string) string { return "" }, zone: time.UTC, tty: tty})
+		}()
+		t.Cleanup(cancel)
+		return &out, func() int {
+			t.Helper()
+			cancel()
+			select {
+			case code := <-done:
+				if errOut.String() != "" {
+					t.Errorf("stderr: %s", errOut.String())
+				}
+				return code
+			case <-time.After(30 * time.Second):
+				t.Fatal("--watch did not end with its context")
+				return -1
+			}
+		}
+	}
+	waitFor := func(t *testing.T, what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no frame %s", what)
+			}
+		}
+	}
+	frames := func(s string) ([]Report, error) {
+		var out []Report
+		dec := json.NewDecoder(strings.NewReader(s))
+		for {
+			var r Report
+			if err := dec.Decode(&r); err == io.EOF {
+				return out, nil
+			} else if err != nil {
+				return out, err
+			}
+			out = append(out, r)
+		}
+	}
+	stateOf := func(r Report) protocol.State {
+		for _, n := range r.Nodes {
+			if n.Name == "watch-1" {
+				return n.State
+			}
+		}
+		return ""
+	}
+	lastState := func(out *syncBuffer) protocol.State {
+		fs, _ := frames(out.String())
+		if len(fs) == 0 {
+			return ""
+		}
+		return stateOf(fs[len(fs)-1])
+	}
+
+	t.Run("json", func(t *testing.T) {
+		setNeeded("false")
+		out, stop := watch(t, false, "-o", "json")
+		waitFor(t, "with watch-1 idle", func() bool { return lastState(out) == protocol.Idle })
+		setNeeded("true")
+		waitFor(t, "with watch-1 needs-reboot", func() bool { return lastState(out) == protocol.NeedsReboot })
+		if code := stop(); code != ExitOK {
+			t.Errorf("exit %d after the context ended, want %d", code, ExitOK)
+		}
+		fs, err := frames(out.String())
+		if err != nil || len(fs) < 2 || stateOf(fs[0]) != protocol.Idle || stateOf(fs[len(fs)-1]) != protocol.NeedsReboot {
+			t.Errorf("%d frames (%v): want JSON documents only, the first idle, the last needs-reboot:\n%s", len(fs), err, out.String())
+		}
+	})
+	t.Run("text, not a terminal", func(t *testing.T) {
+		setNeeded("false")
+		out, stop := watch(t, false)
+		row := func(state string) func() bool {
+			return func() bool {
+				fs := strings.Split(out.String(), "Every 20ms: ")
+				return len(fs) > 1 && strings.Contains(fs[len(fs)-2], "\nwatch-1  "+state+" ") // a whole frame
+			}
+		}
+		waitFor(t, "with watch-1 idle", row("idle"))
+		setNeeded("true")
+		waitFor(t, "with watch-1 needs-reboot", row("needs-reboot"))
+		if code := stop(); code != ExitOK {
+			t.Errorf("exit %d, want %d", code, ExitOK)
+		}
+		s := out.String()
+		if strings.Contains(s, "\x1b") || !strings.HasPrefix(s, "Every 20ms: 2026-11-23 09:00:00 UTC\n\nProblems:  ") ||
+			!strings.Contains(s, "\n\nEvery 20ms: 2026-11-23 09:00:00 UTC\n\nProblems:  ") {
+			t.Errorf("want frames that start with their time, apart by a blank line, no escape sequence:\n%q", s)
+		}
+	})
+	t.Run("text, on a terminal", func(t *testing.T) {
+		out, stop := watch(t, true)
+		waitFor(t, "twice", func() bool { return strings.Count(out.String(), clearScreen) >= 3 })
+		if code := stop(); code != ExitOK {
+			t.Errorf("exit %d, want %d", code, ExitOK)
+		}
+		fs := strings.Split(out.String(), clearScreen)
+		if fs[0] != "" {
+			t.Errorf("output before the first clear: %q", fs[0])
+		}
+		for _, f := range fs[1 : len(fs)-1] {
+			if !strings.HasPrefix(f, "Every 20ms: 2026-11-23 09:00:00 UTC\n\nProblems:  ") || !strings.Contains(f, "\nwatch-1  ") {
+				t.Errorf("a frame between clears is not a whole report:\n%s", f)
+			}
 		}
 	})
 }

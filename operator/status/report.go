@@ -45,6 +45,18 @@ type Fleet struct {
 	FailedReboots FailedReboots `json:"failedReboots"`
 	// Versions: every OS version a node runs or asks for, newest name last.
 	Versions []Version `json:"versions"`
+	// RebootTimeout and SettleTime are --reboot-timeout and --settle-time as published ("" none, or
+	// not published).
+	RebootTimeout string `json:"rebootTimeout"`
+	SettleTime    string `json:"settleTime"`
+	// Cycles: the cycle durations the operator measured, which the versions' ETAs are computed from.
+	Cycles Cycles `json:"cycles"`
+}
+
+// Cycles summarises the durations of the last cycles that finished (fleetswitch.Status.CycleSeconds).
+type Cycles struct {
+	Measured      int  `json:"measured"`
+	MedianSeconds *int `json:"medianSeconds"` // nil: none measured
 }
 
 // Pause is the fleet switch.
@@ -119,11 +131,15 @@ type Version struct {
 	Canary  string     `json:"canary"`
 	BakeEnd *time.Time `json:"bakeEnd"`
 	Resumed *time.Time `json:"resumed"` // when a person last ran resume --version for it
+	// ETASeconds: how long until its nodes asking or in their cycle are through: the wait for the reboot
+	// window to open, then ETA; nil when none are left, it is halted, the fleet is paused, or unknown
+	// (no cycle measured, no limit or window known).
+	ETASeconds *int `json:"etaSeconds"`
 }
 
 // Problem is one thing to look at: what, which node ("" for the fleet), and what to do.
 type Problem struct {
-	Kind string `json:"kind"` // no-operator, no-leader, paused, failures-paused, stalled, undrainable, version-halted, blocked
+	Kind string `json:"kind"` // no-operator, no-leader, paused, failures-paused, stalled, undrainable, version-halted, blocked, no-agent
 	Node string `json:"node"`
 	What string `json:"what"`
 	Do   string `json:"do"`
@@ -141,6 +157,10 @@ type Lease struct {
 // BlockedProblemAfter is how long a node may be held by something other than the plan (a pause, a
 // blocker) before the view lists it under Problems.
 const BlockedProblemAfter = time.Hour
+
+// NoAgentAfter is how long a node must have been Ready without any agent's key before the view lists
+// it under Problems: its update-agent pod starts once it is Ready.
+const NoAgentAfter = 10 * time.Minute
 
 // Node is one node's row.
 type Node struct {
@@ -163,6 +183,17 @@ type Node struct {
 	Undrainable  string     `json:"undrainable"`
 	// StallHint: what to look at for its stall ("" when not stalled).
 	StallHint string `json:"stallHint"`
+	// Queue: its place in the order the operator admits waiting nodes (admission.Queue), from 1; 0 when
+	// it is not in the queue (not waiting, reboot-paused, its fleet or group paused, or kept back by
+	// --control-plane-order).
+	Queue int `json:"queue"`
+	// StallsAt: when it will be marked stalled if it stays in this stage of its cycle (stall.Of under the
+	// published --reboot-timeout); nil when not in a cycle, stalled already, or unknown.
+	StallsAt *time.Time `json:"stallsAt"`
+	// NoAgent: no update-agent (FLUO's or Slipway's) nor the FleetLock server ever wrote any of their
+	// keys on it, it has been Ready for NoAgentAfter and is not enrolled in FleetLock: it will never ask
+	// to reboot.
+	NoAgent bool `json:"noAgent"`
 }
 
 // Build derives the report from the Nodes and the slipway-fleet ConfigMap (nil when there is none) at
@@ -188,7 +219,10 @@ func Build(nodes []corev1.Node, cm *corev1.ConfigMap, namespace string, now time
 				Paused: sw.FailuresPaused,
 				Reason: sw.FailuresReason,
 			},
-			Schedule: schedule(st, published, now),
+			Schedule:      schedule(st, published, now),
+			RebootTimeout: st.RebootTimeout,
+			SettleTime:    st.SettleTime,
+			Cycles:        cycles(st.CycleSeconds),
 		},
 	}
 	for _, g := range sw.PausedGroups() {
@@ -199,14 +233,21 @@ func Build(nodes []corev1.Node, cm *corev1.ConfigMap, namespace string, now time
 	}
 
 	policy := stall.Policy(st.StallPolicy)
+	timeout, _ := time.ParseDuration(st.RebootTimeout)
 	entries := make([]admission.Node, 0, len(nodes))
 	for i := range nodes {
-		r.Nodes = append(r.Nodes, node(&nodes[i], st.GroupLabel, policy))
+		r.Nodes = append(r.Nodes, node(&nodes[i], st.GroupLabel, policy, timeout, now))
 		entries = append(entries, admission.Of(&nodes[i], st.GroupLabel, policy))
+	}
+	positions := queue(nodes, entries, st, sw, now)
+	for i := range r.Nodes {
+		r.Nodes[i].Queue = positions[r.Nodes[i].Name]
 	}
 	sort.Slice(r.Nodes, func(i, j int) bool { return r.Nodes[i].Name < r.Nodes[j].Name })
 	r.Fleet.Budgets = budgets(entries, st, published)
-	r.Fleet.Versions = versions(entries, st, sw, now)
+	settle, _ := time.ParseDuration(st.SettleTime)
+	r.Fleet.Versions = versions(entries, st, sw, now, progress{limits: poolLimits(r.Fleet.Budgets), cycles: st.CycleSeconds,
+		settle: settle, schedule: r.Fleet.Schedule, paused: sw.Paused || sw.FailuresPaused})
 	r.Fleet.Problems = problems(r, now)
 	return r
 }
@@ -233,7 +274,8 @@ func (r *Report) WithLease(l *Lease) {
 
 // problems lists what needs a person, most urgent first: the failure budget's pause and halted
 // versions (a release went wrong), stalled nodes (with the stall's hint), undrainable nodes, a
-// person's pause, and nodes held longer than BlockedProblemAfter by something other than the plan.
+// person's pause, nodes held longer than BlockedProblemAfter by something other than the plan, and
+// nodes without an agent (one line for all of them).
 func problems(r Report, now time.Time) []Problem {
 	out := []Problem{}
 	f := r.Fleet
@@ -295,6 +337,20 @@ func problems(r Report, now time.Time) []Problem {
 		}
 		out = append(out, p)
 	}
+	var agentless []string
+	for _, n := range r.Nodes {
+		if n.NoAgent {
+			agentless = append(agentless, n.Name)
+		}
+	}
+	if len(agentless) > 0 {
+		p := Problem{Kind: "no-agent", Node: agentless[0], What: "no update-agent has ever annotated it: it never asks to reboot",
+			Do: "check the update-agent DaemonSet's nodeSelector and tolerations (docs/install.md)"}
+		if len(agentless) > 1 {
+			p.Node, p.What = "", fmt.Sprintf("%d nodes (%s) have no update-agent: they never ask to reboot", len(agentless), names(agentless, 3))
+		}
+		out = append(out, p)
+	}
 	return out
 }
 
@@ -307,7 +363,7 @@ func names(all []string, n int) string {
 }
 
 // versions summarises entries per OS version the way admission decides on them.
-func versions(entries []admission.Node, st fleetswitch.Status, sw fleetswitch.Switch, now time.Time) []Version {
+func versions(entries []admission.Node, st fleetswitch.Status, sw fleetswitch.Switch, now time.Time, p progress) []Version {
 	bake, _ := time.ParseDuration(st.CanaryBake)
 	c := admission.Canary{Nodes: st.CanaryNodes, Bake: bake, MaxFailed: st.MaxFailedPerVersion}
 	out := []Version{}
@@ -318,13 +374,16 @@ func versions(entries []admission.Node, st fleetswitch.Status, sw fleetswitch.Sw
 		if c.On() && cs.State != "off" {
 			row.Canary, row.BakeEnd = cs.State, timePtr(cs.BakeEnd)
 		}
+		if left := leftOf(entries, v); len(left) > 0 && cs.State != "halted" {
+			row.ETASeconds = p.eta(left, now)
+		}
 		out = append(out, row)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out
 }
 
-func node(n *corev1.Node, groupLabel string, policy stall.Policy) Node {
+func node(n *corev1.Node, groupLabel string, policy stall.Policy, timeout time.Duration, now time.Time) Node {
 	// Hooks do not change the state a node is in (only what the operator does next), so the view
 	// needs no hook names.
 	f := protocol.Observe(n, protocol.Hooks{})
@@ -338,6 +397,11 @@ func node(n *corev1.Node, groupLabel string, policy stall.Policy) Node {
 		since = last
 	case protocol.NeedsReboot:
 		since = waiting
+	}
+	var stallsAt time.Time
+	if f.Stalled == "" {
+		// Hooks are not published: a node back and Ready in after-reboot reads as finishing now.
+		_, stallsAt = stall.Of(state, f, n, now, timeout)
 	}
 	return Node{
 		Name:          n.Name,
@@ -357,6 +421,8 @@ func node(n *corev1.Node, groupLabel string, policy stall.Policy) Node {
 		WaitingSince:  timePtr(waiting),
 		Undrainable:   a[protocol.Undrainable],
 		StallHint:     stallHint(a[protocol.Stalled], n),
+		StallsAt:      timePtr(stallsAt),
+		NoAgent:       noAgent(n, f, now),
 	}
 }
 

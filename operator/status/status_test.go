@@ -14,6 +14,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
@@ -262,7 +263,7 @@ func TestVersions(t *testing.T) {
 	}
 	for _, line := range []string{
 		"Versions:  A: 3 on, 0 in cycle, 0 asking, 0 failed; released\n",
-		"           B: 1 on, 1 in cycle, 2 asking, 0 failed; others wait for its canaries\n",
+		"           B: 1 on, 1 in cycle, 2 asking, 0 failed, ETA unknown; others wait for its canaries\n",
 		"           C: 0 on, 0 in cycle, 1 asking, 1 failed; HALTED (undo: resume --version C)\n",
 	} {
 		if !strings.Contains(out.String(), line) {
@@ -366,5 +367,249 @@ blocked [zoned] waiting 90m: paused: group zone-b paused: AZ maintenance
 	}
 	if !strings.Contains(out.String(), "\n           and 12 more: -o wide lists them all\nFleet:") || strings.Contains(out.String(), "n08: stalled") {
 		t.Errorf("text problems not capped:\n%s", out.String())
+	}
+}
+
+// ETA: known answers. Rounds are the most any limited pool needs (its nodes left over its limit,
+// rounded up), each the median measured cycle, with --settle-time between rounds; unknown without a
+// measured cycle or a fleet limit.
+func TestETA(t *testing.T) {
+	fleet, zoneA, zoneB, cp := admission.FleetPool, admission.GroupPool("a"), admission.GroupPool("b"), admission.ControlPlanePool
+	for _, c := range []struct {
+		name   string
+		left   map[string]int
+		limits map[string]int
+		cycles []int
+		settle time.Duration
+		want   string // "unknown" or a duration
+	}{
+		{"one round", map[string]int{fleet: 2}, map[string]int{fleet: 2}, []int{600}, 0, "10m0s"},
+		{"rounds up", map[string]int{fleet: 5}, map[string]int{fleet: 2}, []int{600}, 0, "30m0s"},
+		{"settle between rounds, not after the last", map[string]int{fleet: 5}, map[string]int{fleet: 2}, []int{600}, 5 * time.Minute, "40m0s"},
+		{"median of an odd count", map[string]int{fleet: 1}, map[string]int{fleet: 1}, []int{900, 60, 600}, 0, "10m0s"},
+		{"median of an even count: the middle two's mean", map[string]int{fleet: 1}, map[string]int{fleet: 1}, []int{900, 60, 600, 3000}, 0, "12m30s"},
+		{"a group's limit makes more rounds", map[string]int{fleet: 4, zoneA: 3, zoneB: 1}, map[string]int{fleet: 10, zoneA: 1, zoneB: 1}, []int{60}, 0, "3m0s"},
+		{"the control plane's too", map[string]int{fleet: 3, cp: 3}, map[string]int{fleet: 3, cp: 1}, []int{60}, 0, "3m0s"},
+		{"an unlimited pool limits nothing", map[string]int{fleet: 4, zoneA: 4}, map[string]int{fleet: 4}, []int{60}, 0, "1m0s"},
+		{"no cycle measured", map[string]int{fleet: 1}, map[string]int{fleet: 1}, nil, 0, "unknown"},
+		{"no fleet limit published", map[string]int{fleet: 1}, map[string]int{}, []int{60}, 0, "unknown"},
+	} {
+		got := "unknown"
+		if d, ok := ETA(c.left, c.limits, c.cycles, c.settle); ok {
+			got = d.String()
+		}
+		if got != c.want {
+			t.Errorf("%s: ETA %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+// Per version: the nodes asking for it and in their cycle for it are what is left; the wait for a
+// closed window comes first; a paused fleet, a halted version or nothing left has no ETA.
+func TestVersionETA(t *testing.T) {
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	mk := func(name, version string, ann map[string]string) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{protocol.Version: version}, Annotations: ann}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		return n
+	}
+	ask := map[string]string{protocol.NewVersion: "B", protocol.RebootNeeded: protocol.True}
+	cycling := map[string]string{protocol.NewVersion: "B", protocol.RebootNeeded: protocol.True, protocol.DrainStarted: "2026-11-23T08:59:00Z"}
+	nodes := []corev1.Node{mk("a1", "A", ask), mk("a2", "A", ask), mk("a3", "A", cycling), mk("b1", "B", nil)}
+	eta := func(st fleetswitch.Status, data map[string]string) map[string]string {
+		cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, st)}}
+		for k, v := range data {
+			cm.Data[k] = v
+		}
+		out := map[string]string{}
+		for _, v := range Build(nodes, cm, "ns", now).Fleet.Versions {
+			out[v.Version] = "-"
+			if v.ETASeconds != nil {
+				out[v.Version] = (time.Duration(*v.ETASeconds) * time.Second).String()
+			}
+		}
+		return out
+	}
+	st := fleetswitch.Status{MaxUnavailable: "2", CycleSeconds: []int{600}, SettleTime: "1m0s"}
+	// 3 left, 2 at a time: 2 rounds of 10m with 1m between.
+	if got := eta(st, nil); got["B"] != "21m0s" || got["A"] != "-" {
+		t.Errorf("open window: %v, want B 21m0s, A none left", got)
+	}
+	closed := st
+	closed.Windows = []string{"Mon 10:00-11:00 UTC"}
+	if got := eta(closed, nil); got["B"] != "1h21m0s" {
+		t.Errorf("window opening in 1h: %v, want B 1h21m0s", got)
+	}
+	if got := eta(st, map[string]string{fleetswitch.KeyPaused: "x"}); got["B"] != "-" {
+		t.Errorf("paused fleet: %v, want no ETA", got)
+	}
+	none := st
+	none.CycleSeconds = nil
+	var out bytes.Buffer
+	cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, none)}}
+	if err := WriteText(&out, Build(nodes, cm, "ns", now), TextOptions{Width: DefaultWidth}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"B: 1 on, 1 in cycle, 2 asking, 0 failed, ETA unknown\n", "Cycles:    none measured yet; --settle-time 1m0s\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("text without %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// The queue is admission.Queue over the Nodes: already unavailable first, then by waiting-since (a
+// node without one waits from now), then by name; reboot-paused nodes, paused groups and nodes the
+// published --control-plane-order keeps back have no place.
+func TestQueuePositions(t *testing.T) {
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	zone := "topology.kubernetes.io/zone"
+	mk := func(name, z, since string, more ...string) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{zone: z},
+			Annotations: map[string]string{protocol.RebootNeeded: protocol.True}}}
+		if since != "" {
+			n.Annotations[protocol.WaitingSince] = since
+		}
+		for i := 0; i+1 < len(more); i += 2 {
+			n.Annotations[more[i]] = more[i+1]
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		return n
+	}
+	cordoned := mk("cordoned", "a", "2026-11-23T08:55:00Z")
+	cordoned.Spec.Unschedulable = true
+	cp := mk("cp", "a", "2026-11-23T05:00:00Z")
+	cp.Labels[protocol.ControlPlaneLabel] = ""
+	idle := mk("idle", "a", "")
+	idle.Annotations[protocol.RebootNeeded] = protocol.False
+	nodes := []corev1.Node{
+		mk("new", "a", ""),                        // not held yet: waits from now
+		mk("a-late", "a", "2026-11-23T08:00:00Z"), // first by name, fifth by its wait
+		mk("early", "a", "2026-11-23T06:00:00Z"),
+		mk("early-too", "a", "2026-11-23T06:00:00Z"),
+		mk("held", "a", "2026-11-23T04:00:00Z", protocol.RebootPaused, protocol.True),
+		mk("zoned", "b", "2026-11-23T04:00:00Z"),
+		cordoned, cp, idle,
+	}
+	positions := func(order string) string {
+		st := fleetswitch.Status{MaxUnavailable: "1", GroupLabel: zone, ControlPlaneOrder: order}
+		cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, st), fleetswitch.GroupPausePrefix + "b": ""}}
+		var got []string
+		for _, n := range Build(nodes, cm, "ns", now).Nodes {
+			if n.Queue > 0 {
+				got = append(got, fmt.Sprintf("%s=%d", n.Name, n.Queue))
+			}
+		}
+		return strings.Join(got, " ")
+	}
+	if got, want := positions(""), "a-late=5 cordoned=1 cp=2 early=3 early-too=4 new=6"; got != want {
+		t.Errorf("queue %q\nwant  %q", got, want)
+	}
+	if got, want := positions("control-plane-first"), "cp=1"; got != want {
+		t.Errorf("control plane first: queue %q, want %q", got, want)
+	}
+}
+
+// A stall countdown for a node in its cycle, from its stage's start and the published
+// --reboot-timeout (stall.Of): none when stalled already, out of a cycle, or no timeout published.
+func TestStallsAt(t *testing.T) {
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	mk := func(name string, ann map[string]string) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		return n
+	}
+	drain := func(started string, more ...string) map[string]string {
+		m := map[string]string{protocol.RebootNeeded: protocol.True, protocol.DrainStarted: started}
+		for i := 0; i+1 < len(more); i += 2 {
+			m[more[i]] = more[i+1]
+		}
+		return m
+	}
+	nodes := []corev1.Node{
+		mk("draining", drain("2026-11-23T08:48:00Z")),
+		mk("overdue", drain("2026-11-23T08:00:00Z")), // the operator has not marked it yet
+		mk("stalled", drain("2026-11-23T08:00:00Z", protocol.Stalled, "drain-failing")),
+		mk("waiting", map[string]string{protocol.RebootNeeded: protocol.True}),
+	}
+	report := func(timeout string) Report {
+		cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, fleetswitch.Status{MaxUnavailable: "1", RebootTimeout: timeout})}}
+		return Build(nodes, cm, "ns", now)
+	}
+	got := map[string]string{}
+	r := report("30m0s")
+	for _, n := range r.Nodes {
+		got[n.Name] = "-"
+		if n.StallsAt != nil {
+			got[n.Name] = n.StallsAt.Format("15:04")
+		}
+	}
+	want := map[string]string{"draining": "09:18", "overdue": "08:30", "stalled": "-", "waiting": "-"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("stallsAt %v, want %v", got, want)
+	}
+	var out bytes.Buffer
+	if err := WriteText(&out, r, TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"stalls in 18m\n", "stalls now\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("text without %q:\n%s", want, out.String())
+		}
+	}
+	for _, n := range report("").Nodes {
+		if n.StallsAt != nil {
+			t.Errorf("%s: stallsAt %v with no --reboot-timeout published", n.Name, n.StallsAt)
+		}
+	}
+}
+
+// A node no agent ever wrote on (none of the keys protocol.Owners gives Slipway's agent, FLUO's or
+// the FleetLock server) is a problem once it has been Ready for NoAgentAfter, unless it is enrolled in
+// FleetLock (Zincati speaks only when it asks); one line for all of them.
+func TestNoAgent(t *testing.T) {
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	mk := func(name string, readySince time.Duration, ann, labels map[string]string) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann, Labels: labels}}
+		cond := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue}
+		if readySince > 0 {
+			cond.LastTransitionTime = metav1.NewTime(now.Add(-readySince))
+		}
+		n.Status.Conditions = []corev1.NodeCondition{cond}
+		return n
+	}
+	notReady := mk("not-ready", 0, nil, nil)
+	notReady.Status.Conditions[0].Status = corev1.ConditionFalse
+	nodes := []corev1.Node{
+		mk("bare", 0, nil, map[string]string{"kubernetes.io/hostname": "bare"}), // Ready since unknown: long enough
+		mk("bare-hour", time.Hour, nil, nil),
+		mk("fresh", 5*time.Minute, nil, nil), // its agent may not have started yet
+		notReady,
+		mk("slipway-agent", 0, map[string]string{protocol.BootID: "b1"}, nil),
+		mk("fluo-agent", 0, map[string]string{protocol.RebootNeeded: protocol.False}, nil),
+		mk("os-label", 0, nil, map[string]string{protocol.Version: "4459.2.0"}),
+		mk("zincati", 0, map[string]string{protocol.FleetLockID: "abc"}, map[string]string{protocol.FleetLockEnrolled: protocol.True}),
+		mk("zincati-quiet", 0, nil, map[string]string{protocol.FleetLockEnrolled: protocol.True}), // never asked yet
+		mk("enrolled-no", 0, nil, map[string]string{protocol.FleetLockEnrolled: protocol.False}),
+	}
+	r := Build(nodes, nil, "ns", now)
+	var got []string
+	for _, n := range r.Nodes {
+		if n.NoAgent {
+			got = append(got, n.Name)
+		}
+	}
+	if want := "bare bare-hour enrolled-no"; strings.Join(got, " ") != want {
+		t.Errorf("no agent: %q, want %q", got, want)
+	}
+	var probs []string
+	for _, p := range r.Fleet.Problems {
+		probs = append(probs, fmt.Sprintf("%s [%s] %s", p.Kind, p.Node, p.What))
+	}
+	if want := "no-agent [] 3 nodes (bare, bare-hour, enrolled-no) have no update-agent: they never ask to reboot"; strings.Join(probs, "\n") != want {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(probs, "\n"), want)
+	}
+	r = Build(nodes[:1], nil, "ns", now)
+	if p := r.Fleet.Problems; len(p) != 1 || p[0].Node != "bare" || p[0].Kind != "no-agent" || p[0].Do == "" {
+		t.Errorf("one node without an agent: %+v", p)
 	}
 }

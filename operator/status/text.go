@@ -128,6 +128,9 @@ func WriteText(w io.Writer, r Report, o TextOptions) error {
 		vs = append(vs, versionLine(v, now))
 	}
 	section("Versions:", vs...)
+	if f.Published {
+		section("Cycles:", cyclesLine(f))
+	}
 	switch l := f.Lease; {
 	case l != nil && l.Live:
 		section("Operator:", fmt.Sprintf("leader %s, lease renewed %s ago", orDash(l.Holder), agoPtr(now, l.Renewed)))
@@ -167,7 +170,7 @@ func writeNodes(w io.Writer, r Report, width int) error {
 			agoPtr(r.Time, n.Since),
 			orDash(n.Group),
 			agoPtr(r.Time, n.LastReboot),
-			orDash(detailCell(n)),
+			orDash(detailCell(n, r.Time)),
 		})
 	}
 	if width > 0 {
@@ -228,15 +231,31 @@ func stateCell(n Node) string {
 	return s
 }
 
-// detailCell is what explains the node: why it waits (blocked-by, "<kind>: <detail>"), why it is
-// stalled, its last drain and reboot errors.
-func detailCell(n Node) string {
+// detailCell is what explains the node: its place in the admission queue ("#2") and why it waits
+// (blocked-by, "<kind>: <detail>"), why it is stalled or when it will be, that it has no agent, its
+// last drain and reboot errors.
+func detailCell(n Node, now time.Time) string {
 	var parts []string
-	if n.BlockedBy != "" {
+	switch {
+	case n.Queue > 0 && n.BlockedBy != "":
+		parts = append(parts, "#"+strconv.Itoa(n.Queue)+" "+oneLine(n.BlockedBy))
+	case n.Queue > 0:
+		parts = append(parts, "#"+strconv.Itoa(n.Queue))
+	case n.BlockedBy != "":
 		parts = append(parts, oneLine(n.BlockedBy))
 	}
 	if n.Stalled != "" {
 		parts = append(parts, "stalled: "+n.Stalled)
+	}
+	if n.StallsAt != nil {
+		if n.StallsAt.After(now) {
+			parts = append(parts, "stalls in "+ago(*n.StallsAt, now))
+		} else {
+			parts = append(parts, "stalls now")
+		}
+	}
+	if n.NoAgent {
+		parts = append(parts, "no update-agent")
 	}
 	if n.DrainError != "" {
 		parts = append(parts, "drain-error: "+oneLine(n.DrainError))
@@ -319,9 +338,15 @@ func scheduleLine(s Schedule, now time.Time) string {
 	return fmt.Sprintf("CLOSED (%s), opens %s (in %s)", s.ClosedBy, clock(now, *s.NextOpen), ago(*s.NextOpen, now))
 }
 
-// versionLine: "4500.1.0: 3 on, 1 in cycle, 5 asking, 0 failed; canary baking until 12:03 UTC".
+// versionLine: "4500.1.0: 3 on, 1 in cycle, 5 asking, 0 failed, ETA ~45m; canaries baking for 8m more".
 func versionLine(v Version, now time.Time) string {
 	l := fmt.Sprintf("%s: %d on, %d in cycle, %d asking, %d failed", v.Version, v.On, v.InCycle, v.Asking, v.Failed)
+	switch {
+	case v.ETASeconds != nil:
+		l += ", ETA ~" + duration.HumanDuration(time.Duration(*v.ETASeconds)*time.Second)
+	case v.InCycle+v.Asking > 0 && v.Canary != "halted":
+		l += ", ETA unknown"
+	}
 	switch v.Canary {
 	case "":
 	case "baking":
@@ -337,6 +362,21 @@ func versionLine(v Version, now time.Time) string {
 		l += "; canaries go"
 	default:
 		l += "; " + v.Canary
+	}
+	return l
+}
+
+// cyclesLine: "median 14m (last 12 measured); --settle-time 5m0s; --reboot-timeout 30m0s".
+func cyclesLine(f Fleet) string {
+	l := "none measured yet"
+	if c := f.Cycles; c.MedianSeconds != nil {
+		l = fmt.Sprintf("median %s (last %d measured)", duration.HumanDuration(time.Duration(*c.MedianSeconds)*time.Second), c.Measured)
+	}
+	if f.SettleTime != "" {
+		l += "; --settle-time " + f.SettleTime
+	}
+	if f.RebootTimeout != "" {
+		l += "; --reboot-timeout " + f.RebootTimeout
 	}
 	return l
 }
