@@ -80,7 +80,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.1, 3, 12), // 100 ms .. ~5 h
 		}),
 		cycles: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "slipway_operator_cycles_total", Help: "Cycles ended, by result: finished (verified reboot) or aborted.",
+			Name: "slipway_operator_cycles_total", Help: "Cycles ended, by result: finished (verified reboot), failed (back on the old OS version), undrainable (--drain-failure-policy=skip) or aborted.",
 		}, []string{"result"}),
 		stalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "slipway_operator_stalls_total", Help: "Times a node was reported stalled, by reason.",

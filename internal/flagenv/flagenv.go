@@ -67,8 +67,8 @@ func Undocumented(fs *flag.FlagSet, doc string) []string {
 
 // Reference renders fs as a Markdown table for docs/reference/: every flag with the environment
 // variable that also sets it under prefix ("": none), its default and its --help text, in name order. The pages
-// are generated from it (`make docs`) and each binary's test fails when its page differs, so the
-// reference cannot drift from --help.
+// are generated from it (`make docs`) and each binary's test fails when its page differs
+// (docs.CheckGenerated), so the reference cannot drift from --help.
 func Reference(fs *flag.FlagSet, prefix string) string {
 	var b strings.Builder
 	b.WriteString("| flag | environment | default | meaning |\n|---|---|---|---|\n")
@@ -85,23 +85,4 @@ func Reference(fs *flag.FlagSet, prefix string) string {
 		fmt.Fprintf(&b, "| `--%s` | %s | %s | %s |\n", f.Name, env, def, usage)
 	})
 	return b.String()
-}
-
-// CheckPage compares the generated page at path with want; with SLIPWAY_UPDATE_DOCS set it writes
-// want there instead (`make docs`). It returns what a test should report ("" when current).
-func CheckPage(path, want string) string {
-	if os.Getenv("SLIPWAY_UPDATE_DOCS") != "" {
-		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-			return err.Error()
-		}
-		return ""
-	}
-	got, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("%v: run `make docs`", err)
-	}
-	if string(got) != want {
-		return fmt.Sprintf("%s is stale: run `make docs` (it is generated from --help)", path)
-	}
-	return ""
 }

@@ -61,7 +61,5 @@ func TestFlagReference(t *testing.T) {
 		"## update-agent\n\n" + flagenv.Reference(agent, "UPDATE_AGENT") +
 		"\n## update-agent fleetlock\n\n" + flagenv.Reference(fleetlock, "UPDATE_AGENT_FLEETLOCK") +
 		"\n## update-agent node-config apply\n\nNo environment variables: every input is on the command line.\n\n" + flagenv.Reference(nodeConfig, "")
-	if msg := flagenv.CheckPage("../../../docs/reference/update-agent.md", page); msg != "" {
-		t.Error(msg)
-	}
+	docs.CheckGenerated(t, "../../../docs/reference/update-agent.md", page)
 }

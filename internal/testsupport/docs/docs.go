@@ -1,7 +1,8 @@
 // Package docs reads what the project documents for people: README.md and every Markdown page under
 // docs/. Tests that hold the documentation to the code (every flag documented, the cycle and effects
 // tables exactly as the code has them) read all of it, so a fact may live on whichever page suits a
-// reader without the test caring which.
+// reader without the test caring which. The pages under docs/reference/ are generated from the code
+// by tests (CheckGenerated), which fail when a page is stale.
 package docs
 
 import (

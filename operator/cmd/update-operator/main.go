@@ -158,7 +158,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.StringVar(&o.maxPerGroup, "max-unavailable-per-group", "", "nodes of one group that may be unavailable at once (count or % of the group); empty: groups share --max-unavailable only. Both limits hold at every instant")
 	fs.StringVar(&o.maxControlPlane, "max-unavailable-control-plane", "1", "control-plane nodes (label node-role.kubernetes.io/control-plane) that may be unavailable at once (count or %)")
 	fs.StringVar(&o.controlPlaneOrder, "control-plane-order", string(admission.OrderNone), "\"none\" (workers and control plane compete for the budget), \"workers-first\" (no control-plane node starts while a worker waits or is in its cycle) or \"control-plane-first\"")
-	fs.IntVar(&o.maxFailedReboots, "max-failed-reboots", 0, "pause the whole fleet once this many nodes of the current roll-out stalled after their reboot was granted (see --reboot-timeout); a person resumes it (kubectl slipway resume); 0 never")
+	fs.IntVar(&o.maxFailedReboots, "max-failed-reboots", 0, "pause the whole fleet (failures-paused) once this many nodes of the current roll-out stalled after their reboot was granted (see --reboot-timeout) or came back while a fleet-wide blocker fired; a person resumes it (kubectl slipway resume --failures, which starts a new count); 0 never")
 	fs.Var(&o.podsOnNode, "blocking-pod-selector", "label selector (kubectl syntax, e.g. app=backup or 'app=db,tier in (primary,replica)'): a node waits while an unfinished pod matching it runs on that node; one whole selector per flag, repeat the flag for several (kured's flag, same meaning)")
 	fs.Var(&o.podsInCluster, "blocking-pod-selector-in-cluster", "label selector: no node starts a reboot while an unfinished matching pod exists anywhere in the cluster; one whole selector per flag, repeat the flag for several")
 	fs.StringVar(&o.prometheusURL, "prometheus-url", "", "Prometheus (or Thanos Querier) base URL: no node starts a reboot while a matching alert fires; unreachable means wait too (fail closed); empty disables")
@@ -553,14 +553,12 @@ func run() int {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	kubeclient.RegisterMetrics(reg, "slipway_operator")
-	cfg.Metrics = operator.NewMetrics(reg)
-	notifier, err := notify.New(o.notifyURLs, reg, log, notify.BlockedAfter(o.notifyBlockedAfter))
+	metrics, notifier, err := o.instrument(reg, log)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "update-operator: notify-url:", err)
 		return 2
 	}
-	cfg.Notify = notifier
+	cfg.Metrics, cfg.Notify = metrics, notifier
 	if notifier.Enabled() {
 		log.Info("notifications on", "targets", notifier.Targets(), "blockedAfter", o.notifyBlockedAfter)
 	}
@@ -632,6 +630,16 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// instrument registers on reg every metric of Slipway's own that /metrics serves (the caller adds Go's
+// and the process's): client-go's requests, the controller's and the notifier's, whose --notify-url it
+// checks. docs/reference/metrics.md is generated from it.
+func (o *options) instrument(reg prometheus.Registerer, log klog.Logger) (*operator.Metrics, *notify.Sender, error) {
+	kubeclient.RegisterMetrics(reg, "slipway_operator")
+	m := operator.NewMetrics(reg)
+	n, err := notify.New(o.notifyURLs, reg, log, notify.BlockedAfter(o.notifyBlockedAfter))
+	return m, n, err
 }
 
 // serveHTTP serves /healthz (live: the process answers and, when it leads, its workers are not

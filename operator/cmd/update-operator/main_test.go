@@ -312,7 +312,5 @@ func TestFlagReference(t *testing.T) {
 	page := "# update-operator flags\n\nGenerated from the flags' own `--help` text by `make docs` " +
 		"(`TestFlagReference` fails when it is stale); [reference.md](../reference.md) says more about each. " +
 		"A flag given on the command line wins over its environment variable.\n\n" + flagenv.Reference(fs, "UPDATE_OPERATOR")
-	if msg := flagenv.CheckPage("../../../docs/reference/update-operator.md", page); msg != "" {
-		t.Error(msg)
-	}
+	docs.CheckGenerated(t, "../../../docs/reference/update-operator.md", page)
 }
