@@ -51,7 +51,11 @@ func (x *Index) Update(name string, now time.Time, get func() (Node, bool)) bool
 func (x *Index) set(name string, e Node, present bool, now time.Time) bool {
 	if present && e.Waiting() {
 		if _, ok := x.since[name]; !ok {
-			x.since[name] = now
+			since := now
+			if w := e.WaitingSince; !w.IsZero() && w.Before(now) {
+				since = w // held before, by an earlier leader: its place in the queue stays
+			}
+			x.since[name] = since
 		}
 	} else if !present || !e.State.InCycle() {
 		delete(x.since, name) // no longer asking: a later ask waits from then

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 )
 
@@ -177,5 +178,21 @@ func TestIndexWaitSince(t *testing.T) {
 	set(t0.Add(5*time.Minute), protocol.NeedsReboot)
 	if s := x.Snapshot(); !s.Since["a"].Equal(t0.Add(5 * time.Minute)) {
 		t.Errorf("since %v: a node that stopped asking waits from its new ask", s.Since["a"])
+	}
+
+	// A new leader's index: a node an earlier leader held (waiting-since) keeps its wait, so it stays
+	// ahead of one that asked after it but was seen first; a waiting-since in the future is not believed.
+	x = NewIndex()
+	x.Update("late", t0, func() (Node, bool) { return Node{State: protocol.NeedsReboot, WaitingSince: t0.Add(-time.Hour)}, true })
+	x.Update("early", t0.Add(time.Second), func() (Node, bool) {
+		return Node{State: protocol.NeedsReboot, WaitingSince: t0.Add(-2 * time.Hour)}, true
+	})
+	x.Update("future", t0, func() (Node, bool) { return Node{State: protocol.NeedsReboot, WaitingSince: t0.Add(time.Hour)}, true })
+	s := x.Snapshot()
+	if !s.Since["early"].Equal(t0.Add(-2*time.Hour)) || !s.Since["late"].Equal(t0.Add(-time.Hour)) || !s.Since["future"].Equal(t0) {
+		t.Errorf("since %v", s.Since)
+	}
+	if q := Queue(&s, OrderNone, fleetswitch.Switch{}, t0.Add(time.Minute)); strings.Join(q, " ") != "early late future" {
+		t.Errorf("queue %v, want early late future", q)
 	}
 }
