@@ -51,14 +51,18 @@ func (c *Checker) Canaries(n int, bake time.Duration) {
 }
 
 // observeCanary follows one node's cycle version and judges the version it is in a cycle for.
-func (c *Checker) observeCanary(s *nodeState, n *corev1.Node, first, fromWatch bool) {
+func (c *Checker) observeCanary(s *nodeState, n *corev1.Node, prev *corev1.Node, fromWatch bool) {
 	k := c.canary
 	running := n.Labels[KeyVersion]
 	busy := len(Unavailable(n)) > 0
-	if first && !busy && running != "" {
+	if prev == nil && !busy && running != "" {
 		k.known[running] = true
 	}
 	switch {
+	case !busy && s.cycleFor == "" && prev != nil && running != "" && prev.Labels[KeyVersion] != running:
+		// Now on another version, yet never seen in a cycle for it: the whole cycle fell into a watch
+		// gap (an API server restart; simulated cycles take under a second). It finished, moment unknown.
+		k.finished[running] = append(k.finished[running], time.Time{})
 	case busy && s.cycleFor == "":
 		if v := n.Annotations[KeyNewVersion]; v != "" && v != "0.0.0" && v != running {
 			s.cycleFor = v

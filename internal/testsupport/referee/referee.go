@@ -307,7 +307,7 @@ func (c *Checker) observeNode(n *corev1.Node, fromWatch bool) {
 	}
 	s.last, s.continuous = n, continuous
 	if c.canary != nil {
-		c.observeCanary(s, n, prev == nil, fromWatch)
+		c.observeCanary(s, n, prev, fromWatch)
 	}
 	c.checkGrants()
 }
