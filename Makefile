@@ -136,9 +136,11 @@ butane:
 ## release: one release into dist/: the image index (amd64+arm64) as an OCI archive, install.yaml and
 ##          install-fleetlock.yaml at that tag, the packaged chart, kubectl-slipway (linux/darwin x
 ##          amd64/arm64) and update-agent (linux) archives, a CycloneDX SBOM per binary, the krew
-##          manifest, SHA256SUMS. make release VERSION=v0.4.0 (hack/release; its test checks every file)
+##          manifest, SHA256SUMS. make release VERSION=v0.4.0 [IMAGE=registry.example/slipway]: the
+##          manifests and the chart pull IMAGE:VERSION (hack/release; its test checks every file)
+IMAGE ?= ghcr.io/slipway-dev/slipway
 release:
-	go run -C hack/release . -version $(VERSION) -repo $(CURDIR) -out $(CURDIR)/dist
+	go run -C hack/release . -version $(VERSION) -image $(IMAGE) -repo $(CURDIR) -out $(CURDIR)/dist
 
 ## image: the image for linux/amd64 and linux/arm64 as one OCI image index in bin/image/slipway-$(VERSION).oci.tar
 ##        (docker buildx where a Docker engine answers, else hack/ociimage; see hack/build-image.sh)

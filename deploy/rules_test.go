@@ -254,8 +254,9 @@ func TestAlertRules(t *testing.T) {
 		{"a replica restart restarts the stall's 5 minutes", "SlipwayNodeStalled", "max without (instance, pod) (slipway_operator_stalled_nodes)", "slipway_operator_stalled_nodes"},
 		{"paused group ignored", "SlipwayFleetPaused", "max without (instance, pod) (slipway_operator_fleet_paused)", `max without (instance, pod) (slipway_operator_fleet_paused{group=""})`},
 		{"paused fires early", "SlipwayFleetPaused", "2h", "1h"},
-		{"waiting on a window counts as blocked", "SlipwayBlockedTooLong", `budget|window|order|paused`, `budget|order|paused`},
-		{"a pause counts as blocked too", "SlipwayBlockedTooLong", `budget|window|order|paused`, `budget|window|order`},
+		{"waiting on a window counts as blocked", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|paused`, `budget|order|settling|canary|paused`},
+		{"a pause counts as blocked too", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|paused`, `budget|window|order|settling|canary`},
+		{"a canary bake counts as blocked", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|paused`, `budget|window|order|settling|paused`},
 		{"no leader while nothing is scraped goes unnoticed", "SlipwayOperatorNoLeader", " or absent(slipway_operator_is_leader)", ""},
 		{"one replica's 0 fires", "SlipwayOperatorNoLeader", "sum without (instance, pod) (slipway_operator_is_leader) == 0", "min without (instance, pod) (slipway_operator_is_leader) == 0"},
 	} {

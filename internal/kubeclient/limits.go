@@ -31,7 +31,7 @@ var (
 
 // AddFlags adds --kube-api-qps and --kube-api-burst to fs with def as defaults.
 func (l *Limits) AddFlags(fs *flag.FlagSet, def Limits) {
-	fs.Float64Var(&l.QPS, "kube-api-qps", def.QPS, "requests per second this process may send to the API server on average (client-side limit; waits show in the rate limiter metric)")
+	fs.Float64Var(&l.QPS, "kube-api-qps", def.QPS, "requests per second this process may send to the API server on average (client-side limit)")
 	fs.IntVar(&l.Burst, "kube-api-burst", def.Burst, "requests this process may send to the API server in a burst above --kube-api-qps")
 	fs.DurationVar(&l.Timeout, "kube-api-timeout", def.Timeout, "give up on one API request (not a watch) after this long; the step is retried")
 }
