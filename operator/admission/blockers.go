@@ -82,15 +82,19 @@ func (g *bounded) Check(ctx context.Context, node *corev1.Node) (bool, string) {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	done := make(chan answer, 1)
 	go func() {
-		defer g.running.Store(false)
 		defer cancel()
-		defer func() {
-			if p := recover(); p != nil {
-				done <- answer{true, fmt.Sprintf("check failed: panic: %v", p)}
-			}
+		a := func() (a answer) {
+			defer func() {
+				if p := recover(); p != nil {
+					a = answer{true, fmt.Sprintf("check failed: panic: %v", p)}
+				}
+			}()
+			blocked, reason := g.b.Check(ctx, node)
+			return answer{blocked, reason}
 		}()
-		blocked, reason := g.b.Check(ctx, node)
-		done <- answer{blocked, reason}
+		// Over before it is told: a caller that has the answer may ask again at once.
+		g.running.Store(false)
+		done <- a
 	}()
 	select {
 	case a := <-done:
