@@ -105,6 +105,9 @@ type Config struct {
 	HealthChecks []*health.Check
 	// BlockerTimeout bounds one blocker's check (admission.DefaultCheckTimeout when 0).
 	BlockerTimeout time.Duration
+	// BlockerRetry: how soon a node held by a blocker is asked about again although nothing it watches
+	// changed (admission.DefaultBlockerRetry when 0).
+	BlockerRetry time.Duration
 	// MinReady, when set, adds the min-ready-nodes blocker over this controller's own view of the
 	// Nodes (its writes included, so two admissions in a row see each other).
 	MinReady *blocker.MinReadyNodes
@@ -277,6 +280,7 @@ func New(cfg Config) (*Controller, error) {
 		Schedule:     cfg.Schedule,
 		Blockers:     blockers,
 		CheckTimeout: cfg.BlockerTimeout,
+		BlockerRetry: cfg.BlockerRetry,
 		Canary:       cfg.Canary,
 		// The retry bound is the drain's: --undrainable-retry.
 		UndrainableRetry: cfg.Drain.UndrainableRetry,

@@ -151,6 +151,9 @@ func startOperator(t *testing.T, o opOptions) context.CancelFunc {
 		StallPolicy:    o.stallPolicy,
 		Fence:          o.fence,
 		Metrics:        o.metrics,
+		// Held nodes are asked about again after 1 s, not 10: the tests that change what a blocker
+		// reads (a Deployment's status, an alert) see the answer within their waits at once.
+		BlockerRetry: time.Second,
 	}
 	if o.window != nil {
 		o.window(&cfg)

@@ -269,7 +269,7 @@ func TestSyncGates(t *testing.T) {
 			event: "Warning Blocked paused: fleet paused: incident 42"},
 		{name: "fleet-wide blocker", tweak: func(c *Config) { c.Blockers = []admission.Blocker{alerts} },
 			patch: `{"metadata":{"annotations":{"S/blocked-by":"prometheus-alerts: 1 alert firing: NodeDown","S/waiting-since":"NOW"},"resourceVersion":"1"}}`,
-			event: "Warning Blocked prometheus-alerts: 1 alert firing: NodeDown", retry: admission.BlockerRetry},
+			event: "Warning Blocked prometheus-alerts: 1 alert firing: NodeDown", retry: admission.DefaultBlockerRetry},
 		{name: "workers first", tweak: func(c *Config) { c.ControlPlaneOrder = admission.OrderWorkersFirst },
 			others: []*corev1.Node{node("w", map[string]string{"F/reboot-needed": "true"}, nil)},
 			patch:  `{"metadata":{"annotations":{"S/blocked-by":"order: workers first (--control-plane-order=workers-first)","S/waiting-since":"NOW"},"resourceVersion":"1"}}`,
@@ -279,7 +279,7 @@ func TestSyncGates(t *testing.T) {
 			event: "Normal Waiting budget: full (max-unavailable)"},
 		{name: "a panicking per-node blocker holds the node, the sync returns", tweak: func(c *Config) { c.Blockers = []admission.Blocker{panicky} },
 			patch: `{"metadata":{"annotations":{"S/blocked-by":"pods-on-node: check failed: panic: boom","S/waiting-since":"NOW"},"resourceVersion":"1"}}`,
-			event: "Warning Blocked pods-on-node: check failed: panic: boom", retry: admission.BlockerRetry},
+			event: "Warning Blocked pods-on-node: check failed: panic: boom", retry: admission.DefaultBlockerRetry},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

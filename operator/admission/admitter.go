@@ -16,6 +16,8 @@ type Config struct {
 	Blockers []Blocker
 	// CheckTimeout bounds one blocker's Check (DefaultCheckTimeout when 0).
 	CheckTimeout time.Duration
+	// BlockerRetry: how soon a node held by a blocker is asked about again (DefaultBlockerRetry when 0).
+	BlockerRetry time.Duration
 	// Canary: per-version canaries and halts (zero: off).
 	Canary Canary
 	// UndrainableRetry: how long a node whose drain failed under --drain-failure-policy=skip waits
@@ -36,6 +38,7 @@ type Admitter struct {
 	perNode []Blocker
 	fleet   []Blocker // fleet-wide
 	canary  Canary
+	retry   time.Duration // a blocker's hold
 	// own: gates that hold one node for reasons of its own (failed-version, undrainable); the plan
 	// asks them too, so a node they hold takes no budget from the others.
 	own []Gate
@@ -59,11 +62,14 @@ func NewAdmitter(cfg Config, index *Index) *Admitter {
 	if cfg.Order == "" {
 		cfg.Order = OrderNone
 	}
-	a := &Admitter{index: index, limits: cfg.Limits, order: cfg.Order, perNode: perNode, fleet: fleetWide, canary: cfg.Canary}
+	if cfg.BlockerRetry <= 0 {
+		cfg.BlockerRetry = DefaultBlockerRetry
+	}
+	a := &Admitter{index: index, limits: cfg.Limits, order: cfg.Order, perNode: perNode, fleet: fleetWide, canary: cfg.Canary, retry: cfg.BlockerRetry}
 	a.own = []Gate{FailedVersionGate(), UndrainableGate(cfg.UndrainableRetry)}
 	a.chain = append(append(Chain{WindowGate(cfg.Schedule), PauseGate()}, a.own...),
 		a.versionHaltGate(),
-		FleetBlockersGate(fleetWide),
+		FleetBlockersGate(fleetWide, cfg.BlockerRetry),
 		OrderGate(cfg.Order),
 		BudgetGate(),
 		NodeBlockersGate(),
@@ -156,7 +162,7 @@ func (a *Admitter) Decide(ctx context.Context, name string, obj *corev1.Node, sw
 				return Held(KindGone, "node gone", 0)
 			}
 			if rs := CheckAll(ctx, a.perNode, n); len(rs) > 0 {
-				return Held(Kind(rs[0].Name), rs[0].Reason, BlockerRetry)
+				return Held(Kind(rs[0].Name), rs[0].Reason, a.retry)
 			}
 			if e.AskedVersion != "" {
 				extra[e.AskedVersion]++ // admitted: a canary the next candidates see

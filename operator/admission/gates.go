@@ -26,9 +26,10 @@ type Switch interface {
 	Holds(group string) (bool, string)
 }
 
-// BlockerRetry is how soon a node held by a blocker is looked at again even if nothing it watches
-// changed (Prometheus alerts come and go without a Node or Pod event).
-const BlockerRetry = 10 * time.Second
+// DefaultBlockerRetry is how soon a node held by a blocker is looked at again even if nothing it
+// watches changed (Prometheus alerts come and go without a Node or Pod event): Config.BlockerRetry
+// when 0.
+const DefaultBlockerRetry = 10 * time.Second
 
 // Input is what every gate sees for one decision.
 type Input struct {
@@ -116,7 +117,7 @@ func UndrainableGate(retry time.Duration) Gate {
 
 // FleetBlockersGate asks every fleet-wide blocker (not only up to the first that blocks, so the
 // published status lists all that are active) and holds the node on the first that blocks.
-func FleetBlockersGate(blockers []Blocker) Gate {
+func FleetBlockersGate(blockers []Blocker, retry time.Duration) Gate {
 	return Gate{"fleet-blockers", func(ctx context.Context, in Input) Verdict {
 		active := map[string]string{}
 		first := Pass
@@ -124,7 +125,7 @@ func FleetBlockersGate(blockers []Blocker) Gate {
 			active[r.Name] = r.Reason
 			if first.Passes() {
 				// Alerts clear without any Node changing: look again after the blockers' cache TTL.
-				first = Held(Kind(r.Name), r.Reason, BlockerRetry)
+				first = Held(Kind(r.Name), r.Reason, retry)
 			}
 		}
 		in.Fleet.ActiveBlockers = active

@@ -99,9 +99,9 @@ func TestFleetBlockersGateAsksEveryBlocker(t *testing.T) {
 		return Func{N: name, Fleet: true, F: func(context.Context, *corev1.Node) (bool, string) { asked++; return reason != "", reason }}
 	}
 	_, f := fleetOf(nil, fleetswitch.Switch{})
-	v := FleetBlockersGate([]Blocker{fire("quiet", ""), fire("prometheus-alerts", "NodeDown firing"), fire("min-ready-nodes", "2 of 5 Ready")}).
+	v := FleetBlockersGate([]Blocker{fire("quiet", ""), fire("prometheus-alerts", "NodeDown firing"), fire("min-ready-nodes", "2 of 5 Ready")}, DefaultBlockerRetry).
 		Check(context.Background(), Input{Obj: obj("a"), Fleet: f})
-	if v.String() != "prometheus-alerts: NodeDown firing" || v.Retry != BlockerRetry {
+	if v.String() != "prometheus-alerts: NodeDown firing" || v.Retry != DefaultBlockerRetry {
 		t.Errorf("verdict %q retry %s", v, v.Retry)
 	}
 	if asked != 3 || len(f.ActiveBlockers) != 2 || f.ActiveBlockers["min-ready-nodes"] != "2 of 5 Ready" {
@@ -185,7 +185,7 @@ func TestBudgetAndNodeBlockerGates(t *testing.T) {
 			return BuildPlan(&s, c.limits, OrderNone, f.Switch, t0, func(name string) Verdict {
 				if r, ok := c.held[name]; ok {
 					k, reason, _ := strings.Cut(r, ": ")
-					return Held(Kind(k), reason, BlockerRetry)
+					return Held(Kind(k), reason, DefaultBlockerRetry)
 				}
 				return Pass
 			})
