@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -88,14 +89,53 @@ func Build(c Config, progress func(string)) ([]string, error) {
 		return nil, fmt.Errorf("the release ships LICENSE: %w", err)
 	}
 
-	var files []string
-	for _, b := range Binaries {
-		for _, p := range b.Platforms {
-			progress(fmt.Sprintf("building %s for %s", b.Name, p))
-			bin, err := goBuild(repo, work, b, p, c.Version)
-			if err != nil {
-				return nil, err
+	// The image and the binaries of each platform build at once: on a small machine a go build spends
+	// much of its time in single-threaded links, which overlap here. One go build per platform builds
+	// all of that platform's binaries (it links them in parallel, too).
+	progress("building the image (" + strings.Join(ImagePlatforms, ", ") + ") with hack/build-image.sh, and " + strings.Join(binaryPlatforms(), ", ") + " binaries")
+	type built struct {
+		bins map[string]string // binary name → path
+		err  error
+	}
+	image := make(chan struct {
+		files []string
+		err   error
+	}, 1)
+	go func() {
+		f, err := buildImage(repo, work, out, c)
+		image <- struct {
+			files []string
+			err   error
+		}{f, err}
+	}()
+	platforms := binaryPlatforms()
+	results := make([]chan built, len(platforms))
+	slots := make(chan struct{}, runtime.NumCPU())
+	for i, p := range platforms {
+		results[i] = make(chan built, 1)
+		go func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			bins, err := goBuild(repo, work, p, c.Version)
+			if err == nil {
+				progress("built " + p)
 			}
+			results[i] <- built{bins, err}
+		}()
+	}
+	var files []string
+	var buildErr error
+	for i, p := range platforms {
+		r := <-results[i]
+		if r.err != nil {
+			buildErr = errors.Join(buildErr, r.err)
+			continue
+		}
+		for _, b := range Binaries {
+			if !slices.Contains(b.Platforms, p) {
+				continue
+			}
+			bin := r.bins[b.Name]
 			data, err := os.ReadFile(bin)
 			if err != nil {
 				return nil, err
@@ -114,13 +154,11 @@ func Build(c Config, progress func(string)) ([]string, error) {
 			files = append(files, archive, SBOMName(b.Name, c.Version, p))
 		}
 	}
-
-	progress("building the image (" + strings.Join(ImagePlatforms, ", ") + ") with hack/build-image.sh")
-	imageFiles, err := buildImage(repo, work, out, c)
-	if err != nil {
+	img := <-image
+	if err := errors.Join(buildErr, img.err); err != nil {
 		return nil, err
 	}
-	files = append(files, imageFiles...)
+	files = append(files, img.files...)
 
 	for _, m := range Manifests {
 		progress("rendering " + m.File + " from " + m.Dir + "/")
@@ -198,25 +236,47 @@ func prepareOut(out string) error {
 	return nil
 }
 
-// goBuild builds b for platform p as make build does (static, -trimpath, version-stamped).
-func goBuild(repo, work string, b Binary, p, version string) (string, error) {
+// binaryPlatforms are the platforms of Binaries, in the order they first appear.
+func binaryPlatforms() []string {
+	var ps []string
+	for _, b := range Binaries {
+		for _, p := range b.Platforms {
+			if !slices.Contains(ps, p) {
+				ps = append(ps, p)
+			}
+		}
+	}
+	return ps
+}
+
+// goBuild builds every binary shipped for platform p, as make build does (static, -trimpath,
+// version-stamped), in one go build, and returns their paths by name.
+func goBuild(repo, work, p, version string) (map[string]string, error) {
 	goos, goarch, _ := strings.Cut(p, "/")
-	bin := filepath.Join(work, "bin", goos+"_"+goarch, b.Name)
+	dir := filepath.Join(work, "bin", goos+"_"+goarch)
 	// The commit goes into the build information (and so the SBOM) where there is one; -trimpath keeps
 	// -ldflags out of it, so the version is checked in the binary itself.
 	vcs := "-buildvcs=false"
 	if exec.Command("git", "-C", repo, "rev-parse", "HEAD").Run() == nil {
 		vcs = "-buildvcs=true"
 	}
-	cmd := exec.Command("go", "build", "-trimpath", vcs,
-		"-ldflags", "-s -w -X github.com/slipway-dev/slipway/internal/version.Version="+version,
-		"-o", bin, b.Package)
+	args := []string{"build", "-trimpath", vcs,
+		"-ldflags", "-s -w -X github.com/slipway-dev/slipway/internal/version.Version=" + version,
+		"-o", dir + string(filepath.Separator)}
+	bins := map[string]string{}
+	for _, b := range Binaries {
+		if slices.Contains(b.Platforms, p) {
+			args = append(args, b.Package)
+			bins[b.Name] = filepath.Join(dir, b.Name)
+		}
+	}
+	cmd := exec.Command("go", args...)
 	cmd.Dir = repo
 	cmd.Env = append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=0", "GOFLAGS=")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s for %s: %v\n%s", b.Package, p, err, out)
+		return nil, fmt.Errorf("go build for %s: %v\n%s", p, err, out)
 	}
-	return bin, nil
+	return bins, nil
 }
 
 // buildImage runs hack/build-image.sh into work and moves the image archive into out, with an SBOM of
