@@ -108,7 +108,7 @@ helm:
 e2e-deps:
 	@hack/install-e2e-deps.sh
 
-## e2e: local QEMU cluster (3 VMs, real kubelets, real reboots), the e2e-framework suites, teardown,
+## e2e: local QEMU cluster (2 VMs, E2E_NODES=3 for more; real kubelets, real reboots), the e2e-framework suites, teardown,
 ##      per-node timeline. Artifacts (serial consoles, operator log, timeline) in e2e-artifacts/.
 e2e: controlplane e2e-deps
 	cd e2e && SLIPWAY_E2E=1 go test -count=1 -timeout 60m -v .

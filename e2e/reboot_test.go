@@ -179,7 +179,7 @@ func waitPods(t *testing.T, ctx context.Context, c kubernetes.Interface, selecto
 // (a watch on every Node change proves at most one unavailable at any instant). One node is fired
 // through update_engine's own AttemptUpdate path, the others locksmithctl-style.
 // All nodes ask at once under budget 1 with a before-reboot hook, and the operator is SIGKILLed while
-// the first node waits for its hook. One scenario, three real reboots, proves what took three
+// the first node waits for its hook. One scenario, one real reboot per node, proves what took three
 // scenarios and six reboots before: strictly sequential reboots (never two nodes unavailable, each
 // reboot-ok after the previous node was back), the hook holding every node until it answers, and a
 // new operator process finishing the cycle from the Nodes alone with the budget intact.
