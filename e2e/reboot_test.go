@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"testing"
@@ -185,7 +186,7 @@ func waitPods(t *testing.T, ctx context.Context, c kubernetes.Interface, selecto
 // new operator process finishing the cycle from the Nodes alone with the budget intact.
 func TestAllNodesAtOnceOneByOne(t *testing.T) {
 	const hook = "e2e.slipway.dev/hook-ok"
-	const delay = 30 * time.Second
+	const delay = 15 * time.Second
 	f := features.New("all nodes at once, budget 1, a before-reboot hook, the operator killed mid-cycle").
 		Setup(func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			skipIfNeeded(t)
@@ -207,6 +208,19 @@ func TestAllNodesAtOnceOneByOne(t *testing.T) {
 			for _, n := range names {
 				states = append(states, before(t, ctx, c, n))
 			}
+			// The kill waits, from before the first signal, for the first node to be held in
+			// before-reboot; so it does not depend on how long the signals take to send.
+			type kill struct {
+				node string
+				err  error
+			}
+			killed := make(chan kill, 1)
+			if cluster != nil {
+				go func() {
+					n, err := killWhileHeld(ctx, c, names, hook)
+					killed <- kill{n, err}
+				}()
+			}
 			for i, n := range names {
 				// On a real Flatcar image AttemptUpdate asks the real update server, which an
 				// offline VM cannot reach: there every node gets the locksmithctl signal.
@@ -217,25 +231,11 @@ func TestAllNodesAtOnceOneByOne(t *testing.T) {
 				}
 			}
 			if cluster != nil {
-				// Mid-cycle: the first node admitted waits for the hook (30 s) in before-reboot.
-				var first string
-				for deadline := time.Now().Add(2 * time.Minute); first == "" && time.Now().Before(deadline); {
-					for _, n := range names {
-						if node, err := c.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err == nil && node.Labels[protocol.BeforeReboot] == protocol.True {
-							first = n
-						}
-					}
-					time.Sleep(500 * time.Millisecond)
+				k := <-killed
+				if k.err != nil {
+					t.Fatal(k.err)
 				}
-				if first == "" {
-					t.Fatal("no node entered the cycle")
-				}
-				cluster.KillOperator()
-				t.Logf("operator killed while %s waits in before-reboot", first)
-				time.Sleep(5 * time.Second) // a gap with no operator at all
-				if err := cluster.StartOperator("--before-reboot-annotations=" + hook); err != nil {
-					t.Fatal(err)
-				}
+				t.Logf("operator killed while %s waited in before-reboot, a new one started 5 s later", k.node)
 			}
 			for _, s := range states {
 				waitRebooted(t, ctx, c, s, time.Duration(len(names))*rebootLimit)
@@ -272,6 +272,26 @@ func TestAllNodesAtOnceOneByOne(t *testing.T) {
 			return ctx
 		}).Feature()
 	testEnv.Test(t, f)
+}
+
+// killWhileHeld SIGKILLs the operator once a node waits in before-reboot for the hook, leaves the
+// cluster without an operator for 5 s, and starts a new one.
+// It runs beside the signals and so never touches t; it returns the node it found.
+func killWhileHeld(ctx context.Context, c kubernetes.Interface, names []string, hook string) (string, error) {
+	var first string
+	for deadline := time.Now().Add(3 * time.Minute); first == ""; time.Sleep(500 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no node entered before-reboot within 3m")
+		}
+		for _, n := range names {
+			if node, err := c.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err == nil && node.Labels[protocol.BeforeReboot] == protocol.True {
+				first = n
+			}
+		}
+	}
+	cluster.KillOperator()
+	time.Sleep(5 * time.Second) // a gap with no operator at all
+	return first, cluster.StartOperator("--before-reboot-annotations=" + hook)
 }
 
 // hookDaemonSet is a before-reboot hook as FLUO documents them: a DaemonSet selecting the
