@@ -256,11 +256,7 @@ func TestFleetPause(t *testing.T) {
 	patchCM(fleetswitch.PausePatch("", "incident 42", "test", time.Now()))
 	// The operator has read the pause (its fleet_paused gauge reads the switch it admits with)
 	// before the other nodes ask.
-	for deadline := time.Now().Add(30 * time.Second); gaugeLabel(t, reg, "slipway_operator_fleet_paused", "group", "") != 1; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the operator never saw the fleet paused")
-		}
-	}
+	waitGauge(t, reg, "slipway_operator_fleet_paused", "group", "", 30*time.Second, "the operator never saw the fleet paused", func(v float64) bool { return v == 1 })
 	for _, sn := range nodes[:2] {
 		if err := sn.SendNeedReboot(); err != nil {
 			t.Fatal(err)
@@ -564,6 +560,22 @@ func gaugeLabel(t *testing.T, reg *prometheus.Registry, name, label, value strin
 		t.Fatalf("no %s{%s=%q}", name, label, value)
 	}
 	return m.GetGauge().GetValue()
+}
+
+// waitGauge waits (bounded) until the gauge name{label=value} satisfies ok, and fails the test naming
+// what it waited for otherwise. The operator's gauges read its informer caches, which see a write a
+// moment after the API server does.
+func waitGauge(t *testing.T, reg *prometheus.Registry, name, label, value string, timeout time.Duration, what string, ok func(float64) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); ; time.Sleep(20 * time.Millisecond) {
+		v := gaugeLabel(t, reg, name, label, value)
+		if ok(v) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s = %v after %s", what, name, v, timeout)
+		}
+	}
 }
 
 // metricWithLabel finds the sample of name with label=value in reg (label "": its only sample; nil: none).

@@ -40,15 +40,8 @@ func TestWaitingSince(t *testing.T) {
 	}
 	// The mark is whole seconds, never later than the scrape. The gauge reads the operator's informer
 	// cache, which sees the mark a moment after the API server does: wait for it there (bounded).
-	v := 0.0
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if v = gaugeLabel(t, reg, "slipway_operator_longest_wait_seconds", "", ""); v > 0 {
-			break
-		}
-	}
-	if v <= 0 {
-		t.Errorf("slipway_operator_longest_wait_seconds = %v 10 s after wait-1 was held since %s", v, since)
-	}
+	waitGauge(t, reg, "slipway_operator_longest_wait_seconds", "", "", 10*time.Second,
+		"wait-1 held since "+since.String(), func(v float64) bool { return v > 0 })
 	// A leader change: the new leader keeps the mark it finds.
 	stop()
 	reg = prometheus.NewRegistry()
@@ -62,12 +55,6 @@ func TestWaitingSince(t *testing.T) {
 		_, ok := n.Annotations[protocol.WaitingSince]
 		return !ok
 	})
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if v = gaugeLabel(t, reg, "slipway_operator_longest_wait_seconds", "", ""); v == 0 {
-			break
-		}
-	}
-	if v != 0 {
-		t.Errorf("slipway_operator_longest_wait_seconds = %v 10 s after no node waits", v)
-	}
+	waitGauge(t, reg, "slipway_operator_longest_wait_seconds", "", "", 10*time.Second,
+		"no node waiting", func(v float64) bool { return v == 0 })
 }
