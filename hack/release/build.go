@@ -94,19 +94,14 @@ func Build(c Config, progress func(string)) ([]string, error) {
 	// all of that platform's binaries (it links them in parallel, too).
 	progress("building the image (" + strings.Join(ImagePlatforms, ", ") + ") with hack/build-image.sh, and " + strings.Join(binaryPlatforms(), ", ") + " binaries")
 	type built struct {
-		bins map[string]string // binary name → path
-		err  error
-	}
-	image := make(chan struct {
-		files []string
+		files []string          // the image's files in out
+		bins  map[string]string // a platform's binaries: name → path
 		err   error
-	}, 1)
+	}
+	image := make(chan built, 1)
 	go func() {
 		f, err := buildImage(repo, work, out, c)
-		image <- struct {
-			files []string
-			err   error
-		}{f, err}
+		image <- built{files: f, err: err}
 	}()
 	platforms := binaryPlatforms()
 	results := make([]chan built, len(platforms))
@@ -120,22 +115,28 @@ func Build(c Config, progress func(string)) ([]string, error) {
 			if err == nil {
 				progress("built " + p)
 			}
-			results[i] <- built{bins, err}
+			results[i] <- built{bins: bins, err: err}
 		}()
 	}
-	var files []string
-	var buildErr error
-	for i, p := range platforms {
+	// Every build has ended before anything is written or returned: none outlives work.
+	img := <-image
+	errs := []error{img.err}
+	bins := make([]map[string]string, len(platforms))
+	for i := range platforms {
 		r := <-results[i]
-		if r.err != nil {
-			buildErr = errors.Join(buildErr, r.err)
-			continue
-		}
+		bins[i] = r.bins
+		errs = append(errs, r.err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var files []string
+	for i, p := range platforms {
 		for _, b := range Binaries {
 			if !slices.Contains(b.Platforms, p) {
 				continue
 			}
-			bin := r.bins[b.Name]
+			bin := bins[i][b.Name]
 			data, err := os.ReadFile(bin)
 			if err != nil {
 				return nil, err
@@ -153,10 +154,6 @@ func Build(c Config, progress func(string)) ([]string, error) {
 			}
 			files = append(files, archive, SBOMName(b.Name, c.Version, p))
 		}
-	}
-	img := <-image
-	if err := errors.Join(buildErr, img.err); err != nil {
-		return nil, err
 	}
 	files = append(files, img.files...)
 
