@@ -176,14 +176,13 @@ func waitPods(t *testing.T, ctx context.Context, c kubernetes.Interface, selecto
 	}
 }
 
-// Every node signalled at once with max-unavailable=1: the reboots happen strictly one after another
-// (a watch on every Node change proves at most one unavailable at any instant). One node is fired
-// through update_engine's own AttemptUpdate path, the others locksmithctl-style.
-// All nodes ask at once under budget 1 with a before-reboot hook, and the operator is SIGKILLed while
-// the first node waits for its hook. One scenario, one real reboot per node, proves what took three
-// scenarios and six reboots before: strictly sequential reboots (never two nodes unavailable, each
-// reboot-ok after the previous node was back), the hook holding every node until it answers, and a
-// new operator process finishing the cycle from the Nodes alone with the budget intact.
+// All nodes ask at once under budget 1 (one through update_engine's own AttemptUpdate path, the others
+// locksmithctl-style) with a before-reboot hook, and the operator is SIGKILLed while the first node
+// waits for its hook; a watch on every Node change sees at most one unavailable at any instant. One
+// scenario, one real reboot per node, proves what took three scenarios and six reboots before:
+// strictly sequential reboots (never two nodes unavailable, each reboot-ok after the previous node was
+// back), the hook holding every node until it answers, and a new operator process finishing the cycle
+// from the Nodes alone with the budget intact.
 func TestAllNodesAtOnceOneByOne(t *testing.T) {
 	const hook = "e2e.slipway.dev/hook-ok"
 	const delay = 15 * time.Second
