@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
@@ -37,12 +36,31 @@ func TestCanaries(t *testing.T) {
 	needCluster(t)
 	cleanNodes(t)
 	sns := simNodes(t, "can", 3)
+	// A node that shows up on 4600.0.0 without a cycle Slipway ran (new, replaced, rebooted by hand, or
+	// an agent relabelling its own Node), with a last-reboot-time of its own: it proves nothing, and
+	// the canary hold stands.
+	fake := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "can-unproven",
+		Labels:      map[string]string{protocol.Version: "4600.0.0"},
+		Annotations: map[string]string{protocol.LastRebootTime: "2020-01-01T00:00:00Z"}}}
+	fake.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	created, err := client.CoreV1().Nodes().Create(context.Background(), fake, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Nodes().UpdateStatus(context.Background(), created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	const bake = 3 * time.Second
-	startOperator(t, opOptions{max: "3", tweak: func(c *operator.Config) { c.Canary = admission.Canary{Nodes: 1, Bake: bake} }})
+	const ns = "slipway-canary"
+	_, _ = client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	startOperator(t, opOptions{max: "3", tweak: func(c *operator.Config) {
+		c.Namespace = ns
+		c.Canary = admission.Canary{Nodes: 1, Bake: bake}
+	}})
 	// The referee: nodes in their cycle for 4600.0.0 at any instant, from a watch.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	w, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: created.ResourceVersion})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +76,7 @@ func TestCanaries(t *testing.T) {
 				continue
 			}
 			cycling[n.Name] = admittedNow(n)
-			if t, err := time.Parse(time.RFC3339, n.Annotations[protocol.LastRebootTime]); err == nil && canaryFinished.IsZero() {
+			if t, err := time.Parse(time.RFC3339, n.Annotations[protocol.LastRebootTime]); err == nil && canaryFinished.IsZero() && n.Name != fake.Name {
 				canaryFinished = t
 			}
 			count := 0
@@ -111,11 +129,27 @@ func TestCanaries(t *testing.T) {
 	if peakBeforeBake != 1 {
 		t.Errorf("nodes of 4600.0.0 in their cycle at once before the bake passed: %d, want 1", peakBeforeBake)
 	}
+	// The proof is the canary's cycle, kept by the fleet record under its UID; none for the node that
+	// merely showed up on the version.
+	rec := readRecord(t, ns)
+	proofs := map[string]bool{}
+	for _, p := range rec.Proofs {
+		if p.Version == "4600.0.0" {
+			proofs[p.Node] = true
+			if p.Node == first && p.UID != string(c.UID) {
+				t.Errorf("the canary's proof names UID %s, the Node is %s", p.UID, c.UID)
+			}
+		}
+	}
+	if !proofs[first] || proofs[fake.Name] || len(proofs) != 3 {
+		t.Errorf("proofs of 4600.0.0: %v, want the three nodes Slipway rebooted onto it (canary %s), not %s", proofs, first, fake.Name)
+	}
 }
 
 // --max-failed-per-version: the first node to reboot for 4600.0.0 rolls back; the others asking for it
 // are halted (blocked-by version-halted) while a node asking for 4700.0.0 goes; kubectl slipway resume
-// --version 4600.0.0 (its patch) releases the halt.
+// --version 4600.0.0 (its write to the fleet record) releases the halt, and nothing else does: not
+// deleting the failed Node.
 func TestVersionHalt(t *testing.T) {
 	needCluster(t)
 	cleanNodes(t)
@@ -150,7 +184,21 @@ func TestVersionHalt(t *testing.T) {
 	if admittedNow(n) {
 		t.Fatal("admitted for a halted version")
 	}
-	// Another version goes on.
+	// The failed node goes away (cluster-autoscaler removes the empty, cordoned node; a machine health
+	// check replaces it): the halt is the fleet's, not the Node's, and stays.
+	for _, sn := range sns {
+		if sn.Name == first {
+			sn.Stop()
+		}
+	}
+	if err := client.CoreV1().Nodes().Delete(ctx, first, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := readRecord(t, ns); len(rec.Halted(1)) != 1 || rec.Halted(1)[0] != "4600.0.0" {
+		t.Fatalf("fleet record: %+v, want 4600.0.0 halted", rec)
+	}
+	// Another version goes on: its whole cycle is the evidence that the operator looked at the halted
+	// node again (every freed slot gives each waiting node another look) after the Node was deleted.
 	stageVersion(t, sns[2], "4700.0.0")
 	waitNode(t, sns[2].Name, 60*time.Second, "a node asking for 4700.0.0 finished", func(n *corev1.Node) bool {
 		return finished(n) && n.Labels[protocol.Version] == "4700.0.0"
@@ -158,10 +206,13 @@ func TestVersionHalt(t *testing.T) {
 	if admittedNow(getNode(t, second)) {
 		t.Fatal("the halted version's node was admitted meanwhile")
 	}
-	if _, err := client.CoreV1().ConfigMaps(ns).Patch(ctx, fleetswitch.ConfigMapName, types.MergePatchType,
-		fleetswitch.ResumeVersionPatch("4600.0.0", time.Now().Add(time.Second)), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+	n = waitNode(t, second, 10*time.Second, "still halted", func(n *corev1.Node) bool {
+		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "version-halted: 1 failed reboots for 4600.0.0")
+	})
+	if admittedNow(n) {
+		t.Fatal("the halt was lifted by deleting the failed node")
 	}
+	resumeRecorded(t, ns, "4600.0.0", time.Now().Add(time.Second))
 	waitNode(t, second, 60*time.Second, "released by resume --version", func(n *corev1.Node) bool {
 		return finished(n) && n.Labels[protocol.Version] == "4600.0.0"
 	})

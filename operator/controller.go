@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
@@ -142,13 +143,17 @@ type Controller struct {
 	fleetCMs  corelisters.ConfigMapLister // nil when Namespace is ""
 	fleetInf  cache.SharedIndexInformer
 	cmFactory informers.SharedInformerFactory
-	overlay   *nodes.Overlay
-	index     *admission.Index // what admission reads of every node, kept per change
-	admitter  *admission.Admitter
-	fleet     fleetState
-	queue     workqueue.TypedRateLimitingInterface[string]
-	drains    *drainer
-	log       klog.Logger
+	// The fleet record's ConfigMap (fleetrecord), watched by name; nil when Namespace is "".
+	recordFactory informers.SharedInformerFactory
+	recordInf     cache.SharedIndexInformer
+	recordCMs     corelisters.ConfigMapLister
+	overlay       *nodes.Overlay
+	index         *admission.Index // what admission reads of every node, kept per change
+	admitter      *admission.Admitter
+	fleet         fleetState
+	queue         workqueue.TypedRateLimitingInterface[string]
+	drains        *drainer
+	log           klog.Logger
 	// PodDisruptionBudgets, for --settle-pdbs (nil when off).
 	pdbs policylisters.PodDisruptionBudgetLister
 	// gates: one factory for the cluster-wide informers of the roll-out gates (PDBs, VolumeAttachments),
@@ -256,6 +261,7 @@ func New(cfg Config) (*Controller, error) {
 				obj = t.Obj
 			}
 			if n, ok := obj.(*corev1.Node); ok {
+				c.replaced(n)
 				c.overlay.Deleted(n.Name)
 				c.forgetNode(n.Name)
 				c.reindex(n.Name)
@@ -297,6 +303,14 @@ func New(cfg Config) (*Controller, error) {
 		c.fleetInf = c.cmFactory.Core().V1().ConfigMaps().Informer()
 		c.fleetCMs = c.cmFactory.Core().V1().ConfigMaps().Lister()
 		if _, err := c.fleetInf.AddEventHandler(onAnyChange(func() { c.queue.Add(fleetKey); c.enqueueWaiting() })); err != nil {
+			return nil, err
+		}
+		// The fleet record, likewise by name: a person's resume lands there.
+		c.recordFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + fleetrecord.ConfigMapName }))
+		c.recordInf = c.recordFactory.Core().V1().ConfigMaps().Informer()
+		c.recordCMs = c.recordFactory.Core().V1().ConfigMaps().Lister()
+		if _, err := c.recordInf.AddEventHandler(onAnyChange(func() { c.queue.Add(fleetKey) })); err != nil {
 			return nil, err
 		}
 	}
@@ -397,13 +411,18 @@ func (c *Controller) Run(ctx context.Context) error {
 		if !cache.WaitForCacheSync(ctx.Done(), c.fleetInf.HasSynced) {
 			return fmt.Errorf("fleet switch informer never synced: check the operator's RBAC (configmaps in %s)", c.cfg.Namespace)
 		}
+		c.recordFactory.Start(ctx.Done())
+		defer c.recordFactory.Shutdown()
+		if !cache.WaitForCacheSync(ctx.Done(), c.recordInf.HasSynced) {
+			return fmt.Errorf("fleet record informer never synced: check the operator's RBAC (configmaps in %s)", c.cfg.Namespace)
+		}
 	}
 	if c.cfg.StartPaused {
 		if err := c.startPaused(ctx); err != nil {
 			return err
 		}
 	}
-	c.loadFailureMarks() // before the first admission: the failure budget as the Nodes record it
+	c.loadRecord() // before the first admission: the fleet's memory, stored and on the Nodes
 	c.synced.Store(true)
 	c.lastProgress.Store(c.cfg.Now().UnixNano())
 	c.queue.Add(fleetKey)
@@ -479,6 +498,20 @@ func (c *Controller) forgetNode(name string) {
 	c.cfg.Notify.Unblocked(name)
 }
 
+// replaced ends the cycle of a Node deleted in it (cluster-autoscaler, a machine health check, a
+// person): its slot is free once it leaves the index, no failed reboot is counted and no canary proof
+// given (neither is written for a Node that is gone), and the Event and the metric say so.
+func (c *Controller) replaced(n *corev1.Node) {
+	if !protocol.Classify(protocol.Observe(n, c.cfg.Hooks)).InCycle() {
+		return
+	}
+	c.log.Info("node deleted in its cycle: cycle ended as replaced", "node", n.Name, "uid", n.UID)
+	c.cfg.Recorder.Event(n, corev1.EventTypeWarning, "CycleReplaced", "the Node was deleted in its reboot cycle: the cycle ended as replaced (no failure counted, no canary proof, its budget slot freed)")
+	if c.cfg.Metrics != nil {
+		c.cfg.Metrics.cycles.WithLabelValues("replaced").Inc()
+	}
+}
+
 // SetFence sets Config.Fence after New (the fence needs the identity leader election settles on).
 // Call it before Run.
 func (c *Controller) SetFence(f func(context.Context) (fence.Term, error)) { c.cfg.Fence = f }
@@ -547,12 +580,15 @@ func (c *Controller) allNodes() []*corev1.Node {
 // store or our own newer write) and, when it changed, gives waiting nodes another look.
 func (c *Controller) reindex(name string) {
 	now := c.cfg.Now()
+	var seen *corev1.Node
+	var entry admission.Node
 	changed := c.index.Update(name, now, func() (admission.Node, bool) {
 		n, err := c.node(name)
 		if err != nil {
 			return admission.Node{}, false
 		}
 		e := admission.Of(n, c.cfg.GroupLabel, c.cfg.StallPolicy)
+		seen, entry = n, e
 		var until time.Time
 		if e.Settling, until = c.settling(n, e.State, now); until.After(now) {
 			c.settleUntil.Store(name, until)
@@ -564,7 +600,9 @@ func (c *Controller) reindex(name string) {
 	if changed {
 		c.queue.Add(waitingKey)
 	}
-	c.noteFailureMark(name)
+	if seen != nil {
+		c.noteNodeFailures(seen, entry)
+	}
 }
 
 // hold keeps name counting against every pool it is in until the returned func is called, however
@@ -583,7 +621,7 @@ func (c *Controller) hold(name string) func() {
 // (so we never act on an older view) and the index. It returns the node as written, or n itself when
 // the patch was empty and nothing was sent.
 func (c *Controller) apply(ctx context.Context, p *nodes.Patch, n *corev1.Node) (*corev1.Node, error) {
-	out, err := p.Apply(ctx, c.cfg.Client, n.Name)
+	out, err := p.Apply(ctx, c.cfg.Client, n)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,26 +16,29 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/notify"
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
 // fleetState is what the leader keeps about the fleet as a whole. Its sync (fleetKey) publishes
-// fleetswitch.Status and keeps the failure budget, one worker at a time (the workqueue never hands a
-// key to two). The failures are counted from the Nodes (their reboot-failed annotation) on every
-// sync, so a leader change or a lost publication loses none; memory only bridges the moment between
-// a failure's write and the informer showing it.
+// fleetswitch.Status and writes the fleet record, one worker at a time (the workqueue never hands a
+// key to two).
 type fleetState struct {
 	mu sync.Mutex // a leaf: nothing else is locked while it is held
-	// marks: the reboot-failed mark of every node that has one (node -> when), from the Nodes (loaded
-	// before the first admission, kept by every change of a node, recounted by every fleet sync) and
-	// from this leader's own writes. Admissions count from it, so the fleet is paused from the moment
-	// the budget is spent, before the failure pause is written, and under a new leader at once.
-	marks    map[string]time.Time
-	failed   []string                       // nodes that failed in this roll-out, as last published (sorted)
-	blockers map[string]fleetswitch.Blocker // fleet-wide blockers active at the last admission
+	// rec is the fleet's memory (fleetrecord): the stored record, merged with every failure mark this
+	// leader has seen on a Node and every failure and proof it decided itself. Admissions read it, so
+	// a failure holds from the moment it is decided, before the record is written; syncFleet writes
+	// it. Nothing is ever removed from it but by a person's resume (and Bound).
+	rec fleetrecord.Record
+	// recBroken says why the stored record cannot be read ("" it can): admissions hold until a person
+	// mends it, since reading it as empty would lift every halt it holds.
+	recBroken string
+	failed    []string                       // nodes that failed in this roll-out, as last published (sorted)
+	blockers  map[string]fleetswitch.Blocker // fleet-wide blockers active at the last admission
 	// cycles: how long the last cycles that finished took, in seconds, oldest first
 	// (fleetswitch.Status.CycleSeconds); cyclesRead: the ones an earlier leader published are in.
 	cycles     []int
@@ -86,36 +90,52 @@ func (c *Controller) noteBlockers(active map[string]string) {
 }
 
 // failedReboot counts a node against --max-failed-reboots once its reboot-failed annotation is
-// written: it stalled after its grant, or came back while a fleet-wide blocker fired. When the budget
-// is spent the fleet pauses itself (failures-paused); a person resumes it with resume --failures.
+// written: it stalled after its grant, came back on its old version, or came back while a fleet-wide
+// blocker fired. The fleet record keeps it whatever happens to the Node later. When the budget is
+// spent the fleet pauses itself (failures-paused); a person resumes it with resume --failures.
 func (c *Controller) failedReboot(n *corev1.Node, why string, at time.Time) {
 	if c.cfg.Metrics != nil {
 		c.cfg.Metrics.failed.WithLabelValues(failureReason(why)).Inc()
 	}
+	f := markFailure(n, why, at)
+	if f.Reason == FailOldVersion {
+		f.Version = n.Annotations[protocol.RebootVersion] // what failed-version is set to with this mark
+	}
+	c.learn(func(r *fleetrecord.Record) bool { return r.AddFailure(f) })
 	if c.cfg.MaxFailedReboots == 0 {
 		return
 	}
 	c.fleet.mu.Lock()
-	if c.fleet.marks == nil {
-		c.fleet.marks = map[string]time.Time{}
-	}
-	c.fleet.marks[n.Name] = at
-	failed := c.countFailures(fleetswitch.Read(c.fleetConfigMap()))
+	failed := c.fleet.rec.BudgetFailures()
 	c.fleet.mu.Unlock()
-	if len(failed) >= c.cfg.MaxFailedReboots {
-		c.index.Bump() // admissions see the fleet paused from now on
-	}
-	c.log.Info("failed reboot counted", "node", n.Name, "why", why, "failed", len(failed), "max", c.cfg.MaxFailedReboots)
+	c.log.Info("failed reboot counted", "node", n.Name, "uid", n.UID, "why", why, "failed", len(failed), "max", c.cfg.MaxFailedReboots)
 	c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "RebootFailed", "counts against --max-failed-reboots (%d of %d): %s", len(failed), c.cfg.MaxFailedReboots, why)
-	c.queue.Add(fleetKey)
+}
+
+// proved records that a cycle this operator ran for version ended well: the only canary proof.
+func (c *Controller) proved(n *corev1.Node, version string, at time.Time) {
+	p := fleetrecord.Proof{Node: n.Name, UID: string(n.UID), Version: version, At: at, BootID: protocol.CurrentBootID(n)}
+	c.learn(func(r *fleetrecord.Record) bool { return r.AddProof(p) })
+}
+
+// learn changes the fleet's memory; when it changed, admissions look again and the next fleet sync
+// writes it.
+func (c *Controller) learn(change func(r *fleetrecord.Record) bool) {
+	c.fleet.mu.Lock()
+	changed := change(&c.fleet.rec)
+	c.fleet.mu.Unlock()
+	if changed {
+		c.index.Bump() // admissions see it from now on
+		c.queue.Add(fleetKey)
+	}
 }
 
 // Failure reasons: the reason label of slipway_operator_failed_reboots_total, the first word of a
-// reboot-failed mark's why.
+// reboot-failed mark's why, and the fleet record's Failure.Reason.
 const (
-	FailStalled    = "stalled"
-	FailBlocker    = "blocker"
-	FailOldVersion = "old-version"
+	FailStalled    = fleetrecord.ReasonStalled
+	FailBlocker    = fleetrecord.ReasonBlocker
+	FailOldVersion = fleetrecord.ReasonOldVersion
 )
 
 // failureReason is the metric's reason for a reboot-failed why.
@@ -134,71 +154,167 @@ func failureMark(now time.Time, why string) string {
 	return truncate(now.UTC().Format(time.RFC3339)+" "+why, 512)
 }
 
-// failedAt reads a reboot-failed annotation's time (ok false: none, or unreadable, which counts: a
-// failure mark nobody can date is still a failure).
-func failedAt(n *corev1.Node) (time.Time, bool) {
-	v, ok := n.Annotations[protocol.RebootFailed]
-	if !ok {
-		return time.Time{}, false
-	}
-	t, _ := time.Parse(time.RFC3339, strings.SplitN(v, " ", 2)[0])
-	return t, true
+// markFailure is the fleet record's entry for a reboot-failed mark written at with why: the same
+// whether this leader decided it or a later one reads it off the Node, so the two are one entry.
+func markFailure(n *corev1.Node, why string, at time.Time) fleetrecord.Failure {
+	return fleetrecord.Failure{Node: n.Name, UID: string(n.UID), Reason: failureReason(why), At: at, Why: why, Budget: true}
 }
 
-// loadFailureMarks reads every Node's reboot-failed mark: the count a leader starts from, and what
-// each fleet sync recounts, never memory alone. allNodes includes this leader's own writes not yet in
-// the informer.
-func (c *Controller) loadFailureMarks() {
-	if c.cfg.MaxFailedReboots == 0 {
+// nodeFailures are the failures a Node's marks record: its reboot-failed mark (with the version of
+// its failed-version when it came back on the old one), and a stall after its grant for a version.
+// Failures read off Nodes only ever add to the record: a mark removed or a Node deleted lifts nothing.
+func nodeFailures(n *corev1.Node, e admission.Node) []fleetrecord.Failure {
+	var out []fleetrecord.Failure
+	if v, ok := n.Annotations[protocol.RebootFailed]; ok {
+		mark, why, _ := strings.Cut(v, " ")
+		at, err := time.Parse(time.RFC3339, mark)
+		if err != nil {
+			at = n.CreationTimestamp.Time // a mark nobody can date still counts (only the operator writes it)
+		}
+		if !at.IsZero() {
+			f := markFailure(n, why, at)
+			if f.Reason == FailOldVersion {
+				f.Version = n.Annotations[protocol.FailedVersion]
+			}
+			out = append(out, f)
+		}
+	}
+	if e.StalledVersion != "" && !e.StalledAt.IsZero() {
+		out = append(out, fleetrecord.Failure{Node: n.Name, UID: string(n.UID), Reason: FailStalled, Version: e.StalledVersion, At: e.StalledAt, Why: "stalled after its grant for " + e.StalledVersion})
+	}
+	return out
+}
+
+// noteNodeFailures adds what n's marks record to the fleet's memory.
+func (c *Controller) noteNodeFailures(n *corev1.Node, e admission.Node) {
+	fs := nodeFailures(n, e)
+	if len(fs) == 0 {
 		return
 	}
-	marks := map[string]time.Time{}
+	c.learn(func(r *fleetrecord.Record) bool {
+		changed := false
+		for _, f := range fs {
+			changed = r.AddFailure(f) || changed
+		}
+		return changed
+	})
+}
+
+// loadRecord reads the stored fleet record and every Node's failure marks: what a leader starts
+// from, before its first admission. A new leader rebuilds the same memory its predecessor had (the
+// stored record plus the marks it had not written yet). With no stored record yet (the first leader
+// of this version) the resumes the fleet switch recorded before the record existed are taken over.
+func (c *Controller) loadRecord() {
+	stored, broken := c.storedRecord()
+	if c.recordConfigMap() == nil {
+		sw := fleetswitch.Read(c.fleetConfigMap())
+		const by = "ConfigMap " + fleetswitch.ConfigMapName + " (before the fleet record)"
+		if !sw.FailuresResetAt.IsZero() {
+			stored.AddResume(fleetrecord.Resume{By: by, At: sw.FailuresResetAt})
+		}
+		for v, at := range sw.VersionsResumed {
+			stored.AddResume(fleetrecord.Resume{Version: v, By: by, At: at})
+		}
+	}
 	for _, n := range c.allNodes() {
-		if at, ok := failedAt(n); ok {
-			marks[n.Name] = at
+		for _, f := range nodeFailures(n, admission.Of(n, c.cfg.GroupLabel, c.cfg.StallPolicy)) {
+			stored.AddFailure(f)
 		}
 	}
 	c.fleet.mu.Lock()
-	c.fleet.marks = marks
+	c.fleet.rec.Merge(stored)
+	c.fleet.recBroken = broken
 	c.fleet.mu.Unlock()
 }
 
-// noteFailureMark keeps name's reboot-failed mark in step with the node's newest view.
-func (c *Controller) noteFailureMark(name string) {
-	if c.cfg.MaxFailedReboots == 0 {
-		return
+// recordConfigMap is the fleet record's ConfigMap (nil: none yet, or no namespace).
+func (c *Controller) recordConfigMap() *corev1.ConfigMap {
+	if c.recordCMs == nil {
+		return nil
 	}
-	var at time.Time
-	ok := false
-	if n, err := c.node(name); err == nil {
-		at, ok = failedAt(n)
+	cm, err := c.recordCMs.ConfigMaps(c.cfg.Namespace).Get(fleetrecord.ConfigMapName)
+	if err != nil {
+		return nil
 	}
-	c.fleet.mu.Lock()
-	defer c.fleet.mu.Unlock()
-	if _, had := c.fleet.marks[name]; !ok && !had {
-		return
+	return cm
+}
+
+// storedRecord is the record as stored, and why it cannot be read ("" it can).
+func (c *Controller) storedRecord() (fleetrecord.Record, string) {
+	cm := c.recordConfigMap()
+	if cm == nil {
+		return fleetrecord.Record{}, ""
 	}
-	if c.fleet.marks == nil {
-		c.fleet.marks = map[string]time.Time{}
+	r, err := fleetrecord.Decode(cm.Data[fleetrecord.Key])
+	if err != nil {
+		return fleetrecord.Record{}, fmt.Sprintf("ConfigMap %s/%s: %v; mend or restore it (never delete it: it holds the fleet's halts and failures)", cm.Namespace, cm.Name, err)
 	}
-	if ok {
-		c.fleet.marks[name] = at
-	} else {
-		delete(c.fleet.marks, name)
+	return r, ""
+}
+
+// writeRecord stores the fleet's memory when the stored record lacks any of it: merged onto the
+// record as stored (a person's resume written meanwhile is kept), conditional on the resourceVersion
+// it was read at, so no write of another leader or a person is ever lost. The informer's copy may
+// trail this leader's own last write: a conflict reads the live object and merges again.
+func (c *Controller) writeRecord(ctx context.Context) error {
+	cms := c.cfg.Client.CoreV1().ConfigMaps(c.cfg.Namespace)
+	cm := c.recordConfigMap()
+	for attempt := 0; ; attempt++ {
+		stored, broken := fleetrecord.Record{}, ""
+		if cm != nil {
+			var err error
+			if stored, err = fleetrecord.Decode(cm.Data[fleetrecord.Key]); err != nil {
+				broken = fmt.Sprintf("ConfigMap %s/%s: %v; mend or restore it (never delete it: it holds the fleet's halts and failures)", cm.Namespace, cm.Name, err)
+			}
+		}
+		c.fleet.mu.Lock()
+		wasBroken := c.fleet.recBroken != ""
+		c.fleet.recBroken = broken
+		learned := c.fleet.rec.Merge(stored) // a person's resume, another leader's entries
+		c.fleet.rec.Bound()
+		want := c.fleet.rec.Encode()
+		c.fleet.mu.Unlock()
+		if learned || wasBroken != (broken != "") {
+			c.enqueueWaiting() // a resume may release waiting nodes; a broken record holds them
+		}
+		if broken != "" {
+			return errors.New("not writing the fleet record over one it cannot read: " + broken)
+		}
+		var err error
+		switch {
+		case cm == nil:
+			_, err = cms.Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: fleetrecord.ConfigMapName, Namespace: c.cfg.Namespace,
+					Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}},
+				Data: map[string]string{fleetrecord.Key: want}}, metav1.CreateOptions{})
+		case cm.Data[fleetrecord.Key] == want:
+			return nil
+		default:
+			cm = cm.DeepCopy()
+			if cm.Data == nil {
+				cm.Data = map[string]string{}
+			}
+			cm.Data[fleetrecord.Key] = want
+			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{}) // conditional on cm.ResourceVersion
+		}
+		if (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && attempt < 3 {
+			if cm, err = cms.Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{}); err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("writing the fleet record ConfigMap %s/%s: %w", c.cfg.Namespace, fleetrecord.ConfigMapName, err)
+		}
+		return nil
 	}
 }
 
-// countFailures lists the nodes that failed in this roll-out: a reboot-failed mark not older than
-// the last resume --failures (fleet.mu held).
-func (c *Controller) countFailures(sw fleetswitch.Switch) []string {
-	out := []string{}
-	for name, at := range c.fleet.marks {
-		if at.IsZero() || sw.FailuresResetAt.IsZero() || !at.Before(sw.FailuresResetAt) {
-			out = append(out, name)
-		}
-	}
-	sort.Strings(out)
-	return out
+// Remembered is what the fleet record holds now (FleetView): the halted versions and the number of
+// nodes whose failures count against --max-failed-reboots.
+func (c *Controller) Remembered() (halted []string, failed int) {
+	c.fleet.mu.Lock()
+	defer c.fleet.mu.Unlock()
+	return c.fleet.rec.Halted(c.cfg.Canary.MaxFailed), len(c.fleet.rec.BudgetFailures())
 }
 
 // syncFleet publishes the fleet Status when it changed and pauses the fleet (failures-paused) when
@@ -207,12 +323,14 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 	if c.cfg.Namespace == "" {
 		return nil
 	}
+	if err := c.writeRecord(ctx); err != nil {
+		return err
+	}
 	cm := c.fleetConfigMap()
 	sw := fleetswitch.Read(cm)
-	c.loadFailureMarks()
 	c.fleet.mu.Lock()
 	if c.cfg.MaxFailedReboots > 0 {
-		c.fleet.failed = c.countFailures(sw)
+		c.fleet.failed = c.fleet.rec.BudgetFailures()
 	}
 	if !c.fleet.cyclesRead {
 		// A new leader goes on from the durations the last one published, before its own.
@@ -314,19 +432,39 @@ func pauseReason(failed []string) string {
 	return fmt.Sprintf("max-failed-reboots: %d nodes failed in this roll-out (%s); fix them, then resume (kubectl slipway resume --failures)", len(failed), strings.Join(failed, ", "))
 }
 
-// fleetSwitch is the pause switch as admissions must see it: the ConfigMap, plus the failure pause
-// as soon as the marks on the Nodes spend the budget, before it is written.
-func (c *Controller) fleetSwitch() fleetswitch.Switch {
+// fleetView is what admissions read of the fleet: the pause switch and the fleet's memory
+// (admission.Memory).
+type fleetView struct {
+	fleetswitch.Switch
+	rec    fleetrecord.Record
+	broken string
+}
+
+// Holds holds every node while the fleet record cannot be read, then as the switch says.
+func (v fleetView) Holds(group string) (bool, string) {
+	if v.broken != "" {
+		return true, "fleet record unreadable: " + v.broken
+	}
+	return v.Switch.Holds(group)
+}
+
+func (v fleetView) VersionResumedAt(ver string) time.Time  { return v.rec.VersionResumedAt(ver) }
+func (v fleetView) VersionFailures(ver string) []time.Time { return v.rec.VersionFailures(ver) }
+func (v fleetView) VersionProofs(ver string) []time.Time   { return v.rec.VersionProofs(ver) }
+
+// fleetSwitch is the fleet as admissions must see it: the ConfigMap's switch, plus the failure pause
+// as soon as the fleet's memory spends the budget, before it is written.
+func (c *Controller) fleetSwitch() fleetView {
 	sw := fleetswitch.Read(c.fleetConfigMap())
+	c.fleet.mu.Lock()
+	v := fleetView{Switch: sw, rec: c.fleet.rec.Clone(), broken: c.fleet.recBroken}
+	c.fleet.mu.Unlock()
 	if max := c.cfg.MaxFailedReboots; max > 0 && !sw.FailuresPaused {
-		c.fleet.mu.Lock()
-		failed := c.countFailures(sw)
-		c.fleet.mu.Unlock()
-		if len(failed) >= max {
-			sw.FailuresPaused, sw.FailuresReason = true, pauseReason(failed)
+		if failed := v.rec.BudgetFailures(); len(failed) >= max {
+			v.FailuresPaused, v.FailuresReason = true, pauseReason(failed)
 		}
 	}
-	return sw
+	return v
 }
 
 // StartPausedReason is the pause reason --start-paused writes.

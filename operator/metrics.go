@@ -18,6 +18,9 @@ type FleetView interface {
 	Nodes() []*corev1.Node
 	Switch() fleetswitch.Switch
 	Pools() []admission.Pool
+	// Remembered is what the fleet record holds now: the halted OS versions and the nodes whose
+	// failures count against --max-failed-reboots.
+	Remembered() (halted []string, failed int)
 }
 
 // Metrics are the operator's Prometheus metrics. Node counts per state are computed from the
@@ -42,6 +45,8 @@ type Metrics struct {
 	limitDesc      *prometheus.Desc
 	usedDesc       *prometheus.Desc
 	longestWait    *prometheus.Desc
+	halted         *prometheus.Desc
+	failedNow      *prometheus.Desc
 	// now is the scrape's clock (time.Now; tests set it).
 	now  func() time.Time
 	view FleetView
@@ -58,6 +63,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		limitDesc: prometheus.NewDesc("slipway_operator_budget_limit", "Nodes of the fleet allowed to be unavailable at once (--max-unavailable).", nil, nil),
 		usedDesc:  prometheus.NewDesc("slipway_operator_budget_unavailable", "Nodes counting against the fleet's budget, as admission counts them.", nil, nil),
+		halted: prometheus.NewDesc("slipway_operator_version_halted",
+			"1 for each OS version the fleet record holds halted (--max-failed-per-version) until kubectl slipway resume --version; one series per halted version.", []string{"version"}, nil),
+		failedNow: prometheus.NewDesc("slipway_operator_remembered_failed_reboots",
+			"Nodes whose failed reboots count against --max-failed-reboots now, from the fleet record (until kubectl slipway resume --failures).", nil, nil),
 		longestWait: prometheus.NewDesc("slipway_operator_longest_wait_seconds",
 			"How long the node that has waited longest for its turn has been waiting (its update.slipway.dev/waiting-since); 0 when none waits. Read from the Nodes: a leader change does not restart it.", nil, nil),
 		now: time.Now,
@@ -80,7 +89,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.1, 3, 12), // 100 ms .. ~5 h
 		}),
 		cycles: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "slipway_operator_cycles_total", Help: "Cycles ended, by result: finished (verified reboot), failed (back on the old OS version), undrainable (--drain-failure-policy=skip) or aborted.",
+			Name: "slipway_operator_cycles_total", Help: "Cycles ended, by result: finished (verified reboot), failed (back on the old OS version), undrainable (--drain-failure-policy=skip), aborted, or replaced (the Node was deleted in its cycle).",
 		}, []string{"result"}),
 		stalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "slipway_operator_stalls_total", Help: "Times a node was reported stalled, by reason.",
@@ -125,6 +134,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.limitDesc
 	ch <- m.usedDesc
 	ch <- m.longestWait
+	ch <- m.halted
+	ch <- m.failedNow
 }
 
 // Collect implements prometheus.Collector.
@@ -173,6 +184,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		for _, g := range sw.PausedGroups() {
 			ch <- prometheus.MustNewConstMetric(m.paused, prometheus.GaugeValue, 1, g)
 		}
+		halted, failed := m.view.Remembered()
+		for _, ver := range halted {
+			ch <- prometheus.MustNewConstMetric(m.halted, prometheus.GaugeValue, 1, ver)
+		}
+		ch <- prometheus.MustNewConstMetric(m.failedNow, prometheus.GaugeValue, float64(failed))
 	}
 	ch <- prometheus.MustNewConstMetric(m.longestWait, prometheus.GaugeValue, longest)
 	for r, v := range blocked {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -23,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/referee"
@@ -508,16 +510,27 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 		t.Fatalf("after a person's pause and resume fmr-2 started: %v", n.Annotations)
 	}
 
-	// A leader change that lost the publication: the next leader starts with no memory, no failure
-	// pause and no published count, and counts the failures from the Nodes.
+	// A leader change that lost the publication, and a person who removed the failure marks from the
+	// Nodes meanwhile: the next leader starts with no memory, no failure pause and no published count
+	// and no marks, and counts the failures from the fleet record.
 	stop()
+	for _, name := range []string{"fmr-0", "fmr-1"} {
+		if _, err := client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"`+protocol.RebootFailed+`":null}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rec := readRecord(t, ns); len(rec.BudgetFailures()) != 2 {
+		t.Fatalf("fleet record: %+v, want both failures", rec)
+	}
 	cm, _ = client.CoreV1().ConfigMaps(ns).Get(ctx, fleetswitch.ConfigMapName, metav1.GetOptions{})
 	delete(cm.Data, fleetswitch.KeyFailuresPaused)
 	delete(cm.Data, fleetswitch.KeyStatus)
 	if _, err := client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	opts.metrics = operator.NewMetrics(prometheus.NewRegistry())
+	reg2 := prometheus.NewRegistry()
+	opts.metrics = operator.NewMetrics(reg2)
 	startOperator(t, opts)
 	deadline = time.Now().Add(30 * time.Second)
 	for {
@@ -527,7 +540,7 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the new leader did not count the failures from the Nodes: %v", cm.Data)
+			t.Fatalf("the new leader did not count the failures from the fleet record: %v", cm.Data)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -535,9 +548,13 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 	if n := getNode(t, "fmr-2"); inCycle(n) || nodes[2].Boots() != 0 {
 		t.Fatal("fmr-2 started under the new leader though the failure budget is spent")
 	}
+	if v := metricWithLabel(t, reg2, "slipway_operator_remembered_failed_reboots", "", ""); v == nil || v.GetGauge().GetValue() != 2 {
+		t.Errorf("slipway_operator_remembered_failed_reboots = %v, want 2", v)
+	}
 
 	// resume --failures: a new count; the next node goes.
-	patchSwitch(fleetswitch.ResumeFailuresPatch(time.Now().Add(time.Second))) // after every mark so far
+	resumeRecorded(t, ns, "", time.Now().Add(time.Second)) // after every failure so far
+	patchSwitch(fleetswitch.ResumeFailuresPatch())
 	waitNode(t, "fmr-2", 60*time.Second, "cycle finished after resume --failures", finished)
 	deadline = time.Now().Add(30 * time.Second)
 	for {
@@ -549,6 +566,47 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 			t.Fatalf("the failure count did not restart after resume --failures: %v", cm.Data)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// readRecord reads the fleet record in namespace ns.
+func readRecord(t *testing.T, ns string) fleetrecord.Record {
+	t.Helper()
+	cm, err := client.CoreV1().ConfigMaps(ns).Get(context.Background(), fleetrecord.ConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := fleetrecord.Decode(cm.Data[fleetrecord.Key])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// resumeRecorded writes what kubectl slipway resume --version V (version "": --failures) writes into
+// the fleet record, at at, conditional on the version read.
+func resumeRecorded(t *testing.T, ns, version string, at time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	for attempt := 0; ; attempt++ {
+		cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := fleetrecord.Decode(cm.Data[fleetrecord.Key])
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.AddResume(fleetrecord.Resume{Version: version, By: "test", At: at})
+		cm.Data[fleetrecord.Key] = r.Encode()
+		_, err = client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) && attempt < 10 {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/stall"
@@ -65,7 +66,7 @@ func TestViewAndOperatorAgree(t *testing.T) {
 			for _, n := range nodes {
 				objs = append(objs, *n)
 			}
-			view := status.Build(objs, cm, "slipway-system", now0)
+			view := status.Build(objs, cm, fleetrecord.Record{}, "slipway-system", now0)
 			var got, want []string
 			for _, b := range view.Fleet.Budgets {
 				limit := "none"

@@ -38,13 +38,11 @@ const (
 	KeyStatus = "status"
 	// KeyFailuresPaused: the operator's own pause, set when --max-failed-reboots is spent (the value
 	// is why). A person's pause and resume never touch it; only `kubectl slipway resume --failures`
-	// removes it, and KeyFailuresResetAt (RFC 3339), written with that, starts a new count: failures
-	// recorded on Nodes before it no longer count.
-	KeyFailuresPaused  = "failures-paused"
-	KeyFailuresResetAt = "failures-reset-at"
-	// VersionResumedPrefix + <OS version>: RFC 3339 time `kubectl slipway resume --version` released
-	// that version's halt (--max-failed-per-version); its failures recorded before then no longer
-	// count, for the halt or the canaries.
+	// removes it, after it recorded a resume in the fleet record (fleetrecord), which starts a new count.
+	KeyFailuresPaused = "failures-paused"
+	// KeyFailuresResetAt and VersionResumedPrefix + <OS version>: where resumes were kept before the
+	// fleet record. Read once, by the first operator that creates the record, and never written.
+	KeyFailuresResetAt   = "failures-reset-at"
 	VersionResumedPrefix = "version-resumed."
 )
 
@@ -58,9 +56,9 @@ type Switch struct {
 	// FailuresPaused: the operator paused the fleet because --max-failed-reboots was spent (KeyFailuresPaused).
 	FailuresPaused bool
 	FailuresReason string
-	// FailuresResetAt: failures recorded before it do not count (zero: all count).
+	// FailuresResetAt and VersionsResumed: the resumes kept here before the fleet record (legacy,
+	// taken over once into the record).
 	FailuresResetAt time.Time
-	// VersionsResumed: per OS version, failures for it recorded before this time do not count.
 	VersionsResumed map[string]time.Time
 }
 
@@ -107,9 +105,6 @@ func (s Switch) Holds(group string) (bool, string) {
 	}
 	return false, ""
 }
-
-// VersionResumedAt is when a person last resumed OS version v (zero: never).
-func (s Switch) VersionResumedAt(v string) time.Time { return s.VersionsResumed[v] }
 
 // PausedGroups lists the paused groups, sorted.
 func (s Switch) PausedGroups() []string {
@@ -162,18 +157,10 @@ func FailuresPausePatch(reason string) []byte {
 	return b
 }
 
-// ResumeFailuresPatch is the JSON merge patch of `kubectl slipway resume --failures`: the failure
-// pause goes, and failures recorded before now no longer count.
-func ResumeFailuresPatch(now time.Time) []byte {
-	b, _ := json.Marshal(map[string]interface{}{"data": map[string]*string{
-		KeyFailuresPaused: nil, KeyFailuresResetAt: ptr(now.UTC().Format(time.RFC3339))}})
-	return b
-}
-
-// ResumeVersionPatch is the JSON merge patch of `kubectl slipway resume --version V`: failures for V
-// recorded before now no longer count, so V's halt (--max-failed-per-version) is released.
-func ResumeVersionPatch(version string, now time.Time) []byte {
-	b, _ := json.Marshal(map[string]interface{}{"data": map[string]string{VersionResumedPrefix + version: now.UTC().Format(time.RFC3339)}})
+// ResumeFailuresPatch is the switch's half of `kubectl slipway resume --failures`: the failure pause
+// goes. The new count starts at the resume the fleet record keeps (fleetrecord), written first.
+func ResumeFailuresPatch() []byte {
+	b, _ := json.Marshal(map[string]interface{}{"data": map[string]*string{KeyFailuresPaused: nil}})
 	return b
 }
 

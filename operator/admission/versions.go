@@ -3,7 +3,6 @@ package admission
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 )
 
@@ -21,17 +20,40 @@ type Canary struct {
 // On reports whether canaries or halts are configured.
 func (c Canary) On() bool { return c.Nodes > 0 || c.MaxFailed > 0 }
 
-// VersionStats is what the fleet shows of one OS version.
+// VersionStats is what the fleet shows of one OS version: what its Nodes say now (VersionsOf) and
+// what the fleet remembers of it (WithMemory).
 type VersionStats struct {
-	On       int         // nodes running it, out of their cycle
-	InFlight int         // nodes in their cycle for it (asking for it, or back on it and not finished)
-	Asking   int         // nodes waiting to reboot for it
-	Finished []time.Time // when each node on it (On, or in a cycle for another version) finished the cycle that brought it there (zero: none), sorted
-	Failures []time.Time // failed-version marks and stalls after the grant for it, sorted
+	On       int // nodes running it, out of their cycle (proof of nothing: new, replaced or relabelled nodes are on it too)
+	InFlight int // nodes in their cycle for it (asking for it, or back on it and not finished)
+	Asking   int // nodes waiting to reboot for it
+	// Finished: when each cycle the operator ran for it finished on it (Memory.VersionProofs), sorted:
+	// the only canary proof.
+	Finished []time.Time
+	// Failures: every failure the fleet recorded for it (Memory.VersionFailures), sorted.
+	Failures []time.Time
 	// Stalled: the grant times of the nodes in InFlight that stalled after their grant. Until a person
 	// resumes the version such a node is a canary that never finished (the others wait); after, it is
 	// only the failure the person looked at, and another node may be the canary.
 	Stalled []time.Time
+}
+
+// Memory is what the fleet remembers of OS versions beyond any one Node: the operator's fleet record
+// (fleetrecord.Record is one). A Node deleted, relabelled or stripped of its marks changes none of it.
+type Memory interface {
+	VersionResumedAt(version string) time.Time
+	// VersionFailures: when each failure for the version was recorded; VersionProofs: when each cycle
+	// the operator ran for it finished on it. Both sorted.
+	VersionFailures(version string) []time.Time
+	VersionProofs(version string) []time.Time
+}
+
+// WithMemory is s with the failures and proofs m remembers for v (m nil: none).
+func WithMemory(s VersionStats, v string, m Memory) VersionStats {
+	s.Failures, s.Finished = nil, nil
+	if m != nil {
+		s.Failures, s.Finished = m.VersionFailures(v), m.VersionProofs(v)
+	}
+	return s
 }
 
 // FailuresSince counts the failures recorded at or after t.
@@ -45,7 +67,8 @@ func (s VersionStats) FailuresSince(t time.Time) int {
 	return n
 }
 
-// VersionsOf summarises entries by OS version.
+// VersionsOf summarises entries by OS version: what the Nodes say now. Failures and proofs are not
+// theirs to say (WithMemory).
 func VersionsOf(entries []Node) map[string]*VersionStats {
 	out := map[string]*VersionStats{}
 	get := func(v string) *VersionStats {
@@ -68,32 +91,12 @@ func VersionsOf(entries []Node) map[string]*VersionStats {
 			if e.StalledVersion == v {
 				s.Stalled = append(s.Stalled, e.StalledAt)
 			}
-			if e.Version != "" && e.Version != v {
-				// In a cycle for the next version, it still runs (and proved) this one: a canary that
-				// moves on during its version's bake must not let another canary of it go.
-				p := get(e.Version)
-				p.Finished = append(p.Finished, e.FinishedAt)
-			}
 		case e.Version != "":
-			s := get(e.Version)
-			s.On++
-			s.Finished = append(s.Finished, e.FinishedAt)
+			get(e.Version).On++
 		}
 		if e.Waiting() && e.AskedVersion != "" {
 			get(e.AskedVersion).Asking++
 		}
-		if e.FailedVersion != "" {
-			s := get(e.FailedVersion)
-			s.Failures = append(s.Failures, e.FailedAt)
-		}
-		if e.StalledVersion != "" {
-			s := get(e.StalledVersion)
-			s.Failures = append(s.Failures, e.StalledAt)
-		}
-	}
-	for _, s := range out {
-		sort.Slice(s.Finished, func(i, j int) bool { return s.Finished[i].Before(s.Finished[j]) })
-		sort.Slice(s.Failures, func(i, j int) bool { return s.Failures[i].Before(s.Failures[j]) })
 	}
 	return out
 }
@@ -131,16 +134,12 @@ func CanaryOf(s VersionStats, c Canary, resumed, now time.Time, inFlightExtra in
 			inFlight-- // stalled before the person resumed the version: no canary any more
 		}
 	}
-	if s.On+inFlight+inFlightExtra < c.Nodes {
+	// Only proven cycles and canaries in flight fill the canary slots: nodes merely seen on v prove
+	// nothing, and must not keep the canaries from going either.
+	if len(s.Finished)+inFlight+inFlightExtra < c.Nodes {
 		return CanaryState{State: "canaries", Failures: failures}
 	}
 	return CanaryState{State: "waiting", Failures: failures}
-}
-
-// VersionSwitch is what admission reads of the fleet switch for versions: when a person last resumed
-// one (fleetswitch.Switch is one).
-type VersionSwitch interface {
-	VersionResumedAt(version string) time.Time
 }
 
 // versionGate is the canary and halt decision for one node: pass when it asks for no version or
@@ -150,14 +149,16 @@ func (a *Admitter) versionCheck(e Node, sw Switch, now time.Time, stats map[stri
 	if !a.canary.On() || v == "" {
 		return Pass
 	}
+	mem, _ := sw.(Memory) // a switch without memory: no failures, no proofs (canaries wait, fail closed)
 	var resumed time.Time
-	if vs, ok := sw.(VersionSwitch); ok {
-		resumed = vs.VersionResumedAt(v)
+	if mem != nil {
+		resumed = mem.VersionResumedAt(v)
 	}
 	var s VersionStats
 	if p := stats[v]; p != nil {
 		s = *p
 	}
+	s = WithMemory(s, v, mem)
 	return versionVerdict(v, CanaryOf(s, a.canary, resumed, now, extra[v]), a.canary, now)
 }
 

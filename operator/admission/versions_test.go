@@ -19,16 +19,35 @@ func TestVersionsOf(t *testing.T) {
 		{State: protocol.Rebooting, Version: "A", AskedVersion: "C", StalledVersion: "C", StalledAt: t0}, // stalled for C
 	})
 	b, c, a := s["B"], s["C"], s["A"]
-	if b.On != 2 || b.InFlight != 2 || b.Asking != 2 || len(b.Failures) != 1 || !b.Finished[0].IsZero() || !b.Finished[1].Equal(t1) {
+	// What Nodes say of themselves is no proof and no failure: those come from the fleet's memory.
+	if b.On != 2 || b.InFlight != 2 || b.Asking != 2 || b.Failures != nil || b.Finished != nil {
 		t.Errorf("B: %+v", *b)
 	}
-	if c.InFlight != 1 || len(c.Failures) != 1 || c.On != 0 || len(c.Stalled) != 1 || !c.Stalled[0].Equal(t0) {
+	if c.InFlight != 1 || c.Failures != nil || c.On != 0 || len(c.Stalled) != 1 || !c.Stalled[0].Equal(t0) {
 		t.Errorf("C: %+v", *c)
 	}
-	if a.On != 2 || len(a.Finished) != 4 {
-		t.Errorf("A: %+v (the two waiting nodes run it, and the two in a cycle for B and C proved it)", *a)
+	if a.On != 2 || a.Finished != nil {
+		t.Errorf("A: %+v (the two waiting nodes run it)", *a)
+	}
+	m := memory{failures: map[string][]time.Time{"B": {t1}}, proofs: map[string][]time.Time{"B": {t1, t0}}}
+	if w := WithMemory(*b, "B", m); w.On != 2 || len(w.Failures) != 1 || len(w.Finished) != 2 {
+		t.Errorf("B with memory: %+v", w)
+	}
+	if w := WithMemory(*b, "B", nil); w.Failures != nil || w.Finished != nil {
+		t.Errorf("B without memory: %+v", w)
 	}
 }
+
+// memory is an admission.Memory of known answers.
+type memory struct {
+	resumed          map[string]time.Time
+	failures, proofs map[string][]time.Time
+}
+
+func (m memory) VersionResumedAt(v string) time.Time  { return m.resumed[v] }
+func (m memory) VersionFailures(v string) []time.Time { return m.failures[v] }
+func (m memory) VersionProofs(v string) []time.Time   { return m.proofs[v] }
+func (m memory) Holds(string) (bool, string)          { return false, "" }
 
 // TestCanaryOf: the canary states at known instants.
 func TestCanaryOf(t *testing.T) {
@@ -54,7 +73,8 @@ func TestCanaryOf(t *testing.T) {
 		{"one finished, one in flight", VersionStats{On: 1, InFlight: 1, Finished: fin(time.Minute)}, time.Time{}, 0, "waiting"},
 		{"two finished, baking", VersionStats{On: 2, Finished: fin(20*time.Minute, time.Minute)}, time.Time{}, 0, "baking"},
 		{"two finished, the bake passed", VersionStats{On: 2, Finished: fin(30*time.Minute, 11*time.Minute)}, time.Time{}, 0, "released"},
-		{"on it without a cycle: proven", VersionStats{On: 3, Finished: []time.Time{{}, {}, {}}}, time.Time{}, 0, "released"},
+		{"on it without a cycle Slipway ran: no proof, canaries still go", VersionStats{On: 3}, time.Time{}, 0, "canaries"},
+		{"...and one in flight, one proven: the rest wait", VersionStats{On: 5, InFlight: 1, Finished: fin(time.Minute)}, time.Time{}, 0, "waiting"},
 		{"a failure: not released, no room", VersionStats{On: 2, Finished: fin(30*time.Minute, 11*time.Minute), Failures: fin(time.Hour)}, time.Time{}, 0, "waiting"},
 		{"a failure, room for a canary", VersionStats{On: 1, Finished: fin(30 * time.Minute), Failures: fin(time.Hour)}, time.Time{}, 0, "canaries"},
 		{"a canary stalled: the rest wait", VersionStats{InFlight: 2, Stalled: fin(time.Hour), Failures: fin(time.Hour)}, time.Time{}, 0, "waiting"},

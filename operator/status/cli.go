@@ -9,16 +9,19 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/term"
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/pager"
 
+	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/version"
@@ -47,7 +51,7 @@ const (
 const usage = `Usage:
   %[1]s [status] [-o text|wide|json] [--group GROUP] [--state STATE] [-w [--interval D]]
   %[1]s pause [--group GROUP] [--reason TEXT]
-  %[1]s resume [--group GROUP | --failures | --version V]
+  %[1]s resume [--group GROUP | --failures | --version V] [--reason TEXT]
   %[1]s version
 
 Commands:
@@ -62,7 +66,9 @@ Commands:
   resume   let the fleet (or the group) start cycles again; --failures: clear the pause the
            operator set when --max-failed-reboots was spent and start a new count (a person's
            pause and resume never touch that one); --version V: release OS version V's halt
-           (--max-failed-per-version): its failures recorded before now no longer count
+           (--max-failed-per-version): its failures recorded before now no longer count. Both
+           are kept in the fleet record with who (the API server's view of your identity), when
+           (the API server's clock) and --reason
 
 Flags:
   -o, --output FORMAT      text (aligned columns cut to the terminal's width, else $COLUMNS, else
@@ -74,7 +80,7 @@ Flags:
   -w, --watch              status: again every --interval until interrupted (text: the screen is
                            cleared between frames on a terminal; json: one document per frame)
       --interval D         with --watch: how often (default 2s)
-      --reason TEXT        why, shown to everyone who looks (pause)
+      --reason TEXT        why, shown to everyone who looks (pause; resume --failures/--version)
       --failures           resume: the failure budget's pause, and a new count of failed reboots
       --version V          resume: OS version V's halt, and a new count of its failures
       --kubeconfig PATH    kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the
@@ -221,7 +227,7 @@ func parseArgs(args []string) (string, options, error) {
 	}
 	for _, err := range []error{
 		only("o", "status"), only("output", "status"),
-		only("group", "status", "pause", "resume"), only("reason", "pause"), only("failures", "resume"), only("version", "resume"),
+		only("group", "status", "pause", "resume"), only("reason", "pause", "resume"), only("failures", "resume"), only("version", "resume"),
 		only("state", "status"), only("watch", "status"), only("w", "status"), only("interval", "status"),
 	} {
 		if err != nil {
@@ -247,6 +253,9 @@ func parseArgs(args []string) (string, options, error) {
 	if o.timeout <= 0 {
 		return "", o, fmt.Errorf("--request-timeout %s: must be positive", o.timeout)
 	}
+	if cmd == "resume" && o.reason != "" && !o.failures && o.version == "" {
+		return "", o, errors.New("--reason with resume: only with --failures or --version (kept in the fleet record)")
+	}
 	if set["interval"] && !o.watch {
 		return "", o, errors.New("--interval without --watch: give -w too")
 	}
@@ -260,8 +269,8 @@ func parseArgs(args []string) (string, options, error) {
 		if o.failures || o.group != "" {
 			return "", o, errors.New("--version with --failures or --group: give one of them")
 		}
-		if bad := validation.IsConfigMapKey(fleetswitch.VersionResumedPrefix + o.version); len(bad) > 0 {
-			return "", o, fmt.Errorf("--version %q: %s", o.version, strings.Join(bad, "; "))
+		if err := protocol.ValidVersion(o.version); err != nil {
+			return "", o, fmt.Errorf("--version %q: %w", o.version, err)
 		}
 	}
 	return cmd, o, nil
@@ -275,6 +284,7 @@ type client struct {
 	cs     kubernetes.Interface
 	host   string
 	config clientcmd.ClientConfig
+	clock  *serverClock
 }
 
 // connect loads the kubeconfig as kubectl does (--kubeconfig, else $KUBECONFIG, else
@@ -292,11 +302,13 @@ func connect(o options) (*client, error) {
 	}
 	cfg.Timeout = o.timeout
 	cfg.UserAgent = "kubectl-slipway/" + version.Version
+	clock := &serverClock{}
+	cfg.Wrap(clock.wrap)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	return &client{cs: cs, host: cfg.Host, config: cc}, nil
+	return &client{cs: cs, host: cfg.Host, config: cc, clock: clock}, nil
 }
 
 // explain turns an API error into what a person can act on.
@@ -325,6 +337,22 @@ func (c *client) fleetConfigMap(ctx context.Context, ns string) (*corev1.ConfigM
 	return cm, nil
 }
 
+// record reads the fleet record (the empty record when there is none yet).
+func (c *client) record(ctx context.Context, ns string) (fleetrecord.Record, error) {
+	cm, err := c.cs.CoreV1().ConfigMaps(ns).Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fleetrecord.Record{}, nil
+	}
+	if err != nil {
+		return fleetrecord.Record{}, c.explain("reading ConfigMap "+ns+"/"+fleetrecord.ConfigMapName, err)
+	}
+	rec, err := fleetrecord.Decode(cm.Data[fleetrecord.Key])
+	if err != nil {
+		return fleetrecord.Record{}, fmt.Errorf("ConfigMap %s/%s: %w", ns, fleetrecord.ConfigMapName, err)
+	}
+	return rec, nil
+}
+
 // report reads the Nodes, the ConfigMap and the Lease and builds the report at e.now().
 func (c *client) report(ctx context.Context, o options, e env) (Report, error) {
 	var nodes []corev1.Node
@@ -344,7 +372,13 @@ func (c *client) report(ctx context.Context, o options, e env) (Report, error) {
 		return Report{}, err
 	}
 	now := e.now()
-	r := Build(nodes, cm, o.namespace, now)
+	rec, recErr := c.record(ctx, o.namespace)
+	r := Build(nodes, cm, rec, o.namespace, now)
+	if recErr != nil {
+		// The view still shows everything else; this comes first.
+		r.Fleet.Problems = append([]Problem{{Kind: "record-unreadable", What: recErr.Error() + ": the operator holds every admission",
+			Do: "restore the record from a backup or mend its JSON (docs/troubleshooting.md); never delete it"}}, r.Fleet.Problems...)
+	}
 	r.WithLease(c.lease(ctx, o.namespace, now))
 	r.Nodes = filterNodes(r.Nodes, o.group, o.state)
 	return r, nil
@@ -514,6 +548,14 @@ func (c *client) pause(ctx context.Context, w io.Writer, o options, e env) error
 }
 
 func (c *client) resume(ctx context.Context, w io.Writer, o options, e env) error {
+	if o.version != "" || o.failures {
+		if err := c.remember(ctx, w, o, e); err != nil {
+			return err
+		}
+		if o.version != "" {
+			return nil
+		}
+	}
 	// Read, then write conditionally on what was read: a pause set in between (a person's, or the
 	// operator's failure pause) makes the write fail and the decision is made again on the new state.
 	for attempt := 0; ; attempt++ {
@@ -525,16 +567,16 @@ func (c *client) resume(ctx context.Context, w io.Writer, o options, e env) erro
 		var patch []byte
 		var said []string
 		switch {
-		case o.version != "":
-			patch = fleetswitch.ResumeVersionPatch(o.version, e.now())
-			said = append(said, fmt.Sprintf("version %s resumed: its failed reboots recorded before now no longer count for its halt (--max-failed-per-version) or its canaries", o.version))
 		case o.failures:
-			patch = fleetswitch.ResumeFailuresPatch(e.now())
-			was := "was not paused by it"
-			if sw.FailuresPaused {
-				was = "was paused: " + orUnsaid(sw.FailuresReason)
+			if !sw.FailuresPaused {
+				fmt.Fprintln(w, "the fleet was not paused by the failure budget")
+				if sw.Paused {
+					fmt.Fprintf(w, "the fleet is still paused by %s: %s (resume)\n", orUnsaid(sw.By), orUnsaid(sw.Reason))
+				}
+				return nil
 			}
-			said = append(said, fmt.Sprintf("failure budget reset: failed reboots recorded before now no longer count (%s)", was))
+			patch = fleetswitch.ResumeFailuresPatch()
+			said = append(said, "failure budget's pause lifted (was: "+orUnsaid(sw.FailuresReason)+")")
 			if sw.Paused {
 				said = append(said, fmt.Sprintf("the fleet is still paused by %s: %s (resume)", orUnsaid(sw.By), orUnsaid(sw.Reason)))
 			}
@@ -573,9 +615,6 @@ func (c *client) resume(ctx context.Context, w io.Writer, o options, e env) erro
 		if apierrors.IsConflict(err) && attempt < 5 {
 			continue // changed since we read it: decide again
 		}
-		if apierrors.IsNotFound(err) && (o.failures || o.version != "") {
-			return fmt.Errorf("ConfigMap %s/%s does not exist: nothing is paused (is Slipway installed there? see -n)", o.namespace, fleetswitch.ConfigMapName)
-		}
 		if err != nil {
 			return c.explain("patching ConfigMap "+o.namespace+"/"+fleetswitch.ConfigMapName, err)
 		}
@@ -585,6 +624,103 @@ func (c *client) resume(ctx context.Context, w io.Writer, o options, e env) erro
 		return nil
 	}
 }
+
+// remember writes a resume of --version or --failures into the fleet record: who (the API server's
+// answer to "who am I"), when (the API server's clock, from the answer to the read the write is
+// conditional on) and why. The failures recorded before it no longer count for what it resumes.
+func (c *client) remember(ctx context.Context, w io.Writer, o options, e env) error {
+	by := c.whoAmI(ctx, o, e)
+	cms := c.cs.CoreV1().ConfigMaps(o.namespace)
+	what := "the fleet record ConfigMap " + o.namespace + "/" + fleetrecord.ConfigMapName
+	for attempt := 0; ; attempt++ {
+		cm, err := cms.Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return c.explain("reading "+what, err)
+		}
+		at, ok := c.clock.last()
+		if !ok {
+			return fmt.Errorf("reading %s: the API server's answer carried no Date header, and a resume is never stamped with this machine's clock", what)
+		}
+		var rec fleetrecord.Record
+		if err == nil {
+			if rec, err = fleetrecord.Decode(cm.Data[fleetrecord.Key]); err != nil {
+				return fmt.Errorf("%s cannot be read (%v): mend it first; nothing was written", what, err)
+			}
+		}
+		before := len(rec.VersionFailures(o.version))
+		if o.failures {
+			before = len(rec.BudgetFailures())
+		}
+		rec.AddResume(fleetrecord.Resume{Version: o.version, By: by, At: at, Why: o.reason})
+		data := map[string]string{fleetrecord.Key: rec.Encode()}
+		if apierrors.IsNotFound(err) || cm == nil {
+			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetrecord.ConfigMapName, Namespace: o.namespace,
+				Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}}, Data: data}, metav1.CreateOptions{})
+		} else {
+			cm = cm.DeepCopy()
+			cm.Data = data
+			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{}) // conditional on the resourceVersion read
+		}
+		if (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && attempt < 5 {
+			continue // the operator or a colleague wrote it meanwhile: read again
+		}
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("namespace %s does not exist: is Slipway installed there? (see -n)", o.namespace)
+		}
+		if err != nil {
+			return c.explain("writing "+what, err)
+		}
+		stamp := at.UTC().Format(time.RFC3339)
+		if o.version != "" {
+			fmt.Fprintf(w, "version %s resumed by %s at %s (API server time): its %d failed reboots recorded before then no longer count for its halt (--max-failed-per-version) or its canaries\n", o.version, by, stamp, before)
+		} else {
+			fmt.Fprintf(w, "failure budget reset by %s at %s (API server time): the %d nodes' failed reboots recorded before then no longer count\n", by, stamp, before)
+		}
+		return nil
+	}
+}
+
+// whoAmI is the user the API server authenticates this client as (SelfSubjectReview), else the
+// kubeconfig's user name, marked as such.
+func (c *client) whoAmI(ctx context.Context, o options, e env) string {
+	r, err := c.cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err == nil && r.Status.UserInfo.Username != "" {
+		return r.Status.UserInfo.Username
+	}
+	return c.who(o, e) + " (kubeconfig user; the API server did not say who)"
+}
+
+// serverClock remembers the Date header of the API server's last answer: the cluster's clock, where
+// a laptop's may be minutes off (and a resume stamped ahead of the failures it means to lift would
+// lift the ones after it too).
+type serverClock struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (s *serverClock) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			if t, perr := http.ParseTime(resp.Header.Get("Date")); perr == nil {
+				s.mu.Lock()
+				s.at = t
+				s.mu.Unlock()
+			}
+		}
+		return resp, err
+	})
+}
+
+func (s *serverClock) last() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.at, !s.at.IsZero()
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // withResourceVersion makes a merge patch conditional on the object's resourceVersion.
 func withResourceVersion(patch []byte, rv string) []byte {

@@ -14,12 +14,14 @@ import (
 	"testing"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
@@ -458,22 +460,82 @@ NODE  STATE  FOR  GROUP  LAST-REBOOT  DETAIL
 	if sw, _ := read(); sw.Paused || !sw.FailuresPaused {
 		t.Errorf("a person's resume touched the failure pause: %+v", sw)
 	}
-	do("failure budget reset: failed reboots recorded before now no longer count (was paused: max-failed-reboots: 2 nodes failed in this roll-out (a, b))\n", "resume", "--failures")
-	if sw, _ := read(); sw.FailuresPaused || !sw.FailuresResetAt.Equal(fixedNow) {
+	// resume --failures records the reset in the fleet record (who as the API server knows them, when
+	// by the API server's clock: never fixedNow, the "laptop's" clock here, years off) and then lifts
+	// the failure pause.
+	who := func() string {
+		t.Helper()
+		r, err := c.AuthenticationV1().SelfSubjectReviews().Create(context.Background(), &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Status.UserInfo.Username
+	}()
+	record := func() fleetrecord.Record {
+		t.Helper()
+		cm, err := c.CoreV1().ConfigMaps(ns).Get(context.Background(), fleetrecord.ConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := fleetrecord.Decode(cm.Data[fleetrecord.Key])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	serverTime := func(at time.Time, before, after time.Time) {
+		t.Helper()
+		if at.Before(before.Add(-2*time.Second).Truncate(time.Second)) || at.After(after.Add(2*time.Second)) {
+			t.Errorf("resume stamped %s, want the API server's clock (between %s and %s; the client's says %s)", at, before, after, fixedNow)
+		}
+	}
+	before := time.Now()
+	out, errOut, code := cli(append([]string{"resume", "--failures", "--reason", "nodes a and b mended"}, base...)...)
+	after := time.Now()
+	if code != ExitOK || errOut != "" || !strings.Contains(out, "failure budget reset by "+who+" at ") ||
+		!strings.HasSuffix(out, "failure budget's pause lifted (was: max-failed-reboots: 2 nodes failed in this roll-out (a, b))\n") {
+		t.Fatalf("resume --failures: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if sw, _ := read(); sw.FailuresPaused {
 		t.Errorf("after resume --failures: %+v", sw)
 	}
+	x, ok := record().LastResume("")
+	if !ok || x.By != who || x.Why != "nodes a and b mended" {
+		t.Errorf("record after resume --failures: %+v %v", x, ok)
+	}
+	serverTime(x.At, before, after)
 	if got := statusLine("Fleet:"); got != "Fleet:     running" {
 		t.Errorf("status after resume --failures: %q", got)
+	}
+	// Again, with no failure pause: a new count all the same (that is what it asks for), and it says so.
+	if out, errOut, code := cli(append([]string{"resume", "--failures"}, base...)...); code != ExitOK || errOut != "" ||
+		!strings.HasSuffix(out, " no longer count\nthe fleet was not paused by the failure budget\n") {
+		t.Errorf("resume --failures unpaused: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if _, _, code := cli(append([]string{"resume", "--failures", "--group", "a"}, base...)...); code != ExitUsage {
 		t.Errorf("--failures with --group: exit %d, want %d", code, ExitUsage)
 	}
-	// resume --version V: a new count of V's failures, the halt (--max-failed-per-version) released.
-	do("version 4600.0.0 resumed: its failed reboots recorded before now no longer count for its halt (--max-failed-per-version) or its canaries\n", "resume", "--version", "4600.0.0")
-	if sw, _ := read(); !sw.VersionResumedAt("4600.0.0").Equal(fixedNow) {
-		t.Errorf("after resume --version: %+v", sw)
+	// resume --version V: a new count of V's failures, the halt (--max-failed-per-version) released;
+	// a version with a + (update_engine's builds) is a version like any other.
+	for _, v := range []string{"4600.0.0", "4600.0.0+dev-1"} {
+		before := time.Now()
+		out, errOut, code := cli(append([]string{"resume", "--version", v}, base...)...)
+		if code != ExitOK || errOut != "" || !strings.HasPrefix(out, "version "+v+" resumed by "+who+" at ") {
+			t.Fatalf("resume --version %s: exit %d\n%s\n%s", v, code, out, errOut)
+		}
+		x, ok := record().LastResume(v)
+		if !ok || x.By != who {
+			t.Errorf("record after resume --version %s: %+v %v", v, x, ok)
+		}
+		serverTime(x.At, before, time.Now())
 	}
-	for _, bad := range [][]string{{"resume", "--version", "4600.0.0", "--failures"}, {"resume", "--version", "a b"}, {"pause", "--version", "1"}} {
+	if r := record(); len(r.Resumes) != 4 {
+		t.Errorf("the record keeps every resume: %+v", r.Resumes)
+	}
+	if _, _, code := cli(append([]string{"resume", "--reason", "x"}, base...)...); code != ExitUsage {
+		t.Errorf("resume --reason without --failures or --version: exit %d, want %d", code, ExitUsage)
+	}
+	for _, bad := range [][]string{{"resume", "--version", "4600.0.0", "--failures"}, {"resume", "--version", "a b"}, {"resume", "--version", "4600/0"}, {"pause", "--version", "1"}} {
 		if _, _, code := cli(append(bad, base...)...); code != ExitUsage {
 			t.Errorf("%v: exit %d, want %d", bad, code, ExitUsage)
 		}
@@ -483,7 +545,7 @@ NODE  STATE  FOR  GROUP  LAST-REBOOT  DETAIL
 	var o, e bytes.Buffer
 	noUser := filepath.Join(t.TempDir(), "kubeconfig-no-user")
 	writeKubeconfig(t, noUser, cp.URL, cp.Token, "")
-	code := run(context.Background(), "kubectl slipway", []string{"pause", "--kubeconfig", noUser, "-n", ns}, &o, &e, env{
+	code = run(context.Background(), "kubectl slipway", []string{"pause", "--kubeconfig", noUser, "-n", ns}, &o, &e, env{
 		now: func() time.Time { return fixedNow }, zone: time.UTC,
 		getenv: func(k string) string { return map[string]string{"USER": "carol"}[k] },
 	})
@@ -492,7 +554,7 @@ NODE  STATE  FOR  GROUP  LAST-REBOOT  DETAIL
 	}
 
 	// A namespace that does not exist: say so, create nothing.
-	_, errOut, code := cli("pause", "--kubeconfig", cp.Kubeconfig, "-n", "no-such-namespace")
+	_, errOut, code = cli("pause", "--kubeconfig", cp.Kubeconfig, "-n", "no-such-namespace")
 	if code != ExitError || !strings.Contains(errOut, "namespace no-such-namespace does not exist") {
 		t.Errorf("exit %d: %s", code, errOut)
 	}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
@@ -130,7 +131,15 @@ type Version struct {
 	// halted, or "" (canaries and halts off, or not published).
 	Canary  string     `json:"canary"`
 	BakeEnd *time.Time `json:"bakeEnd"`
-	Resumed *time.Time `json:"resumed"` // when a person last ran resume --version for it
+	Resumed *time.Time `json:"resumed"` // when a person last ran resume --version for it (the API server's clock)
+	// ResumedBy and ResumeReason: who resumed it last and why, as the fleet record keeps them.
+	ResumedBy    string `json:"resumedBy"`
+	ResumeReason string `json:"resumeReason"`
+	// Proven: cycles Slipway ran for it that ended on it (the fleet record's canary proof). Unproven:
+	// nodes on it that Slipway never rebooted onto it (new, replaced, rebooted by hand or relabelled):
+	// they prove nothing for its canaries.
+	Proven   int `json:"proven"`
+	Unproven int `json:"unproven"`
 	// ETASeconds: how long until its nodes asking or in their cycle are through: the wait for the reboot
 	// window to open, then ETA; nil when none are left, it is halted, the fleet is paused, or unknown
 	// (no cycle measured, no limit or window known).
@@ -196,9 +205,10 @@ type Node struct {
 	NoAgent bool `json:"noAgent"`
 }
 
-// Build derives the report from the Nodes and the slipway-fleet ConfigMap (nil when there is none) at
-// the instant now. It never fails: what the objects do not say is reported as unknown.
-func Build(nodes []corev1.Node, cm *corev1.ConfigMap, namespace string, now time.Time) Report {
+// Build derives the report from the Nodes, the slipway-fleet ConfigMap (nil when there is none) and
+// the fleet record (fleetrecord; the empty record when there is none) at the instant now. It never
+// fails: what the objects do not say is reported as unknown.
+func Build(nodes []corev1.Node, cm *corev1.ConfigMap, rec fleetrecord.Record, namespace string, now time.Time) Report {
 	st, published := fleetswitch.ReadStatus(cm)
 	sw := fleetswitch.Read(cm)
 	r := Report{
@@ -246,7 +256,7 @@ func Build(nodes []corev1.Node, cm *corev1.ConfigMap, namespace string, now time
 	sort.Slice(r.Nodes, func(i, j int) bool { return r.Nodes[i].Name < r.Nodes[j].Name })
 	r.Fleet.Budgets = budgets(entries, st, published)
 	settle, _ := time.ParseDuration(st.SettleTime)
-	r.Fleet.Versions = versions(entries, st, sw, now, progress{limits: poolLimits(r.Fleet.Budgets), cycles: st.CycleSeconds,
+	r.Fleet.Versions = versions(nodes, entries, st, rec, now, progress{limits: poolLimits(r.Fleet.Budgets), cycles: st.CycleSeconds,
 		settle: settle, schedule: r.Fleet.Schedule, paused: sw.Paused || sw.FailuresPaused})
 	r.Fleet.Problems = problems(r, now)
 	return r
@@ -362,15 +372,36 @@ func names(all []string, n int) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(all[:n], ", "), len(all)-n)
 }
 
-// versions summarises entries per OS version the way admission decides on them.
-func versions(entries []admission.Node, st fleetswitch.Status, sw fleetswitch.Switch, now time.Time, p progress) []Version {
+// versions summarises entries per OS version the way admission decides on them: what the Nodes say
+// now, and what the fleet record remembers.
+func versions(nodes []corev1.Node, entries []admission.Node, st fleetswitch.Status, rec fleetrecord.Record, now time.Time, p progress) []Version {
 	bake, _ := time.ParseDuration(st.CanaryBake)
 	c := admission.Canary{Nodes: st.CanaryNodes, Bake: bake, MaxFailed: st.MaxFailedPerVersion}
+	proven := map[string]bool{} // version + " " + node UID
+	for _, pr := range rec.Proofs {
+		proven[pr.Version+" "+pr.UID] = true
+	}
+	stats := admission.VersionsOf(entries)
+	for _, f := range rec.Failures { // a version only the record still knows (its nodes deleted) is shown too
+		if f.Version != "" && stats[f.Version] == nil {
+			stats[f.Version] = &admission.VersionStats{}
+		}
+	}
 	out := []Version{}
-	for v, s := range admission.VersionsOf(entries) {
-		resumed := sw.VersionResumedAt(v)
-		cs := admission.CanaryOf(*s, c, resumed, now, 0)
-		row := Version{Version: v, On: s.On, InCycle: s.InFlight, Asking: s.Asking, Failed: s.FailuresSince(resumed), Resumed: timePtr(resumed)}
+	for v, s := range stats {
+		resumed := rec.VersionResumedAt(v)
+		full := admission.WithMemory(*s, v, rec)
+		cs := admission.CanaryOf(full, c, resumed, now, 0)
+		row := Version{Version: v, On: s.On, InCycle: s.InFlight, Asking: s.Asking, Failed: full.FailuresSince(resumed),
+			Resumed: timePtr(resumed), Proven: len(full.Finished)}
+		if x, ok := rec.LastResume(v); ok {
+			row.ResumedBy, row.ResumeReason = x.By, x.Why
+		}
+		for i, e := range entries {
+			if e.Version == v && !e.State.InCycle() && !proven[v+" "+string(nodes[i].UID)] {
+				row.Unproven++
+			}
+		}
 		if c.On() && cs.State != "off" {
 			row.Canary, row.BakeEnd = cs.State, timePtr(cs.BakeEnd)
 		}

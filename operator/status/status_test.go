@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
@@ -128,7 +129,7 @@ func TestBudgets(t *testing.T) {
 	}
 	st := fleetswitch.Status{GroupLabel: zone, MaxUnavailable: "50%", MaxUnavailablePerGroup: "1", MaxUnavailableControlPlane: "1"}
 	cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, st)}}
-	r := Build(nodes, cm, "ns", time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+	r := Build(nodes, cm, fleetrecord.Record{}, "ns", time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
 	var got []string
 	for _, b := range r.Fleet.Budgets {
 		l := "nil"
@@ -143,7 +144,7 @@ func TestBudgets(t *testing.T) {
 	}
 
 	// Not published: the counts, but no limits.
-	r = Build(nodes, nil, "ns", time.Now())
+	r = Build(nodes, nil, fleetrecord.Record{}, "ns", time.Now())
 	if len(r.Fleet.Budgets) != 4 || r.Fleet.Budgets[0].Limit != nil || r.Fleet.Budgets[0].Unavailable != 3 {
 		t.Errorf("unpublished budgets: %+v", r.Fleet.Budgets)
 	}
@@ -204,7 +205,7 @@ func TestTextStripsControlCharacters(t *testing.T) {
 		protocol.RebootNeeded: "true", protocol.RebootError: hostile, protocol.DrainError: hostile,
 		protocol.BlockedBy: "budget: " + hostile, protocol.FleetLockGroup: "g\x1b[31m"}}}
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	r := Build([]corev1.Node{n}, nil, "ns", time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+	r := Build([]corev1.Node{n}, nil, fleetrecord.Record{}, "ns", time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
 	for _, width := range []int{0, 100} {
 		var b strings.Builder
 		if err := WriteText(&b, r, TextOptions{Width: width}); err != nil {
@@ -244,16 +245,25 @@ func TestVersions(t *testing.T) {
 		mk("a2", "A", ask("B")),
 		mk("a3", "A", draining), // B's canary, in its cycle
 		mk("b1", "B", map[string]string{protocol.LastRebootTime: "2026-11-23T08:58:00Z"}),
-		mk("a4", "A", map[string]string{protocol.NewVersion: "C", protocol.RebootNeeded: protocol.True, protocol.FailedVersion: "C", protocol.RebootFailed: "2026-11-23T08:00:00Z old-version: ..."}),
+		// On B with a recent last-reboot-time of its own, but no cycle Slipway ran: no proof.
+		mk("b2", "B", map[string]string{protocol.LastRebootTime: "2026-11-23T08:58:00Z"}),
+		// Its failure marks are gone (a person removed them): the record still holds C's failure.
+		mk("a4", "A", map[string]string{protocol.NewVersion: "C", protocol.RebootNeeded: protocol.True}),
 	}
+	nodes[3].UID, nodes[4].UID = "uid-b1", "uid-b2"
+	var rec fleetrecord.Record
+	rec.AddProof(fleetrecord.Proof{Node: "b1", UID: "uid-b1", Version: "B", At: now.Add(-2 * time.Minute)})
+	rec.AddFailure(fleetrecord.Failure{Node: "gone", UID: "uid-gone", Reason: fleetrecord.ReasonOldVersion, Version: "C", At: now.Add(-time.Hour), Budget: true})
 	st := fleetswitch.Status{MaxUnavailable: "1", CanaryNodes: 2, CanaryBake: "10m", MaxFailedPerVersion: 1}
 	cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, st)}}
-	r := Build(nodes, cm, "ns", now)
+	r := Build(nodes, cm, rec, "ns", now)
 	var got []string
 	for _, v := range r.Fleet.Versions {
-		got = append(got, fmt.Sprintf("%s on=%d in=%d asking=%d failed=%d %s", v.Version, v.On, v.InCycle, v.Asking, v.Failed, v.Canary))
+		got = append(got, fmt.Sprintf("%s on=%d in=%d asking=%d failed=%d proven=%d unproven=%d %s", v.Version, v.On, v.InCycle, v.Asking, v.Failed, v.Proven, v.Unproven, v.Canary))
 	}
-	want := []string{"A on=3 in=0 asking=0 failed=0 released", "B on=1 in=1 asking=2 failed=0 waiting", "C on=0 in=0 asking=1 failed=1 halted"}
+	// A: nodes on it, none rebooted onto it by Slipway, and canaries on: A is not released by them
+	// (nobody asks for it, so nothing waits).
+	want := []string{"A on=3 in=0 asking=0 failed=0 proven=0 unproven=3 canaries", "B on=2 in=1 asking=2 failed=0 proven=1 unproven=1 waiting", "C on=0 in=0 asking=1 failed=1 proven=0 unproven=0 halted"}
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Errorf("versions\n got %v\nwant %v", got, want)
 	}
@@ -262,8 +272,8 @@ func TestVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, line := range []string{
-		"Versions:  A: 3 on, 0 in cycle, 0 asking, 0 failed; released\n",
-		"           B: 1 on, 1 in cycle, 2 asking, 0 failed, ETA unknown; others wait for its canaries\n",
+		"Versions:  A: 3 on, 0 in cycle, 0 asking, 0 failed; canaries go (3 on it without a Slipway cycle: no proof)\n",
+		"           B: 2 on, 1 in cycle, 2 asking, 0 failed, ETA unknown; others wait for its canaries (1 on it without a Slipway cycle: no proof)\n",
 		"           C: 0 on, 0 in cycle, 1 asking, 1 failed; HALTED (undo: resume --version C)\n",
 	} {
 		if !strings.Contains(out.String(), line) {
@@ -271,12 +281,12 @@ func TestVersions(t *testing.T) {
 		}
 	}
 	// A person resumed C after its failure: it counts no more; without canaries published, no state.
-	cm.Data[fleetswitch.VersionResumedPrefix+"C"] = "2026-11-23T08:30:00Z"
-	r = Build(nodes, cm, "ns", now)
-	if c := r.Fleet.Versions[2]; c.Failed != 0 || c.Canary != "canaries" || c.Resumed == nil {
+	rec.AddResume(fleetrecord.Resume{Version: "C", By: "alice", Why: "rollback understood", At: now.Add(-30 * time.Minute)})
+	r = Build(nodes, cm, rec, "ns", now)
+	if c := r.Fleet.Versions[2]; c.Failed != 0 || c.Canary != "canaries" || c.Resumed == nil || c.ResumedBy != "alice" || c.ResumeReason != "rollback understood" {
 		t.Errorf("C after resume: %+v", c)
 	}
-	r = Build(nodes, nil, "ns", now)
+	r = Build(nodes, nil, rec, "ns", now)
 	if b := r.Fleet.Versions[1]; b.Canary != "" || b.Asking != 2 {
 		t.Errorf("B unpublished: %+v", b)
 	}
@@ -319,7 +329,7 @@ func TestProblems(t *testing.T) {
 		}
 		return b.String()
 	}
-	r := Build(nodes, cm, "ns", now)
+	r := Build(nodes, cm, fleetrecord.Record{}, "ns", now)
 	want := `stalled [drain] stalled: drain-failing
 undrainable [undrainable] drain failed: pod shop/web-0 would violate its PodDisruptionBudget
 blocked [] 2 nodes (blocker-2h, blocker-3h) waiting 3h: blocker: alerts: 1 alert firing
@@ -334,20 +344,20 @@ blocked [zoned] waiting 90m: paused: group zone-b paused: AZ maintenance
 
 	// The fleet's switches come first, a dead leader before everything.
 	cm.Data[fleetswitch.KeyPaused] = "change freeze"
-	r = Build(nodes[:1], cm, "ns", now)
+	r = Build(nodes[:1], cm, fleetrecord.Record{}, "ns", now)
 	renewed := now.Add(-time.Minute)
 	r.WithLease(&Lease{Holder: "op-1", Renewed: &renewed, Duration: 15})
 	want = "no-leader [] no operator is leading: the lease of op-1 expired (last renewed 2026-11-23T08:59:00Z)\npaused [] the fleet is paused: change freeze\n"
 	if g := got(r); g != want {
 		t.Errorf("problems\n got:\n%s\nwant:\n%s", g, want)
 	}
-	r = Build(nodes[:1], cm, "ns", now)
+	r = Build(nodes[:1], cm, fleetrecord.Record{}, "ns", now)
 	r.WithLease(&Lease{Holder: "op-1", Renewed: &renewed, Duration: 15, Live: true})
 	r.WithLease(nil) // published status, Lease not readable: no problem of its own
 	if g := got(r); g != "paused [] the fleet is paused: change freeze\n" {
 		t.Errorf("live lease: %s", g)
 	}
-	r = Build(nil, nil, "ns", now)
+	r = Build(nil, nil, fleetrecord.Record{}, "ns", now)
 	r.WithLease(nil)
 	if g := got(r); !strings.HasPrefix(g, "no-operator [] no operator in ns") {
 		t.Errorf("nothing installed: %q", g)
@@ -362,7 +372,7 @@ blocked [zoned] waiting 90m: paused: group zone-b paused: AZ maintenance
 		many = append(many, mk(fmt.Sprintf("n%02d", i), a))
 	}
 	var out bytes.Buffer
-	if err := WriteText(&out, Build(many, nil, "ns", now), TextOptions{Width: DefaultWidth}); err != nil {
+	if err := WriteText(&out, Build(many, nil, fleetrecord.Record{}, "ns", now), TextOptions{Width: DefaultWidth}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "\n           and 12 more: -o wide lists them all\nFleet:") || strings.Contains(out.String(), "n08: stalled") {
@@ -422,7 +432,7 @@ func TestVersionETA(t *testing.T) {
 			cm.Data[k] = v
 		}
 		out := map[string]string{}
-		for _, v := range Build(nodes, cm, "ns", now).Fleet.Versions {
+		for _, v := range Build(nodes, cm, fleetrecord.Record{}, "ns", now).Fleet.Versions {
 			out[v.Version] = "-"
 			if v.ETASeconds != nil {
 				out[v.Version] = (time.Duration(*v.ETASeconds) * time.Second).String()
@@ -447,7 +457,7 @@ func TestVersionETA(t *testing.T) {
 	none.CycleSeconds = nil
 	var out bytes.Buffer
 	cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, none)}}
-	if err := WriteText(&out, Build(nodes, cm, "ns", now), TextOptions{Width: DefaultWidth}); err != nil {
+	if err := WriteText(&out, Build(nodes, cm, fleetrecord.Record{}, "ns", now), TextOptions{Width: DefaultWidth}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"B: 1 on, 1 in cycle, 2 asking, 0 failed, ETA unknown\n", "Cycles:    none measured yet; --settle-time 1m0s\n"} {
@@ -494,7 +504,7 @@ func TestQueuePositions(t *testing.T) {
 		st := fleetswitch.Status{MaxUnavailable: "1", GroupLabel: zone, ControlPlaneOrder: order}
 		cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, st), fleetswitch.GroupPausePrefix + "b": ""}}
 		var got []string
-		for _, n := range Build(nodes, cm, "ns", now).Nodes {
+		for _, n := range Build(nodes, cm, fleetrecord.Record{}, "ns", now).Nodes {
 			if n.Queue > 0 {
 				got = append(got, fmt.Sprintf("%s=%d", n.Name, n.Queue))
 			}
@@ -533,7 +543,7 @@ func TestStallsAt(t *testing.T) {
 	}
 	report := func(timeout string) Report {
 		cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, fleetswitch.Status{MaxUnavailable: "1", RebootTimeout: timeout})}}
-		return Build(nodes, cm, "ns", now)
+		return Build(nodes, cm, fleetrecord.Record{}, "ns", now)
 	}
 	got := map[string]string{}
 	r := report("30m0s")
@@ -591,7 +601,7 @@ func TestNoAgent(t *testing.T) {
 		mk("zincati-quiet", 0, nil, map[string]string{protocol.FleetLockEnrolled: protocol.True}), // never asked yet
 		mk("enrolled-no", 0, nil, map[string]string{protocol.FleetLockEnrolled: protocol.False}),
 	}
-	r := Build(nodes, nil, "ns", now)
+	r := Build(nodes, nil, fleetrecord.Record{}, "ns", now)
 	var got []string
 	for _, n := range r.Nodes {
 		if n.NoAgent {
@@ -608,7 +618,7 @@ func TestNoAgent(t *testing.T) {
 	if want := "no-agent [] 3 nodes (bare, bare-hour, enrolled-no) have no update-agent: they never ask to reboot"; strings.Join(probs, "\n") != want {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(probs, "\n"), want)
 	}
-	r = Build(nodes[:1], nil, "ns", now)
+	r = Build(nodes[:1], nil, fleetrecord.Record{}, "ns", now)
 	if p := r.Fleet.Problems; len(p) != 1 || p[0].Node != "bare" || p[0].Kind != "no-agent" || p[0].Do == "" {
 		t.Errorf("one node without an agent: %+v", p)
 	}

@@ -363,6 +363,10 @@ func versionLine(v Version, now time.Time) string {
 	default:
 		l += "; " + v.Canary
 	}
+	if v.Canary != "" && v.Canary != "released" && v.Unproven > 0 {
+		// Nodes on it that Slipway never rebooted onto it: they release no canary hold.
+		l += fmt.Sprintf(" (%d on it without a Slipway cycle: no proof)", v.Unproven)
+	}
 	return l
 }
 

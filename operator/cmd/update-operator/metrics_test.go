@@ -162,8 +162,10 @@ func describe(t *testing.T, cs []prometheus.Collector) []metricInfo {
 // emptyFleet is a FleetView with no nodes: the fleet pool and the whole-fleet pause series exist.
 type emptyFleet struct{}
 
-func (emptyFleet) Nodes() []*corev1.Node      { return nil }
-func (emptyFleet) Switch() fleetswitch.Switch { return fleetswitch.Switch{} }
+func (emptyFleet) Nodes() []*corev1.Node       { return nil }
+func (emptyFleet) Switch() fleetswitch.Switch  { return fleetswitch.Switch{} }
+func (emptyFleet) Remembered() ([]string, int) { return []string{"4600.0.0"}, 0 } // one halted version: its series is listed
+
 func (emptyFleet) Pools() []admission.Pool {
 	return []admission.Pool{{Key: admission.FleetPool, Kind: admission.PoolFleet, Limited: true}}
 }

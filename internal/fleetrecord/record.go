@@ -1,0 +1,385 @@
+// Package fleetrecord is the fleet's memory: what the operator has learned about the fleet as a whole
+// (failed reboots, the OS versions they halt, canary proof, and who resumed what and when), kept in one
+// object of its own so that it outlives every Node.
+//
+// Why not on the Nodes: cluster-autoscaler deletes the empty, cordoned canary Slipway just drained,
+// MachineHealthChecks and cloud auto-repair replace unready Nodes, and a person may remove a mark. A
+// halt derived from marks on the failed Node dies with it. Here a failure is forgotten only when a
+// person resumes (Resume), and the record keeps who did and why.
+//
+// The record is a value: pure functions over it decide what counts, and the operator stores it as JSON
+// in ConfigMap slipway-fleet-record (ConfigMapName), written with optimistic concurrency
+// (resourceVersion). Every list is bounded (Bound) so the object never nears the API server's 1 MiB.
+package fleetrecord
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ConfigMapName is the record's ConfigMap, in the operator's namespace; Key the data key holding it.
+const (
+	ConfigMapName = "slipway-fleet-record"
+	Key           = "record"
+)
+
+// Bounds on what the record keeps (Bound). MaxFailures is also the most --max-failed-reboots and
+// --max-failed-per-version can usefully be: a count larger than what is kept could never be reached.
+const (
+	MaxFailures = 200
+	MaxProofs   = 200
+	MaxResumes  = 50
+	MaxWhy      = 256
+)
+
+// Failure reasons (Failure.Reason), as the operator's failed-reboots metric labels them.
+const (
+	ReasonStalled    = "stalled"
+	ReasonOldVersion = "old-version"
+	ReasonBlocker    = "blocker"
+)
+
+// Failure is one failed reboot the fleet remembers.
+type Failure struct {
+	Node string `json:"node"`
+	// UID of the Node it happened on: a Node re-created under the same name is another machine.
+	UID    string `json:"uid,omitempty"`
+	Reason string `json:"reason"`
+	// Version: the OS version it failed for. Set, it counts toward that version's halt
+	// (--max-failed-per-version) and holds its canaries.
+	Version string    `json:"version,omitempty"`
+	At      time.Time `json:"at"`
+	Why     string    `json:"why,omitempty"`
+	// Budget: it counts against --max-failed-reboots.
+	Budget bool `json:"budget,omitempty"`
+}
+
+// Proof is one reboot cycle the operator ran and saw end well: admitted for Version, the kubelet's
+// boot ID changed, the node came back Ready on Version. Only proofs release canaries; a node merely
+// seen on a version (new, replaced, rebooted by hand, relabelled) proves nothing.
+type Proof struct {
+	Node    string    `json:"node"`
+	UID     string    `json:"uid,omitempty"`
+	Version string    `json:"version"`
+	At      time.Time `json:"at"` // when the operator finished the cycle: a canary's bake starts here
+	BootID  string    `json:"bootID,omitempty"`
+}
+
+// Resume is a person's release: of one OS version's halt and canary failures (Version set), or of the
+// failure budget (Version ""). Failures recorded before At no longer count for it.
+type Resume struct {
+	Version string    `json:"version,omitempty"`
+	By      string    `json:"by"`
+	At      time.Time `json:"at"` // the API server's clock, never the client's
+	Why     string    `json:"why,omitempty"`
+}
+
+// Record is the fleet's memory.
+type Record struct {
+	Failures []Failure `json:"failures,omitempty"`
+	Proofs   []Proof   `json:"proofs,omitempty"`
+	Resumes  []Resume  `json:"resumes,omitempty"`
+}
+
+// Decode reads a record; "" is the empty record. Anything unreadable is an error: the caller must not
+// treat a record it cannot read as empty (that would lift every halt).
+func Decode(s string) (Record, error) {
+	var r Record
+	if strings.TrimSpace(s) == "" {
+		return r, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Record{}, fmt.Errorf("fleet record: %w", err)
+	}
+	for _, f := range r.Failures {
+		if f.Node == "" || f.At.IsZero() {
+			return Record{}, fmt.Errorf("fleet record: a failure without node or time (%+v)", f)
+		}
+	}
+	for _, p := range r.Proofs {
+		if p.Node == "" || p.Version == "" || p.At.IsZero() {
+			return Record{}, fmt.Errorf("fleet record: a proof without node, version or time (%+v)", p)
+		}
+	}
+	for _, x := range r.Resumes {
+		if x.At.IsZero() {
+			return Record{}, fmt.Errorf("fleet record: a resume without time (%+v)", x)
+		}
+	}
+	r.sort()
+	return r, nil
+}
+
+// Encode writes the record, bounded, in a stable form (the same record always encodes the same).
+func (r Record) Encode() string {
+	r = r.Clone()
+	r.Bound()
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+// Clone is a deep copy.
+func (r Record) Clone() Record {
+	return Record{
+		Failures: append([]Failure(nil), r.Failures...),
+		Proofs:   append([]Proof(nil), r.Proofs...),
+		Resumes:  append([]Resume(nil), r.Resumes...),
+	}
+}
+
+// AddFailure records f unless an equal one is there; it reports whether the record changed.
+func (r *Record) AddFailure(f Failure) bool {
+	f.At = f.At.UTC().Truncate(time.Second)
+	f.Why = clip(f.Why, MaxWhy)
+	for _, g := range r.Failures {
+		if g.UID == f.UID && g.Node == f.Node && g.Reason == f.Reason && g.Version == f.Version && g.Budget == f.Budget && g.At.Equal(f.At) {
+			return false
+		}
+	}
+	r.Failures = append(r.Failures, f)
+	r.sort()
+	return true
+}
+
+// AddProof records p unless one for the same node (UID) and version finished at the same time is
+// there; it reports whether the record changed.
+func (r *Record) AddProof(p Proof) bool {
+	p.At = p.At.UTC().Truncate(time.Second)
+	for _, q := range r.Proofs {
+		if q.UID == p.UID && q.Node == p.Node && q.Version == p.Version && q.At.Equal(p.At) {
+			return false
+		}
+	}
+	r.Proofs = append(r.Proofs, p)
+	r.sort()
+	return true
+}
+
+// AddResume records x.
+func (r *Record) AddResume(x Resume) {
+	x.At = x.At.UTC().Truncate(time.Second)
+	x.Why = clip(x.Why, MaxWhy)
+	r.Resumes = append(r.Resumes, x)
+	r.sort()
+}
+
+// Merge adds every entry of o not in r (a leader's own additions onto the stored record, or the
+// stored record onto them); it reports whether r changed. Resumes are matched whole.
+func (r *Record) Merge(o Record) bool {
+	changed := false
+	for _, f := range o.Failures {
+		changed = r.AddFailure(f) || changed
+	}
+	for _, p := range o.Proofs {
+		changed = r.AddProof(p) || changed
+	}
+	for _, x := range o.Resumes {
+		x.At = x.At.UTC().Truncate(time.Second)
+		x.Why = clip(x.Why, MaxWhy)
+		found := false
+		for _, y := range r.Resumes {
+			if sameResume(x, y) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			r.Resumes = append(r.Resumes, x)
+			changed = true
+		}
+	}
+	r.sort()
+	return changed
+}
+
+// ResumedAt is when the last resume of version v ("" : of the failure budget) happened (zero: never).
+func (r Record) ResumedAt(v string) time.Time {
+	var t time.Time
+	for _, x := range r.Resumes {
+		if x.Version == v && x.At.After(t) {
+			t = x.At
+		}
+	}
+	return t
+}
+
+// LastResume is the last resume of version v ("": of the failure budget), ok false when none.
+func (r Record) LastResume(v string) (Resume, bool) {
+	var out Resume
+	ok := false
+	for _, x := range r.Resumes {
+		if x.Version == v && (!ok || !x.At.Before(out.At)) {
+			out, ok = x, true
+		}
+	}
+	return out, ok
+}
+
+// VersionResumedAt is ResumedAt for an OS version (admission's Memory).
+func (r Record) VersionResumedAt(v string) time.Time {
+	if v == "" {
+		return time.Time{}
+	}
+	return r.ResumedAt(v)
+}
+
+// VersionFailures are the times of every failure recorded for version v, sorted (resumed or not:
+// the caller counts from the resume it reads).
+func (r Record) VersionFailures(v string) []time.Time {
+	var out []time.Time
+	for _, f := range r.Failures {
+		if v != "" && f.Version == v {
+			out = append(out, f.At)
+		}
+	}
+	return out
+}
+
+// VersionProofs are the times the cycles the operator ran for version v finished, sorted.
+func (r Record) VersionProofs(v string) []time.Time {
+	var out []time.Time
+	for _, p := range r.Proofs {
+		if p.Version == v {
+			out = append(out, p.At)
+		}
+	}
+	return out
+}
+
+// BudgetFailures are the nodes whose failures count against --max-failed-reboots now: recorded at or
+// after the last resume of the failure budget, one per machine (UID, else name), sorted by name.
+func (r Record) BudgetFailures() []string {
+	reset := r.ResumedAt("")
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range r.Failures {
+		if !f.Budget || f.At.Before(reset) {
+			continue
+		}
+		id := f.UID
+		if id == "" {
+			id = "name:" + f.Node
+		}
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		out = append(out, f.Node)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Halted lists the versions that have at least max failures since their last resume (max 0: none).
+func (r Record) Halted(max int) []string {
+	if max <= 0 {
+		return nil
+	}
+	count := map[string]int{}
+	for _, f := range r.Failures {
+		if f.Version != "" && !f.At.Before(r.ResumedAt(f.Version)) {
+			count[f.Version]++
+		}
+	}
+	var out []string
+	for v, n := range count {
+		if n >= max {
+			out = append(out, v)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Bound keeps the record within its limits, dropping the oldest entries that no longer count first
+// (failures before their resume, proofs of versions with newer proofs), then the oldest. Dropping
+// the oldest failure that still counts needs more than MaxFailures failures since a resume: a halt
+// or pause they caused is then still held by the newer ones.
+func (r *Record) Bound() {
+	r.sort()
+	if n := len(r.Failures) - MaxFailures; n > 0 {
+		var keep []Failure
+		for _, f := range r.Failures {
+			spent := (f.Version == "" || f.At.Before(r.ResumedAt(f.Version))) && (!f.Budget || f.At.Before(r.ResumedAt("")))
+			if spent && n > 0 {
+				n--
+				continue
+			}
+			keep = append(keep, f)
+		}
+		if len(keep) > MaxFailures {
+			keep = keep[len(keep)-MaxFailures:]
+		}
+		r.Failures = keep
+	}
+	if len(r.Proofs) > MaxProofs {
+		r.Proofs = r.Proofs[len(r.Proofs)-MaxProofs:]
+	}
+	if len(r.Resumes) > MaxResumes {
+		// Keep the newest of each scope first: they are what decides.
+		last := map[string]Resume{}
+		for _, x := range r.Resumes {
+			last[x.Version] = x
+		}
+		var keep []Resume
+		extra := MaxResumes - len(last)
+		for i := len(r.Resumes) - 1; i >= 0; i-- {
+			x := r.Resumes[i]
+			if sameResume(last[x.Version], x) {
+				keep = append(keep, x)
+			} else if extra > 0 {
+				keep = append(keep, x)
+				extra--
+			}
+		}
+		r.Resumes = keep
+	}
+	r.sort()
+}
+
+// sort keeps every list oldest first (ties in a stable, total order) so equal records encode equally.
+func (r *Record) sort() {
+	sort.SliceStable(r.Failures, func(i, j int) bool {
+		a, b := r.Failures[i], r.Failures[j]
+		if !a.At.Equal(b.At) {
+			return a.At.Before(b.At)
+		}
+		return fmt.Sprint(a) < fmt.Sprint(b)
+	})
+	sort.SliceStable(r.Proofs, func(i, j int) bool {
+		a, b := r.Proofs[i], r.Proofs[j]
+		if !a.At.Equal(b.At) {
+			return a.At.Before(b.At)
+		}
+		return fmt.Sprint(a) < fmt.Sprint(b)
+	})
+	sort.SliceStable(r.Resumes, func(i, j int) bool {
+		a, b := r.Resumes[i], r.Resumes[j]
+		if !a.At.Equal(b.At) {
+			return a.At.Before(b.At)
+		}
+		return fmt.Sprint(a) < fmt.Sprint(b)
+	})
+}
+
+func sameResume(a, b Resume) bool {
+	return a.Version == b.Version && a.By == b.By && a.Why == b.Why && a.At.Equal(b.At)
+}
+
+// clip cuts s to at most n bytes on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8Start(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }

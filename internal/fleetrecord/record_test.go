@@ -1,0 +1,204 @@
+package fleetrecord
+
+import (
+	"fmt"
+	"math/rand"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
+
+func at(min int) time.Time { return t0.Add(time.Duration(min) * time.Minute) }
+
+func TestHaltOutlivesItsNodeUntilResumed(t *testing.T) {
+	var r Record
+	r.AddFailure(Failure{Node: "a", UID: "u1", Reason: ReasonOldVersion, Version: "4593.2.5", At: at(0), Budget: true})
+	r.AddFailure(Failure{Node: "b", UID: "u2", Reason: ReasonStalled, Version: "4593.2.5", At: at(1)})
+	if got := r.Halted(2); !reflect.DeepEqual(got, []string{"4593.2.5"}) {
+		t.Fatalf("halted: %v, want the version", got)
+	}
+	if got := r.Halted(3); got != nil {
+		t.Fatalf("halted at 3: %v, want none", got)
+	}
+	if got := r.Halted(0); got != nil {
+		t.Fatalf("halts off: %v", got)
+	}
+	// Nothing about the Nodes is read: the record alone holds the halt. A resume of another version
+	// or of the failure budget lifts nothing.
+	r.AddResume(Resume{Version: "4593.2.6", By: "alice", At: at(2)})
+	r.AddResume(Resume{By: "alice", At: at(2)})
+	if got := r.Halted(2); len(got) != 1 {
+		t.Fatalf("halt lifted by another resume: %v", got)
+	}
+	r.AddResume(Resume{Version: "4593.2.5", By: "bob", Why: "rollback understood", At: at(3)})
+	if got := r.Halted(1); got != nil {
+		t.Fatalf("halt not lifted by its resume: %v", got)
+	}
+	if x, ok := r.LastResume("4593.2.5"); !ok || x.By != "bob" || x.Why != "rollback understood" || !x.At.Equal(at(3)) {
+		t.Fatalf("last resume: %+v %v", x, ok)
+	}
+	r.AddFailure(Failure{Node: "c", UID: "u3", Reason: ReasonStalled, Version: "4593.2.5", At: at(4)})
+	if got := r.Halted(1); len(got) != 1 {
+		t.Fatalf("a failure after the resume counts: %v", got)
+	}
+	if n := len(r.VersionFailures("4593.2.5")); n != 3 {
+		t.Fatalf("version failures: %d, want all 3 (the caller counts from the resume)", n)
+	}
+}
+
+func TestBudgetCountsMachinesSinceTheLastReset(t *testing.T) {
+	var r Record
+	r.AddFailure(Failure{Node: "a", UID: "u1", Reason: ReasonBlocker, At: at(0), Budget: true})
+	r.AddFailure(Failure{Node: "a", UID: "u1", Reason: ReasonStalled, At: at(1), Budget: true})
+	// The same name, re-created: another machine.
+	r.AddFailure(Failure{Node: "a", UID: "u9", Reason: ReasonStalled, At: at(2), Budget: true})
+	// A per-version stall entry does not count twice against the budget.
+	r.AddFailure(Failure{Node: "b", UID: "u2", Reason: ReasonStalled, Version: "v2", At: at(2)})
+	if got := r.BudgetFailures(); !reflect.DeepEqual(got, []string{"a", "a"}) {
+		t.Fatalf("budget failures: %v", got)
+	}
+	r.AddResume(Resume{By: "alice", At: at(2)})
+	if got := r.BudgetFailures(); !reflect.DeepEqual(got, []string{"a"}) {
+		t.Fatalf("after reset at the time of the last failure: %v (a failure at the reset's second still counts)", got)
+	}
+	r.AddResume(Resume{By: "alice", At: at(3)})
+	if got := r.BudgetFailures(); got != nil {
+		t.Fatalf("after reset: %v", got)
+	}
+}
+
+func TestAddIsIdempotentAndMergeConverges(t *testing.T) {
+	f := Failure{Node: "a", UID: "u1", Reason: ReasonOldVersion, Version: "v", At: at(0).Add(300 * time.Millisecond), Budget: true}
+	var r Record
+	if !r.AddFailure(f) || r.AddFailure(f) {
+		t.Fatal("the first add must change the record, the second not")
+	}
+	p := Proof{Node: "a", UID: "u1", Version: "v", At: at(1)}
+	if !r.AddProof(p) || r.AddProof(p) {
+		t.Fatal("proofs: the first add must change the record, the second not")
+	}
+	r.AddResume(Resume{Version: "v", By: "x", At: at(2)})
+	var s Record
+	s.AddProof(Proof{Node: "b", UID: "u2", Version: "v", At: at(5)})
+	a, b := r.Clone(), s.Clone()
+	a.Merge(s)
+	b.Merge(r)
+	if a.Encode() != b.Encode() {
+		t.Fatalf("merge is not symmetric:\n%s\n%s", a.Encode(), b.Encode())
+	}
+	if a.Merge(b) {
+		t.Fatal("merging what is already there changed the record")
+	}
+}
+
+func TestEncodeDecodeRoundTripAndStableOrder(t *testing.T) {
+	var entries []Failure
+	for i := 0; i < 20; i++ {
+		entries = append(entries, Failure{Node: fmt.Sprintf("n%d", i%7), UID: fmt.Sprintf("u%d", i), Reason: ReasonStalled, Version: "v", At: at(i % 5), Budget: i%2 == 0})
+	}
+	var a, b Record
+	for _, f := range entries {
+		a.AddFailure(f)
+	}
+	rand.New(rand.NewSource(1)).Shuffle(len(entries), func(i, j int) { entries[i], entries[j] = entries[j], entries[i] })
+	for _, f := range entries {
+		b.AddFailure(f)
+	}
+	a.AddResume(Resume{Version: "v", By: "me", At: at(3)})
+	b.AddResume(Resume{Version: "v", By: "me", At: at(3)})
+	if a.Encode() != b.Encode() {
+		t.Fatal("the same record in another order encodes differently")
+	}
+	back, err := Decode(a.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Encode() != a.Encode() {
+		t.Fatalf("round trip changed the record:\n%s\n%s", a.Encode(), back.Encode())
+	}
+}
+
+func TestDecodeRefusesWhatItCannotRead(t *testing.T) {
+	for _, bad := range []string{
+		"{", "[]", `{"failures":"x"}`, `{"halts":[]}`,
+		`{"failures":[{"reason":"stalled","at":"2026-11-26T03:00:00Z"}]}`, // no node
+		`{"failures":[{"node":"a","reason":"stalled"}]}`,                  // no time
+		`{"proofs":[{"node":"a","at":"2026-11-26T03:00:00Z"}]}`,           // no version
+		`{"resumes":[{"version":"v","by":"x"}]}`,                          // no time
+	} {
+		if _, err := Decode(bad); err == nil {
+			t.Errorf("Decode(%q): no error", bad)
+		}
+	}
+	r, err := Decode("  ")
+	if err != nil || len(r.Failures)+len(r.Proofs)+len(r.Resumes) != 0 {
+		t.Fatalf("empty: %+v %v", r, err)
+	}
+}
+
+// TestBoundKeepsHaltsAndSize: a record driven far past its limits stays under a quarter of a
+// ConfigMap's 1 MiB with the longest names Kubernetes allows, and every halt and pause it held
+// before bounding it still holds.
+func TestBoundKeepsHaltsAndSize(t *testing.T) {
+	long := strings.Repeat("n", 253)
+	uid := "0f0f0f0f-0f0f-0f0f-0f0f-0f0f0f0f0f0f"
+	why := strings.Repeat("w", 2000)
+	var r Record
+	for i := 0; i < 5*MaxFailures; i++ {
+		v := fmt.Sprintf("4593.%d.0", i%3)
+		r.AddFailure(Failure{Node: long[:250] + fmt.Sprint(i%1000), UID: uid, Reason: ReasonStalled, Version: v, At: at(i), Why: why, Budget: i%2 == 0})
+		r.AddProof(Proof{Node: long, UID: uid, Version: v, At: at(i), BootID: uid})
+		if i%10 == 0 {
+			r.AddResume(Resume{Version: v, By: long, Why: why, At: at(i)})
+		}
+	}
+	r.AddResume(Resume{Version: "4593.0.0", By: "last", At: at(5*MaxFailures - 5)})
+	before := r.Halted(MaxFailures / 10)
+	budget := len(r.BudgetFailures())
+	enc := r.Encode()
+	if len(enc) > 256<<10 {
+		t.Fatalf("encoded record is %d bytes, over 256 KiB", len(enc))
+	}
+	back, err := Decode(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Failures) > MaxFailures || len(back.Proofs) > MaxProofs || len(back.Resumes) > MaxResumes {
+		t.Fatalf("over the bounds: %d failures, %d proofs, %d resumes", len(back.Failures), len(back.Proofs), len(back.Resumes))
+	}
+	if after := back.Halted(MaxFailures / 10); !reflect.DeepEqual(after, before) {
+		t.Fatalf("bounding changed the halts: %v -> %v", before, after)
+	}
+	if !back.ResumedAt("4593.0.0").Equal(at(5*MaxFailures - 5)) {
+		t.Fatal("the newest resume of a version was dropped")
+	}
+	if got := len(back.BudgetFailures()); got != budget && got < 1 {
+		t.Fatalf("budget failures %d -> %d", budget, got)
+	}
+	if len(back.Failures[0].Why) > MaxWhy {
+		t.Fatalf("why kept at %d bytes", len(back.Failures[0].Why))
+	}
+}
+
+func TestClipKeepsRunes(t *testing.T) {
+	s := strings.Repeat("é", 200) // 2 bytes each
+	c := clip(s, 255)
+	if len(c) != 254 || !strings.HasPrefix(s, c) {
+		t.Fatalf("clip: %d bytes", len(c))
+	}
+}
+
+func BenchmarkEncodeFull(b *testing.B) {
+	var r Record
+	for i := 0; i < MaxFailures; i++ {
+		r.AddFailure(Failure{Node: fmt.Sprintf("node-%04d", i), UID: fmt.Sprint(i), Reason: ReasonStalled, Version: "v", At: at(i), Budget: true})
+		r.AddProof(Proof{Node: fmt.Sprintf("node-%04d", i), UID: fmt.Sprint(i), Version: "v", At: at(i)})
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		_ = r.Encode()
+	}
+}
