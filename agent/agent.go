@@ -273,7 +273,7 @@ func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
 		p.DeleteAnnotation(n, protocol.RebootError)
 	}
 	if !p.Empty() {
-		out, err := p.Apply(ctx, a.cfg.Client, a.cfg.NodeName)
+		out, err := p.Apply(ctx, a.cfg.Client, n)
 		if err != nil {
 			if rebootNow && !protocol.IsTrue(n.Annotations, protocol.RebootInProgress) {
 				// Never reboot before the node says so: the operator counts on reboot-in-progress.
@@ -304,7 +304,7 @@ func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
 		log.Error(err, "reboot refused; will retry", "retryIn", delay.String())
 		var ep nodes.Patch
 		ep.SetAnnotation(n, protocol.RebootError, fmt.Sprintf("%s: %v", time.Now().UTC().Format(time.RFC3339), err))
-		if out, perr := ep.Apply(ctx, a.cfg.Client, a.cfg.NodeName); perr == nil {
+		if out, perr := ep.Apply(ctx, a.cfg.Client, n); perr == nil {
 			a.overlay.Wrote(out)
 		} else {
 			log.Error(perr, "cannot report the reboot error on the node")
@@ -315,7 +315,7 @@ func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
 	a.rebootAfter = time.Now().Add(a.cfg.RebootRepeat)
 	var ep nodes.Patch
 	ep.DeleteAnnotation(n, protocol.RebootError)
-	if out, err := ep.Apply(ctx, a.cfg.Client, a.cfg.NodeName); err == nil && out != nil {
+	if out, err := ep.Apply(ctx, a.cfg.Client, n); err == nil && out != nil {
 		a.overlay.Wrote(out)
 	}
 	return a.rebootAfter, nil

@@ -163,7 +163,7 @@ func TestOperatorPolicy(t *testing.T) {
 			}
 			p := nodes.Patch{ResourceVersion: n.ResourceVersion}
 			step(n, &p)
-			if _, err := p.Apply(ctx, op, "op-a"); err != nil {
+			if _, err := p.Apply(ctx, op, n); err != nil {
 				t.Fatalf("step %d refused: %v", i, err)
 			}
 		}

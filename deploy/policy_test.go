@@ -201,7 +201,7 @@ func TestAgentPolicy(t *testing.T) {
 		p.SetAnnotation(n, protocol.RebootNeeded, protocol.True)
 		p.SetLabel(n, protocol.RebootNeeded, protocol.True)
 		p.ResourceVersion = n.ResourceVersion
-		if _, err := p.Apply(ctx, agent, "agent-a"); err != nil {
+		if _, err := p.Apply(ctx, agent, n); err != nil {
 			t.Fatalf("the agent cannot write its own keys: %v", err)
 		}
 		// Changing and removing its own keys.
@@ -211,7 +211,7 @@ func TestAgentPolicy(t *testing.T) {
 		p.SetLabel(n, protocol.RebootNeeded, protocol.False)
 		p.DeleteAnnotation(n, protocol.RebootError)
 		p.DeleteLabel(n, protocol.Group)
-		out, err := p.Apply(ctx, agent, "agent-a")
+		out, err := p.Apply(ctx, agent, n)
 		if err != nil {
 			t.Fatalf("the agent cannot change or remove its own keys: %v", err)
 		}
@@ -307,7 +307,7 @@ func TestAgentPolicy(t *testing.T) {
 			p.Annotations = map[string]*string{protocol.RebootOK: nodes.Str(protocol.True), protocol.Cordoned: nodes.Str(protocol.True)}
 			p.Unschedulable = new(bool)
 			*p.Unschedulable = true
-			if _, err := p.Apply(ctx, operator, n); err != nil {
+			if _, err := p.Apply(ctx, operator, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
 				t.Errorf("the operator cannot grant reboot-ok and cordon %s: %v", n, err)
 			}
 		}

@@ -92,7 +92,7 @@ func (n *Nodes) PreReboot(ctx context.Context, id, group string) (bool, error) {
 		p.SetAnnotation(node, protocol.FleetLockID, id)
 		p.SetAnnotation(node, protocol.FleetLockGroup, group) // its budget group, unless labelled
 	}
-	if _, err := p.Apply(ctx, n.Client, node.Name); err != nil {
+	if _, err := p.Apply(ctx, n.Client, node); err != nil {
 		return false, err
 	}
 	if row.Do == protocol.NodeAsk && n.Switch != nil {
@@ -128,6 +128,6 @@ func (n *Nodes) SteadyState(ctx context.Context, id, group string) error {
 	}
 	p := nodes.Patch{ResourceVersion: node.ResourceVersion}
 	p.ApplyEffects(node, protocol.NodeWrites(false, false)...)
-	_, err = p.Apply(ctx, n.Client, node.Name)
+	_, err = p.Apply(ctx, n.Client, node)
 	return err
 }

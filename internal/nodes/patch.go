@@ -31,6 +31,10 @@ type Patch struct {
 	// ResourceVersion, when set, makes the server refuse the patch (409 Conflict) if the Node changed
 	// since the version the decision was made on.
 	ResourceVersion string
+	// UID is the Node the patch was computed for (Apply sets it): the server refuses the patch on a
+	// Node deleted and created again under the same name, a machine the decision was not about
+	// (Kubernetes' own NodeRestriction and PodGC bugs were writes keyed by name alone).
+	UID types.UID
 }
 
 // Str returns a pointer to s, for Patch values.
@@ -124,6 +128,9 @@ func (p *Patch) JSON() ([]byte, error) {
 	if p.ResourceVersion != "" {
 		meta["resourceVersion"] = p.ResourceVersion
 	}
+	if p.UID != "" {
+		meta["uid"] = p.UID
+	}
 	body := map[string]interface{}{}
 	if len(meta) > 0 {
 		body["metadata"] = meta
@@ -169,20 +176,26 @@ func (p *Patch) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// Apply sends the patch. An empty patch sends nothing and returns (nil, nil).
-func (p *Patch) Apply(ctx context.Context, c kubernetes.Interface, name string) (*corev1.Node, error) {
+// Apply sends the patch to n, the Node it was computed for: conditional on n's UID, so a Node
+// created again under n's name is never written with a decision about the old one. An empty patch
+// sends nothing and returns (nil, nil).
+func (p *Patch) Apply(ctx context.Context, c kubernetes.Interface, n *corev1.Node) (*corev1.Node, error) {
 	if p.Empty() {
 		return nil, nil
+	}
+	name := n.Name
+	if p.UID == "" {
+		p.UID = n.UID
 	}
 	body, err := p.JSON()
 	if err != nil {
 		return nil, err
 	}
-	n, err := c.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
+	out, err := c.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("patching node %s (%s): %w", name, p, err)
 	}
-	return n, nil
+	return out, nil
 }
 
 // ApplyEffects adds the protocol effects to p (only those whose value differs on n).

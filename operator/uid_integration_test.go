@@ -1,0 +1,120 @@
+package operator_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slipway-dev/slipway/internal/nodes"
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator"
+)
+
+// Every Node write carries the UID of the Node it was computed for: a Node deleted and created again
+// under the same name (cloud instance names, Cluster API) is another machine, and the API server
+// refuses a write meant for the old one -- an annotation, a label or a cordon alike.
+func TestNodeWritesCarryTheUID(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	mk := func() *corev1.Node {
+		t.Helper()
+		n, err := client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "uid-a"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	old := mk()
+	if err := client.CoreV1().Nodes().Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := mk()
+	if fresh.UID == old.UID {
+		t.Fatal("the API server gave the new Node the old UID")
+	}
+	for _, build := range []func(p *nodes.Patch, n *corev1.Node){
+		func(p *nodes.Patch, n *corev1.Node) { p.SetAnnotation(n, protocol.RebootOK, protocol.True) },
+		func(p *nodes.Patch, n *corev1.Node) { p.SetLabel(n, protocol.BeforeReboot, protocol.True) },
+		func(p *nodes.Patch, n *corev1.Node) { p.SetUnschedulable(n, true) }, // spec alone: still conditional
+	} {
+		var p nodes.Patch
+		build(&p, old)
+		if _, err := p.Apply(ctx, client, old); err == nil {
+			t.Errorf("a write computed for the deleted Node (%s) landed on the new one", p.String())
+		}
+	}
+	n := getNode(t, "uid-a")
+	if n.Spec.Unschedulable || n.Annotations[protocol.RebootOK] != "" || n.Labels[protocol.BeforeReboot] != "" {
+		t.Fatalf("the new Node was changed: unschedulable=%v %v %v", n.Spec.Unschedulable, n.Annotations, n.Labels)
+	}
+	var p nodes.Patch
+	p.SetAnnotation(fresh, protocol.RebootOK, protocol.True)
+	if out, err := p.Apply(ctx, client, fresh); err != nil || out.Annotations[protocol.RebootOK] != protocol.True {
+		t.Fatalf("a write computed for the new Node: %v", err)
+	}
+}
+
+// A Node deleted in its cycle (cluster-autoscaler removing the drained node, a machine health check
+// replacing it) ends that cycle as replaced: its slot goes to the next node at once, nothing is counted
+// as a failed reboot, and the Event and cycles_total{result="replaced"} say so.
+func TestNodeDeletedInItsCycleIsReplaced(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	for _, name := range []string{"rep-0", "rep-1"} {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{protocol.RebootNeeded: protocol.True}}}
+		created, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		created.Status.NodeInfo.BootID = name + "-boot-0"
+		if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	startOperator(t, opOptions{max: "1", metrics: operator.NewMetrics(reg), tweak: func(c *operator.Config) { c.MaxFailedReboots = 1 }})
+	// No agent reboots it: the admitted node stays granted, holding the only slot.
+	var first, second string
+	deadline := time.Now().Add(30 * time.Second)
+	for first == "" {
+		for _, name := range []string{"rep-0", "rep-1"} {
+			if getNode(t, name).Annotations[protocol.RebootOK] == protocol.True {
+				first, second = name, map[string]string{"rep-0": "rep-1", "rep-1": "rep-0"}[name]
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no node granted")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitNode(t, second, 30*time.Second, "held by the budget", func(n *corev1.Node) bool {
+		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "budget:")
+	})
+	if err := client.CoreV1().Nodes().Delete(ctx, first, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, second, 30*time.Second, "admitted into the freed slot", func(n *corev1.Node) bool {
+		return n.Annotations[protocol.CycleStarted] != ""
+	})
+	if v := counterLabel(t, reg, "slipway_operator_cycles_total", "result", "replaced"); v != 1 {
+		t.Errorf(`cycles_total{result="replaced"} = %v, want 1`, v)
+	}
+	if v := counterLabel(t, reg, "slipway_operator_failed_reboots_total", "reason", "stalled") +
+		counterLabel(t, reg, "slipway_operator_failed_reboots_total", "reason", "blocker"); v != 0 {
+		t.Errorf("a replaced node was counted as a failed reboot (%v)", v)
+	}
+	if events(t, first, "CycleReplaced") != 1 {
+		t.Error("no CycleReplaced Event for the deleted node")
+	}
+	if n := getNode(t, second); strings.HasPrefix(n.Annotations[protocol.BlockedBy], "paused:") {
+		t.Errorf("the fleet paused itself: %v", n.Annotations)
+	}
+}
