@@ -25,6 +25,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/slipway-dev/slipway/internal/clusterpki"
 )
 
 // ControlPlane is a running etcd + kube-apiserver (+ kube-controller-manager) on loopback.
@@ -38,6 +40,7 @@ type ControlPlane struct {
 	procs      []*exec.Cmd
 	bin        string   // directory of the binaries
 	apiArgs    []string // kube-apiserver's command line, for RestartAPIServer
+	clientCA   *clusterpki.CA
 }
 
 // Options select what to start.
@@ -209,7 +212,9 @@ func StartControlPlane(ctx context.Context, dir string, opt Options) (*ControlPl
 		return nil, err
 	}
 	tokens := filepath.Join(dir, "tokens.csv")
-	tokenLines := cp.Token + ",slipway-admin,slipway-admin,\"system:masters\"\n"
+	// The admin is also in Slipway's break-glass group (deploy/base/keys-policy.yaml): tests seed and
+	// inspect every key as it; the policy's tests use identities of their own (ClientConfig, tokens).
+	tokenLines := cp.Token + ",slipway-admin,slipway-admin,\"system:masters,slipway:break-glass\"\n"
 	for name, tok := range opt.NodeTokens {
 		tokenLines += fmt.Sprintf("%s,system:node:%s,node-%s,\"system:nodes\"\n", tok, name, name)
 	}
@@ -234,6 +239,11 @@ func StartControlPlane(ctx context.Context, dir string, opt Options) (*ControlPl
 		"--allow-privileged=true",
 		"--v=0",
 	}
+	var clientCAFile string
+	if cp.clientCA, clientCAFile, err = writeClientCA(filepath.Join(dir, "client-pki")); err != nil {
+		return nil, err
+	}
+	args = append(args, "--client-ca-file="+clientCAFile)
 	if opt.ForKubelets {
 		pki, err := writePKI(filepath.Join(dir, "pki"), append([]string{"127.0.0.1"}, opt.ServingIPs...))
 		if err != nil {

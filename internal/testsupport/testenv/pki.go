@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/slipway-dev/slipway/internal/clusterpki"
 )
 
@@ -45,4 +47,35 @@ func writePKI(dir string, ips []string) (pkiFiles, error) {
 		}
 	}
 	return f, nil
+}
+
+// writeClientCA makes the CA the API server trusts for client certificates (--client-ca-file), so
+// tests can authenticate with an identity of their choice exactly as a kubelet does: a certificate with
+// CN=user and O=groups (ClientConfig).
+func writeClientCA(dir string) (*clusterpki.CA, string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", err
+	}
+	ca, err := clusterpki.NewCA("slipway-test-client-ca", time.Now(), 7*24*time.Hour)
+	if err != nil {
+		return nil, "", err
+	}
+	path := filepath.Join(dir, "client-ca.crt")
+	return ca, path, os.WriteFile(path, []byte(ca.CertPEM), 0o600)
+}
+
+// ClientConfig is a client that authenticates with a client certificate for user in groups, signed by
+// the API server's client CA, and with nothing else (no token, no impersonation): for a kubelet,
+// CN=system:node:NAME and O=system:nodes, as the kubelet's own certificate.
+func (cp *ControlPlane) ClientConfig(user string, groups ...string) (*rest.Config, error) {
+	now := time.Now()
+	cert, key, err := cp.clientCA.Issue(&x509.Certificate{
+		Subject:   pkix.Name{CommonName: user, Organization: groups},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &rest.Config{Host: cp.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true, CertData: []byte(cert), KeyData: []byte(key)}}, nil
 }
