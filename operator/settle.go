@@ -22,8 +22,10 @@ import (
 type SettleConfig struct {
 	// Time: at least this long after the node finished (--settle-time); 0 none.
 	Time time.Duration
-	// PDBs: until every PodDisruptionBudget its pods fell under when its drain began allows at least
-	// as many disruptions as it did then (--settle-pdbs).
+	// PDBs: until every PodDisruptionBudget its pods fell under when its drain began allows a
+	// disruption again, if it allowed any then (--settle-pdbs). Not "as many as then": another lasting
+	// disruption (a node down for repair, a crash-looping replica) takes headroom this node's drain
+	// never gave back, and would hold every settle to --settle-timeout (docs/concepts.md).
 	PDBs bool
 	// Timeout bounds the wait for PDBs (--settle-timeout, DefaultSettleTimeout); then a Warning and,
 	// with Hold, the slots stay held until they recover (--settle-timeout-policy=hold), else the
@@ -92,9 +94,10 @@ func (c *Controller) settleTimedOut(n *corev1.Node, last time.Time, short []stri
 	}
 }
 
-// shortPDBs are the PDBs of a settle-pdbs value that allow fewer disruptions now than before the
-// drain, as "<ns>/<name> (allows n, allowed m before the drain)". A PDB gone is no longer short; a
-// malformed entry (only the operator writes the key) is skipped.
+// shortPDBs are the PDBs of a settle-pdbs value that allowed a disruption before the drain and allow
+// none now, as "<ns>/<name> (allows 0, allowed m before the drain)": the next drain would be refused
+// by them. A PDB gone is no longer short; a malformed entry (only the operator writes the key) is
+// skipped.
 func (c *Controller) shortPDBs(value string) []string {
 	var short []string
 	for _, item := range strings.Split(value, ",") {
@@ -108,7 +111,7 @@ func (c *Controller) shortPDBs(value string) []string {
 		if err != nil {
 			continue
 		}
-		if got := int(pdb.Status.DisruptionsAllowed); got < want || pdb.Status.ObservedGeneration < pdb.Generation {
+		if got := int(pdb.Status.DisruptionsAllowed); got < min(want, 1) || pdb.Status.ObservedGeneration < pdb.Generation {
 			short = append(short, fmt.Sprintf("%s (allows %d, allowed %d before the drain)", key, got, want))
 		}
 	}
@@ -118,7 +121,10 @@ func (c *Controller) shortPDBs(value string) []string {
 // pdbsBeforeDrain reads, as the drain of n is about to begin, the PDBs its pods fall under and the
 // disruptions each allows: the settle-pdbs value ("" when none, or --settle-pdbs is off). Pods the
 // drain will not evict (DaemonSet, mirror) may add PDBs the drain does not consume; those are back at
-// once.
+// once. PDBs that allow no disruption now can never be short (shortPDBs) and are left out, and at most
+// maxSettlePDBs are kept (the first by name): a tenant with thousands of PDBs must not make the drain's
+// PATCH exceed the API server's 256 KiB of annotations, on every retry. The PDBs left out still gate
+// the next drain's evictions themselves.
 func (c *Controller) pdbsBeforeDrain(ctx context.Context, n *corev1.Node) (string, error) {
 	if !c.cfg.Settle.PDBs || c.pdbs == nil {
 		return "", nil
@@ -147,8 +153,18 @@ func (c *Controller) pdbsBeforeDrain(ctx context.Context, n *corev1.Node) (strin
 	}
 	items := make([]string, 0, len(seen))
 	for k, v := range seen {
-		items = append(items, k+"="+strconv.Itoa(int(v)))
+		if v > 0 {
+			items = append(items, k+"="+strconv.Itoa(int(v)))
+		}
 	}
 	sort.Strings(items)
+	if len(items) > maxSettlePDBs {
+		c.log.Info("--settle-pdbs: more PodDisruptionBudgets than are kept; settling waits for the first by name", "node", n.Name, "pdbs", len(items), "kept", maxSettlePDBs)
+		items = items[:maxSettlePDBs]
+	}
 	return strings.Join(items, ","), nil
 }
+
+// maxSettlePDBs bounds the settle-pdbs annotation: 64 entries of at most 253+1+63+1+10 bytes each
+// stay under 21 KiB, far from the 256 KiB all of a Node's annotations may take.
+const maxSettlePDBs = 64

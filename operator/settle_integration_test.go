@@ -124,14 +124,19 @@ func dbPDB(t *testing.T, ns string) {
 func waitPDBAllows(t *testing.T, ns, name string, want int32) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
+	var last policyv1.PodDisruptionBudgetStatus
 	for time.Now().Before(deadline) {
 		p, err := client.PolicyV1().PodDisruptionBudgets(ns).Get(context.Background(), name, metav1.GetOptions{})
 		if err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.DisruptionsAllowed == want {
 			return
 		}
+		if err == nil {
+			last = p.Status
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("PDB %s/%s never allowed %d disruptions", ns, name, want)
+	t.Fatalf("PDB %s/%s never allowed %d disruptions (last status: allowed %d, healthy %d of %d expected, %d desired)", ns, name, want,
+		last.DisruptionsAllowed, last.CurrentHealthy, last.ExpectedPods, last.DesiredHealthy)
 }
 
 // The PDB never comes back: after --settle-timeout a SettleTimeout Warning Event and
@@ -190,4 +195,45 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no %s", name)
 	return 0
+}
+
+// --settle-pdbs waits for what this node's drain disturbed, never for headroom another lasting
+// disruption took: a PDB allowing 3 before the first node's drain, whose evicted replica is not back
+// and another of whose replicas is gone for good (a node down for repair, a crash-looping replica),
+// allows 1 after the first node finished: the second node goes at once, not after --settle-timeout.
+func TestSettlePDBsNotHostage(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	sns := simNodes(t, "hpdb", 3)
+	a, b, other := sns[0].Name, sns[1].Name, sns[2].Name
+	workloadOn(t, "hpdb", "db", a, b, other, other)
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "hpdb"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
+	}
+	if _, err := client.PolicyV1().PodDisruptionBudgets("hpdb").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPDBAllows(t, "hpdb", "db", 3)
+	startOperator(t, opOptions{tweak: func(c *operator.Config) {
+		c.Settle = operator.SettleConfig{PDBs: true, Timeout: 10 * time.Minute}
+	}})
+	for _, sn := range sns[:2] {
+		if err := sn.SendNeedReboot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, second := firstAndSecond(t, a, b)
+	// The lasting disruption, while the first node is in its cycle: a replica on the third node gone,
+	// never replaced. When the first finishes the PDB allows 1 (4 replicas, its own evicted and this
+	// one missing), never 3 again.
+	if err := client.CoreV1().Pods("hpdb").Delete(ctx, "db-3", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	done := waitNode(t, first, 60*time.Second, "the first node finished", finished)
+	if got := done.Annotations[protocol.SettlePDBs]; got != "hpdb/db=3" {
+		t.Errorf("settle-pdbs on the first node = %q, want hpdb/db=3", got)
+	}
+	waitNode(t, second, 60*time.Second, "the second node finished, the first's settle not held by the other disruption", finished)
 }
