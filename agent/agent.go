@@ -326,6 +326,7 @@ func (a *Agent) desired(n *corev1.Node) *nodes.Patch {
 	p := &nodes.Patch{}
 	p.ApplyEffects(n, protocol.NodeWrites(a.inProgress, a.needed)...)
 	p.SetAnnotation(n, protocol.BootID, a.cfg.BootID)
+	p.SetAnnotation(n, protocol.AgentProtocol, protocol.AgentProtocolCurrent)
 	if a.cfg.Version != "" {
 		p.SetAnnotation(n, protocol.AgentVersion, a.cfg.Version)
 	}

@@ -62,6 +62,11 @@ const (
 	BootID = SlipwayPrefix + "boot-id"
 	// RebootError — agent: why the last logind Reboot call failed; removed when one succeeds.
 	RebootError = SlipwayPrefix + "reboot-error"
+	// AgentProtocol — agent: the version of this node protocol its agent speaks (AgentProtocolCurrent).
+	// Absent: FLUO's (FLUO's agent, and Slipway's before it announced one). The operator admits a node
+	// only when it speaks one of AgentProtocols, so an agent newer than the operator (an upgrade done
+	// in the wrong order) is held with blocked-by agent-version rather than guessed at.
+	AgentProtocol = SlipwayPrefix + "agent-protocol"
 
 	// Cordoned — operator: "true" when Slipway cordoned the node, so it uncordons only what it cordoned.
 	Cordoned = SlipwayPrefix + "cordoned"
@@ -95,9 +100,10 @@ const (
 	AdmittedGroup        = SlipwayPrefix + "admitted-group"
 	AdmittedControlPlane = SlipwayPrefix + "admitted-control-plane"
 	// RebootFailed — operator: "<RFC 3339 time> <why>" when the node's reboot counted against
-	// --max-failed-reboots (stalled after its grant, or back while a fleet-wide blocker fired). The
-	// operator counts failures from these on every leader start, not from memory; kubectl slipway
-	// resume --failures starts a new count (the fleet switch's failures-reset-at).
+	// --max-failed-reboots (stalled after its grant, back on its old version, or back while a fleet-wide
+	// blocker fired). The fleet record (ConfigMap slipway-fleet-record) keeps the failure too, and
+	// counts from there: removing this mark, or deleting the Node, lifts nothing; kubectl slipway resume
+	// --failures starts a new count.
 	RebootFailed = SlipwayPrefix + "reboot-failed"
 	// Stalled — operator: why the node has been in one stage of its cycle longer than --reboot-timeout
 	// (a StallReason); removed when the node moves on. A Warning Event and the metric
@@ -105,9 +111,9 @@ const (
 	Stalled = SlipwayPrefix + "stalled"
 
 	// SettlePDBs — operator: the PodDisruptionBudgets the node's pods fell under when its drain began,
-	// with the disruptions each allowed then, "<namespace>/<name>=<n>,..." (sorted). After the cycle the
-	// node settles (holds its budget slots) until each allows at least as many again (--settle-pdbs),
-	// at most --settle-timeout after it finished.
+	// with the disruptions each allowed then, "<namespace>/<name>=<n>,..." (sorted; those allowing none
+	// left out; at most 64). After the cycle the node settles (holds its budget slots) until each allows
+	// a disruption again (--settle-pdbs), at most --settle-timeout after it finished.
 	SettlePDBs = SlipwayPrefix + "settle-pdbs"
 
 	// Undrainable — operator: "<RFC 3339 time> <why>" when the node's drain failed under
@@ -183,6 +189,7 @@ var Owners = map[string]Writer{
 	AgentVersion:           WriterAgent,
 	BootID:                 WriterAgent,
 	RebootError:            WriterAgent,
+	AgentProtocol:          WriterAgent,
 	RebootOK:               WriterOperator,
 	BeforeReboot:           WriterOperator,
 	AfterReboot:            WriterOperator,

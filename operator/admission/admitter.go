@@ -39,7 +39,7 @@ type Admitter struct {
 	fleet   []Blocker // fleet-wide
 	canary  Canary
 	retry   time.Duration // a blocker's hold
-	// own: gates that hold one node for reasons of its own (failed-version, undrainable); the plan
+	// own: gates that hold one node for reasons of its own (agent-version, failed-version, undrainable); the plan
 	// asks them too, so a node they hold takes no budget from the others.
 	own []Gate
 
@@ -66,7 +66,7 @@ func NewAdmitter(cfg Config, index *Index) *Admitter {
 		cfg.BlockerRetry = DefaultBlockerRetry
 	}
 	a := &Admitter{index: index, limits: cfg.Limits, order: cfg.Order, perNode: perNode, fleet: fleetWide, canary: cfg.Canary, retry: cfg.BlockerRetry}
-	a.own = []Gate{FailedVersionGate(), UndrainableGate(cfg.UndrainableRetry)}
+	a.own = []Gate{AgentProtocolGate(), FailedVersionGate(), UndrainableGate(cfg.UndrainableRetry)}
 	a.chain = append(append(Chain{WindowGate(cfg.Schedule), PauseGate()}, a.own...),
 		a.versionHaltGate(),
 		FleetBlockersGate(fleetWide, cfg.BlockerRetry),

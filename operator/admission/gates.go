@@ -89,6 +89,27 @@ func PauseGate() Gate {
 	}}
 }
 
+// AgentProtocolGate holds a node whose agent speaks a node protocol this operator does not: an agent
+// upgraded before the operator may mean something else by the keys it writes, and a reboot is not
+// the place to find out. The previous protocol is spoken too, so agents may also lag the operator.
+func AgentProtocolGate() Gate {
+	return Gate{"agent-version", func(_ context.Context, in Input) Verdict {
+		v := in.Node.AgentProtocol
+		if v == "" || slices.Contains(protocol.AgentProtocols, v) {
+			return Pass
+		}
+		return Held(KindAgentVersion, fmt.Sprintf("its agent speaks node protocol %q; this operator speaks %s: upgrade the operator first, or roll the agent back (docs/install.md, Upgrade)", truncateValue(v, 32), strings.Join(protocol.AgentProtocols, " and ")), 0)
+	}}
+}
+
+// truncateValue cuts a value a node wrote to n bytes for a reason text.
+func truncateValue(v string, n int) string {
+	if len(v) > n {
+		return v[:n] + "..."
+	}
+	return v
+}
+
 // FailedVersionGate holds a node asking for the OS version it once rebooted for and came back without
 // (a rolled-back update): rebooting it again for that version would roll back again. A person removes
 // failed-version to let it try again; a node asking for another version goes.

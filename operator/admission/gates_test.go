@@ -265,3 +265,30 @@ func TestQueue(t *testing.T) {
 		}
 	}
 }
+
+// AgentProtocolGate: FLUO's protocol (announced or not) and the current one go; anything else is held,
+// with the value cut short in the reason (a node writes it).
+func TestAgentProtocolGate(t *testing.T) {
+	g := AgentProtocolGate()
+	for _, k := range []struct {
+		v    string
+		pass bool
+	}{{"", true}, {protocol.AgentProtocolFLUO, true}, {protocol.AgentProtocolCurrent, true}, {"3", false}, {strings.Repeat("x", 500), false}} {
+		v := g.Check(context.Background(), Input{Node: Node{AgentProtocol: k.v}})
+		if v.Passes() != k.pass {
+			t.Errorf("protocol %.10q: passes %v, want %v (%s)", k.v, v.Passes(), k.pass, v)
+		}
+		if !k.pass && (v.Kind != KindAgentVersion || len(v.String()) > 300 || !strings.Contains(v.String(), "upgrade the operator first")) {
+			t.Errorf("protocol %.10q: verdict %q", k.v, v)
+		}
+	}
+	// What admission reads off a Node: none announced is FLUO's.
+	n := obj("a")
+	if e := Of(n, "", ""); e.AgentProtocol != protocol.AgentProtocolFLUO {
+		t.Errorf("no annotation: %q", e.AgentProtocol)
+	}
+	n.Annotations = map[string]string{protocol.AgentProtocol: "7"}
+	if e := Of(n, "", ""); e.AgentProtocol != "7" {
+		t.Errorf("announced 7: %q", e.AgentProtocol)
+	}
+}

@@ -34,12 +34,15 @@ const (
 	// KindUndrainable: its last drain failed under --drain-failure-policy=skip and --undrainable-retry
 	// has not passed.
 	KindUndrainable Kind = "undrainable"
+	// KindAgentVersion: its agent speaks a node protocol this operator does not (an agent upgraded
+	// before the operator): held rather than guessed at.
+	KindAgentVersion Kind = "agent-version"
 	// KindGone: the node vanished while its admission was decided (never written anywhere).
 	KindGone Kind = "gone"
 )
 
 // Kinds lists every kind a controller reports, for metrics that report zeros too.
-var Kinds = []Kind{KindWindow, KindPaused, KindFailedVersion, KindUndrainable, KindVersionHalted, KindOrder, KindCanary, KindBudget, KindSettling, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes, KindHealth}
+var Kinds = []Kind{KindWindow, KindPaused, KindAgentVersion, KindFailedVersion, KindUndrainable, KindVersionHalted, KindOrder, KindCanary, KindBudget, KindSettling, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes, KindHealth}
 
 // QuietKinds are the plan working (budget, window, order): a Normal `Waiting` Event and never a
 // `blocked` notification. Every other kind is something a person may want to look at: a Warning

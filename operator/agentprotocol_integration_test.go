@@ -1,0 +1,54 @@
+package operator_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
+)
+
+// Slipway upgraded in the wrong order: a node whose agent speaks a node protocol this operator does
+// not is held with blocked-by agent-version, never guessed at; once its agent speaks one the operator
+// knows (here: rolled back) it goes. Slipway's own agent announces the current protocol.
+func TestAgentProtocolHeld(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	sn := simNodes(t, "proto", 1)[0]
+	if v := getNode(t, sn.Name).Annotations[protocol.AgentProtocol]; v != protocol.AgentProtocolCurrent {
+		t.Fatalf("the agent announces protocol %q, want %q", v, protocol.AgentProtocolCurrent)
+	}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "proto-next", Annotations: map[string]string{
+		protocol.RebootNeeded: protocol.True, protocol.AgentProtocol: "3"}}}
+	created, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, opOptions{max: "2"})
+	// The node with the current protocol goes through its whole cycle meanwhile.
+	if err := sn.SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, "proto-next", 30*time.Second, "held by agent-version", func(n *corev1.Node) bool {
+		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], `agent-version: its agent speaks node protocol "3"; this operator speaks 1 and 2`)
+	})
+	waitNode(t, sn.Name, 60*time.Second, "the node of the current protocol finished", finished)
+	if n := getNode(t, "proto-next"); inCycle(n) {
+		t.Fatalf("admitted while its agent speaks an unknown protocol: %v", n.Annotations)
+	}
+	annotate(t, "proto-next", map[string]*string{protocol.AgentProtocol: strPtr(protocol.AgentProtocolCurrent)})
+	waitNode(t, "proto-next", 30*time.Second, "admitted once its agent speaks a known protocol", func(n *corev1.Node) bool {
+		return n.Annotations[protocol.CycleStarted] != ""
+	})
+}
+
+func strPtr(s string) *string { return &s }
