@@ -19,4 +19,3 @@ func AgentProtocolOf(annotations map[string]string) string {
 	}
 	return AgentProtocolFLUO
 }
-
