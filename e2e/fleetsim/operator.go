@@ -1,35 +1,51 @@
 package fleetsim
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/testsupport/operatorproc"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
-// operatorProc is one real update-operator process serving its metrics and pprof on a port of its
+// operatorProc is one real update-operator process serving its metrics and pprof on ports of its
 // own.
 type operatorProc struct {
 	*operatorproc.Proc
-	addr string // host:port of --http-address
+	addr     string // host:port of --http-address
+	profAddr string // host:port serving /debug/pprof/: --profiling-address, or addr for an operator built before it
 }
 
 func startOperator(bin, logPath string, args []string) (*operatorProc, error) {
-	port, err := testenv.FreePort()
+	free := func() (string, error) {
+		port, err := testenv.FreePort()
+		return fmt.Sprintf("127.0.0.1:%d", port), err
+	}
+	addr, err := free()
 	if err != nil {
 		return nil, err
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	p, err := operatorproc.Start(bin, append(args, "--http-address="+addr, "--profiling"), logPath)
+	args = append(args, "--http-address="+addr, "--profiling")
+	profAddr := addr
+	// An operator from an older revision (fleetbench -operator-rev) served pprof on --http-address and
+	// knows no --profiling-address.
+	if help, _ := exec.Command(bin, "--help").CombinedOutput(); bytes.Contains(help, []byte("-profiling-address")) {
+		if profAddr, err = free(); err != nil {
+			return nil, err
+		}
+		args = append(args, "--profiling-address="+profAddr)
+	}
+	p, err := operatorproc.Start(bin, args, logPath)
 	if err != nil {
 		return nil, err
 	}
-	return &operatorProc{Proc: p, addr: addr}, nil
+	return &operatorProc{Proc: p, addr: addr, profAddr: profAddr}, nil
 }
 
 func (o *operatorProc) stop() { o.Stop(15 * time.Second) }
@@ -38,7 +54,7 @@ func (o *operatorProc) url(path string) string { return "http://" + o.addr + pat
 
 // fetch saves what the operator serves at path (a pprof profile) to file.
 func (o *operatorProc) fetch(ctx context.Context, path, file string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url(path), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+o.profAddr+path, nil)
 	if err != nil {
 		return err
 	}

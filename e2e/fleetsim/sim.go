@@ -400,7 +400,7 @@ func (s *Sim) sync(name string) error {
 		p.DeleteAnnotation(n, protocol.RebootError)
 	}
 	if !p.Empty() {
-		out, err := p.Apply(s.ctx, s.client, name)
+		out, err := p.Apply(s.ctx, s.client, n)
 		if err != nil {
 			if rebootNow && !protocol.IsTrue(n.Annotations, protocol.RebootInProgress) {
 				sn.inProgress = false // never reboot before the node says so
@@ -427,6 +427,7 @@ func (sn *simNode) desired(n *corev1.Node, bootID string) *nodes.Patch {
 	p := &nodes.Patch{}
 	p.ApplyEffects(n, protocol.NodeWrites(sn.inProgress, sn.needed)...)
 	p.SetAnnotation(n, protocol.BootID, bootID)
+	p.SetAnnotation(n, protocol.AgentProtocol, protocol.AgentProtocolCurrent)
 	p.SetAnnotation(n, protocol.AgentVersion, "fleetsim")
 	p.SetAnnotation(n, protocol.Status, sn.status.CurrentOperation)
 	p.SetAnnotation(n, protocol.LastCheckedTime, strconv.FormatInt(sn.status.LastCheckedTime, 10))

@@ -136,7 +136,7 @@ type options struct {
 	namespace, leaseName, identity            string
 	leaderElect                               bool
 	leaseDuration, renewDeadline, retryPeriod time.Duration
-	httpAddr, fleetlockAddr                   string
+	httpAddr, fleetlockAddr, profilingAddr    string
 	printVersion                              bool
 	startPaused                               bool
 }
@@ -212,7 +212,8 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops acting")
 	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
 	fs.StringVar(&o.httpAddr, "http-address", ":8080", "address serving /healthz, /readyz and /metrics; empty disables")
-	fs.BoolVar(&o.profiling, "profiling", false, "also serve Go's pprof profiles at /debug/pprof/ on --http-address (CPU profiles up to 25 s: the server's write timeout is 30 s)")
+	fs.BoolVar(&o.profiling, "profiling", false, "also serve Go's pprof profiles at /debug/pprof/ on --profiling-address (CPU profiles up to 25 s: the server's write timeout is 30 s)")
+	fs.StringVar(&o.profilingAddr, "profiling-address", "127.0.0.1:6060", "with --profiling: the loopback address serving /debug/pprof/ (reach it with kubectl port-forward); never --http-address, which the metrics scraper reaches unauthenticated, and a non-loopback address is refused")
 	fs.StringVar(&o.fleetlockAddr, "fleetlock-address", "", "removed: FleetLock is served by update-agent fleetlock (per node, deploy/fleetlock; or --central, deploy/fleetlock-central); set, it stops the operator with that message")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	kubeclient.AddLogFlags(fs)
@@ -365,6 +366,11 @@ func (o *options) config() (operator.Config, error) {
 	}
 	if o.settleTime < 0 || o.settleTimeout <= 0 {
 		return cfg, fmt.Errorf("settle-time (%s) must not be negative and settle-timeout (%s) must be positive", o.settleTime, o.settleTimeout)
+	}
+	if o.profiling {
+		if err := loopback(o.profilingAddr); err != nil {
+			return cfg, fmt.Errorf("profiling-address %q: %w", o.profilingAddr, err)
+		}
 	}
 	if o.settlePolicy != "proceed" && o.settlePolicy != "hold" {
 		return cfg, fmt.Errorf("settle-timeout-policy %q: want \"proceed\" or \"hold\"", o.settlePolicy)
@@ -572,8 +578,14 @@ func run() int {
 	defer stop()
 	go notifier.Run(ctx)
 	if o.httpAddr != "" {
-		if err := serveHTTP(ctx, o.httpAddr, reg, ctrl.Live, ctrl.Ready, o.profiling, log); err != nil {
+		if err := serveHTTP(ctx, o.httpAddr, reg, ctrl.Live, ctrl.Ready, log); err != nil {
 			log.Error(err, "serving /healthz and /metrics", "address", o.httpAddr)
+			return 1
+		}
+	}
+	if o.profiling {
+		if err := servePprof(ctx, o.profilingAddr, log); err != nil {
+			log.Error(err, "serving /debug/pprof/", "address", o.profilingAddr)
 			return 1
 		}
 	}
@@ -643,8 +655,8 @@ func (o *options) instrument(reg prometheus.Registerer, log klog.Logger) (*opera
 }
 
 // serveHTTP serves /healthz (live: the process answers and, when it leads, its workers are not
-// wedged), /readyz (ready: also synced) and /metrics, and with profiling /debug/pprof/.
-func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, live, ready func() error, profiling bool, log klog.Logger) error {
+// wedged), /readyz (ready: also synced) and /metrics.
+func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, live, ready func() error, log klog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -666,15 +678,45 @@ func serveHTTP(ctx context.Context, addr string, reg *prometheus.Registry, live,
 		ok(w, r)
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	if profiling {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
 	httpserve.Serve(ctx, ln, mux, log)
 	log.Info("serving /healthz, /readyz, /metrics", "address", ln.Addr().String())
+	return nil
+}
+
+// servePprof serves Go's profiles on addr, a loopback address (loopback): a heap profile holds what
+// the operator holds in memory (Node annotations, notification URLs' hosts), and a CPU profile costs
+// the leader; neither is for whoever can reach the metrics port.
+func servePprof(ctx context.Context, addr string, log klog.Logger) error {
+	if err := loopback(addr); err != nil {
+		return fmt.Errorf("profiling-address %q: %w", addr, err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	httpserve.Serve(ctx, ln, mux, log)
+	log.Info("serving /debug/pprof/ on loopback (kubectl port-forward to reach it)", "address", ln.Addr().String())
+	return nil
+}
+
+// loopback checks that addr ("host:port") listens on a loopback address only.
+func loopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return errors.New("not a loopback address (127.0.0.1, ::1 or localhost): profiles are served on loopback only")
+	}
 	return nil
 }
 

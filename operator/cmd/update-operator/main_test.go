@@ -140,6 +140,7 @@ func TestFlagsRejected(t *testing.T) {
 		"bake without canaries":  {[]string{"--canary-bake=1h"}, "canary-bake"},
 		"zero settle timeout":    {[]string{"--settle-timeout=0s"}, "settle-timeout"},
 		"settle policy":          {[]string{"--settle-timeout-policy=wait"}, "settle-timeout-policy"},
+		"profiling everywhere":   {[]string{"--profiling", "--profiling-address=:6060"}, "profiling-address"},
 		"skip wait negative":     {[]string{"--skip-wait-for-delete-timeout=-5"}, "skip-wait-for-delete-timeout"},
 		"skip wait word":         {[]string{"--skip-wait-for-delete-timeout=soon"}, "skip-wait-for-delete-timeout"},
 		"unknown flag":           {[]string{"--max-unavailible=2"}, "max-unavailible"},
@@ -210,7 +211,7 @@ func TestServeHTTPLiveness(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wedged := func() error { return errors.New("one node sync has been running for 3m0s") }
-	if err := serveHTTP(ctx, addr, prometheus.NewRegistry(), wedged, wedged, false, klog.Background()); err != nil {
+	if err := serveHTTP(ctx, addr, prometheus.NewRegistry(), wedged, wedged, klog.Background()); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.Get("http://" + addr + "/healthz")
@@ -224,30 +225,53 @@ func TestServeHTTPLiveness(t *testing.T) {
 	}
 }
 
+// Profiles are never on --http-address (which the metrics scraper reaches); with --profiling they are
+// served on a loopback address of their own, and --profiling-address refuses any other.
 func TestServeHTTPProfiling(t *testing.T) {
-	for _, profiling := range []bool{false, true} {
+	free := func() string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr := ln.Addr().String()
-		ln.Close()
-		ctx, cancel := context.WithCancel(context.Background())
-		if err := serveHTTP(ctx, addr, prometheus.NewRegistry(), func() error { return nil }, func() error { return errors.New("syncing") }, profiling, klog.Background()); err != nil {
-			cancel()
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	get := func(url string) int {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
 			t.Fatal(err)
 		}
-		for path, want := range map[string]int{"/healthz": 200, "/readyz": 503, "/metrics": 200, "/debug/pprof/heap": map[bool]int{false: 404, true: 200}[profiling]} {
-			resp, err := http.Get("http://" + addr + path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != want {
-				t.Errorf("profiling=%v: GET %s = %d, want %d", profiling, path, resp.StatusCode, want)
-			}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr := free()
+	if err := serveHTTP(ctx, addr, prometheus.NewRegistry(), func() error { return nil }, func() error { return errors.New("syncing") }, klog.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 503, "/metrics": 200, "/debug/pprof/heap": 404} {
+		if got := get("http://" + addr + path); got != want {
+			t.Errorf("GET %s = %d, want %d", path, got, want)
 		}
-		cancel()
+	}
+	prof := free()
+	if err := servePprof(ctx, prof, klog.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := get("http://" + prof + "/debug/pprof/heap"); got != 200 {
+		t.Errorf("GET /debug/pprof/heap on the profiling address = %d", got)
+	}
+	for _, bad := range []string{":6060", "0.0.0.0:6060", "10.0.0.1:6060", "example.com:6060"} {
+		if err := servePprof(ctx, bad, klog.Background()); err == nil || !strings.Contains(err.Error(), "loopback") {
+			t.Errorf("servePprof(%s): %v, want a refusal", bad, err)
+		}
+	}
+	for _, good := range []string{"127.0.0.1:6060", "[::1]:6060", "localhost:6060"} {
+		if err := loopback(good); err != nil {
+			t.Errorf("loopback(%s): %v", good, err)
+		}
 	}
 }
 
