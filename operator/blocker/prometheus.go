@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -89,12 +90,56 @@ func NewAlerts(cfg AlertsConfig) (*Alerts, error) {
 		cfg.Now = time.Now
 	}
 	secrets := redact.Secrets(u, 0, 3)
-	c, err := promapi.NewClient(promapi.Config{Address: cfg.URL, RoundTripper: cfg.RoundTripper})
+	rt := cfg.RoundTripper
+	if rt == nil {
+		rt = promapi.DefaultRoundTripper
+	}
+	c, err := promapi.NewClient(promapi.Config{Address: cfg.URL, RoundTripper: boundedAnswers{rt, MaxAnswerBytes}})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus URL %s: %s", redact.URL(u), redact.Scrub(err.Error(), secrets))
 	}
 	return &Alerts{cfg: cfg, api: promv1.NewAPI(c), addr: redact.URL(u), secrets: secrets}, nil
 }
+
+// MaxAnswerBytes bounds one answer from Prometheus: the client reads an answer whole, so one huge
+// answer (a misconfigured URL serving a large file, a Prometheus with a runaway alert) would take the
+// leader's memory, and then the standby's. Over the bound the answer is an error: the fleet is held
+// (fail closed), and the reason says why.
+const MaxAnswerBytes = 8 << 20
+
+// boundedAnswers cuts every response body off at max bytes with an error.
+type boundedAnswers struct {
+	rt  http.RoundTripper
+	max int64
+}
+
+func (b boundedAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := b.rt.RoundTrip(r)
+	if err == nil && resp.Body != nil {
+		resp.Body = &boundedBody{ReadCloser: resp.Body, left: b.max}
+	}
+	return resp, err
+}
+
+type boundedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("answer larger than %d MiB: not read (is --prometheus-url a Prometheus?)", MaxAnswerBytes>>20)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+// Required are the alert names that must be firing for anything to be admitted.
+func (a *Alerts) Required() []string { return slices.Clone(a.cfg.Require) }
 
 // Name is NameAlerts.
 func (a *Alerts) Name() string { return NameAlerts }

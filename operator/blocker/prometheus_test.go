@@ -3,8 +3,10 @@ package blocker
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"regexp"
 	"strings"
@@ -217,5 +219,42 @@ func TestAlertsURLCredentialsNeverRepeated(t *testing.T) {
 	_, err = NewAlerts(AlertsConfig{URL: "http://bob:hunter2pass@a b/?x"})
 	if err == nil || strings.Contains(err.Error(), "hunter2pass") {
 		t.Errorf("unparsable URL: %v", err)
+	}
+}
+
+// An answer over MaxAnswerBytes is not read whole: it is an error, and the fleet is held with it as the
+// reason (fail closed), so one huge answer cannot take the leader's memory. An answer under the bound
+// is read as usual.
+func TestAlertsAnswerIsBounded(t *testing.T) {
+	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"success","data":{"alerts":[{"labels":{"alertname":"`)
+		chunk := strings.Repeat("x", 1<<20)
+		for i := 0; i < MaxAnswerBytes>>20+2; i++ {
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+		}
+		_, _ = io.WriteString(w, `"},"state":"firing"}]}}`)
+	}))
+	defer big.Close()
+	a, err := NewAlerts(AlertsConfig{URL: big.URL, Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocked, reason := a.Check(context.Background(), nil)
+	if !blocked || !strings.Contains(reason, "answer larger than 8 MiB") {
+		t.Errorf("a huge answer: (%v, %q), want held with the bound as the reason", blocked, reason)
+	}
+	small := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"success","data":{"alerts":[]}}`)
+	}))
+	defer small.Close()
+	if a, err = NewAlerts(AlertsConfig{URL: small.URL}); err != nil {
+		t.Fatal(err)
+	}
+	if blocked, reason := a.Check(context.Background(), nil); blocked {
+		t.Errorf("an empty answer without required alerts: held (%q)", reason)
 	}
 }

@@ -112,6 +112,7 @@ type options struct {
 	prometheusURL, alertInclude, alertExclude string
 	alertFiringOnly                           bool
 	alertRequire                              selectorFlag
+	alertAcceptEmpty                          bool
 	minReady                                  string
 	windows, exclusions                       multiFlag
 	notifyURLs                                urlsFlag
@@ -165,7 +166,8 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.StringVar(&o.alertInclude, "alert-include", "", "regexp (unanchored) on alert names: only matching alerts block; empty: all")
 	fs.StringVar(&o.alertExclude, "alert-exclude", "", "regexp (unanchored) on alert names: matching alerts never block, e.g. ^(Watchdog|InfoInhibitor)$")
 	fs.BoolVar(&o.alertFiringOnly, "alert-firing-only", true, "only firing alerts block; false also counts pending ones (kured's default)")
-	fs.Var(&o.alertRequire, "alert-require", "alert name that must be firing for any node to start, e.g. Watchdog (kube-prometheus' always-firing alert): an empty answer from a Prometheus that just started or lost its rules then holds the fleet; it never blocks itself; repeatable")
+	fs.Var(&o.alertRequire, "alert-require", "alert name that must be firing for any node to start (default with --prometheus-url: Watchdog, kube-prometheus' always-firing alert): an empty answer from a Prometheus that just started or lost its rules then holds the fleet; it never blocks itself; repeatable")
+	fs.BoolVar(&o.alertAcceptEmpty, "alert-accept-empty", false, "with --prometheus-url and no --alert-require: admit on an answer without any alert (fail open: a Prometheus that lost its rules lets every node go); default false, which requires Watchdog")
 	fs.StringVar(&o.minReady, "min-ready-nodes", "", "admit a node only if at least this many other nodes stay Ready, schedulable and out of a cycle: a count or % of all nodes (rounded up); empty disables")
 	fs.Var(&o.notifyURLs, "notify-url", "send notifications (cycle started, finished or aborted; stalled; fleet paused; blocked longer than --notify-blocked-after) to this shoutrrr URL, as kured's --notify-url: slack://, teams://, telegram://, ntfy://, smtp://, generic://host/path?template=json, logger:// ...; repeatable (several in UPDATE_OPERATOR_NOTIFY_URL separated by spaces); none: off")
 	fs.DurationVar(&o.notifyBlockedAfter, "notify-blocked-after", time.Hour, "notify once when nodes have been held this long by a pause or a blocker (not the plan: the budget, a window, the control-plane order, settling, canaries); once per episode, once per blocker fleet-wide; 0 never")
@@ -329,8 +331,16 @@ func (o *options) config() (operator.Config, error) {
 	if len(o.alertRequire) > 0 && o.prometheusURL == "" {
 		return cfg, errors.New("alert-require needs --prometheus-url")
 	}
+	if o.alertAcceptEmpty && len(o.alertRequire) > 0 {
+		return cfg, errors.New("alert-accept-empty with --alert-require: an answer without the required alerts holds the fleet; give one of them")
+	}
 	if o.prometheusURL != "" {
-		alerts, err := blocker.NewAlerts(blocker.AlertsConfig{URL: o.prometheusURL, Include: include, Exclude: exclude, IncludePending: !o.alertFiringOnly, Require: o.alertRequire})
+		require := []string(o.alertRequire)
+		if len(require) == 0 && !o.alertAcceptEmpty {
+			// Fail closed: an empty answer is what a Prometheus that lost its rules or its targets gives.
+			require = []string{DefaultAlertRequire}
+		}
+		alerts, err := blocker.NewAlerts(blocker.AlertsConfig{URL: o.prometheusURL, Include: include, Exclude: exclude, IncludePending: !o.alertFiringOnly, Require: require})
 		if err != nil {
 			return cfg, fmt.Errorf("prometheus-url: %w", err)
 		}
@@ -653,6 +663,10 @@ func (o *options) instrument(reg prometheus.Registerer, log klog.Logger) (*opera
 	n, err := notify.New(o.notifyURLs, reg, log, notify.BlockedAfter(o.notifyBlockedAfter))
 	return m, n, err
 }
+
+// DefaultAlertRequire is the alert --prometheus-url requires unless --alert-require names others or
+// --alert-accept-empty: kube-prometheus' Watchdog, which always fires while the alerting pipeline works.
+const DefaultAlertRequire = "Watchdog"
 
 // serveHTTP serves /healthz (live: the process answers and, when it leads, its workers are not
 // wedged), /readyz (ready: also synced) and /metrics.

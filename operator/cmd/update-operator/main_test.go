@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -222,6 +223,45 @@ func TestServeHTTPLiveness(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "sync has been running") {
 		t.Errorf("/healthz of a wedged controller: %d %q", resp.StatusCode, body)
+	}
+}
+
+// --prometheus-url fails closed by default: it requires Watchdog unless --alert-require names others or
+// --alert-accept-empty says an empty answer is fine; both at once is a contradiction and refused.
+func TestPrometheusFailsClosedByDefault(t *testing.T) {
+	required := func(args ...string) ([]string, error) {
+		t.Helper()
+		o, _, err := parse(append([]string{"--namespace=ns", "--prometheus-url=http://prometheus:9090"}, args...))
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := o.config()
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range cfg.Blockers {
+			if a, ok := b.(*blocker.Alerts); ok {
+				return a.Required(), nil
+			}
+		}
+		t.Fatal("no alerts blocker")
+		return nil, nil
+	}
+	for _, k := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"Watchdog"}},
+		{[]string{"--alert-require=DeadMansSwitch"}, []string{"DeadMansSwitch"}},
+		{[]string{"--alert-accept-empty"}, nil},
+	} {
+		got, err := required(k.args...)
+		if err != nil || !slices.Equal(got, k.want) {
+			t.Errorf("%v: required %v (%v), want %v", k.args, got, err, k.want)
+		}
+	}
+	if _, err := required("--alert-accept-empty", "--alert-require=Watchdog"); err == nil || !strings.Contains(err.Error(), "alert-accept-empty") {
+		t.Errorf("--alert-accept-empty with --alert-require: %v", err)
 	}
 }
 
