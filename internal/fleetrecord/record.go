@@ -228,16 +228,32 @@ func (r Record) VersionResumedAt(v string) time.Time {
 	return r.ResumedAt(v)
 }
 
-// VersionFailures are the times of every failure recorded for version v, sorted (resumed or not:
-// the caller counts from the resume it reads).
+// VersionFailures are the times of every failure recorded for version v that still counts, sorted
+// (resumed or not: the caller counts from the resume it reads).
 func (r Record) VersionFailures(v string) []time.Time {
 	var out []time.Time
 	for _, f := range r.Failures {
-		if v != "" && f.Version == v {
+		if v != "" && f.Version == v && !r.late(f) {
 			out = append(out, f.At)
 		}
 	}
 	return out
+}
+
+// late reports whether f is a stall after the grant that the same machine later got over: it finished
+// the cycle on the version it stalled for (a proof at or after the stall). Such a node was late, not
+// failed: its stall held the version's canaries while it lasted and counts no more (Bound forgets it).
+// A machine that never finishes -- deleted, replaced, or lost -- keeps its stall counting.
+func (r Record) late(f Failure) bool {
+	if f.Reason != ReasonStalled || f.Version == "" || f.Budget {
+		return false
+	}
+	for _, p := range r.Proofs {
+		if p.Version == f.Version && p.Node == f.Node && p.UID == f.UID && !p.At.Before(f.At) {
+			return true
+		}
+	}
+	return false
 }
 
 // VersionProofs are the times the cycles the operator ran for version v finished, sorted.
@@ -282,7 +298,7 @@ func (r Record) Halted(max int) []string {
 	}
 	count := map[string]int{}
 	for _, f := range r.Failures {
-		if f.Version != "" && !f.At.Before(r.ResumedAt(f.Version)) {
+		if f.Version != "" && !f.At.Before(r.ResumedAt(f.Version)) && !r.late(f) {
 			count[f.Version]++
 		}
 	}
@@ -296,12 +312,20 @@ func (r Record) Halted(max int) []string {
 	return out
 }
 
-// Bound keeps the record within its limits, dropping the oldest entries that no longer count first
+// Bound keeps the record within its limits: late stalls go, then the oldest entries that no longer count
 // (failures before their resume, proofs of versions with newer proofs), then the oldest. Dropping
 // the oldest failure that still counts needs more than MaxFailures failures since a resume: a halt
 // or pause they caused is then still held by the newer ones.
 func (r *Record) Bound() {
 	r.sort()
+	// Late stalls count no more; forgotten before any proof that makes them late is trimmed.
+	kept := r.Failures[:0:0]
+	for _, f := range r.Failures {
+		if !r.late(f) {
+			kept = append(kept, f)
+		}
+	}
+	r.Failures = kept
 	if n := len(r.Failures) - MaxFailures; n > 0 {
 		var keep []Failure
 		for _, f := range r.Failures {

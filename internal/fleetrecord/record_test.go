@@ -202,3 +202,32 @@ func BenchmarkEncodeFull(b *testing.B) {
 		_ = r.Encode()
 	}
 }
+
+// A stall after the grant that the same machine got over (it finished its cycle on that version later)
+// was late, not failed: it stops counting and Bound forgets it. The same stall of a machine that never
+// finishes -- or of another machine under the same name -- keeps counting.
+func TestLateStallCountsNoMore(t *testing.T) {
+	var r Record
+	r.AddFailure(Failure{Node: "a", UID: "u1", Reason: ReasonStalled, Version: "v", At: at(0)})
+	r.AddFailure(Failure{Node: "b", UID: "u2", Reason: ReasonStalled, Version: "v", At: at(0)})
+	r.AddFailure(Failure{Node: "a", UID: "u1", Reason: ReasonStalled, At: at(0), Budget: true}) // its reboot-failed mark
+	if got := r.Halted(2); len(got) != 1 {
+		t.Fatalf("two stalls: %v", got)
+	}
+	r.AddProof(Proof{Node: "a", UID: "u1", Version: "v", At: at(3)})                   // a got over it
+	r.AddProof(Proof{Node: "b", UID: "u9", Version: "v", At: at(3)})                   // another machine named b
+	r.AddProof(Proof{Node: "b", UID: "u2", Version: "v", At: at(0).Add(-time.Minute)}) // before the stall
+	if got := r.Halted(2); got != nil {
+		t.Errorf("a late stall still halts: %v", got)
+	}
+	if got := r.Halted(1); len(got) != 1 || len(r.VersionFailures("v")) != 1 {
+		t.Errorf("b's stall must still count: halted %v, failures %v", got, r.VersionFailures("v"))
+	}
+	if got := r.BudgetFailures(); len(got) != 1 {
+		t.Errorf("the failure budget still counts a's reboot-failed mark: %v", got)
+	}
+	r.Bound()
+	if len(r.Failures) != 2 {
+		t.Errorf("Bound kept %d failures, want b's stall and a's budget mark: %+v", len(r.Failures), r.Failures)
+	}
+}
