@@ -28,7 +28,7 @@ func (c *Controller) markStall(ctx context.Context, n *corev1.Node, state protoc
 	if reason == f.Stalled {
 		return n, retry, nil
 	}
-	postGrant := reason != "" && stall.PostGrant(state)
+	postGrant := reason != "" && reason != stall.Ungranted && stall.PostGrant(state)
 	if postGrant {
 		// This may free the node's slot (--stall-policy=release) and spends the failure budget: the
 		// node keeps its slot until the failure is counted, so no admission falls between the two.

@@ -367,3 +367,46 @@ func TestReadyzWhenTheAPIServerHangs(t *testing.T) {
 		}
 	}
 }
+
+// An agent that says it is rebooting (reboot-in-progress=true) though no reboot-ok was granted: the
+// node is stalled "ungranted" at once -- not after --reboot-timeout, not never -- with an Event, keeps
+// its budget slot (it may be down; the next node waits), counts as no failed reboot, and is idle again
+// once its agent resets the flag.
+func TestUngrantedRebootIsSeen(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	for _, n := range []string{"ug-self", "ug-next"} {
+		if _, err := testenv.CreateNode(ctx, client, n, "boot-a", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	startOperator(t, opOptions{max: "1", rebootTimeout: time.Hour, metrics: operator.NewMetrics(reg),
+		tweak: func(c *operator.Config) { c.MaxFailedReboots = 1 }})
+	annotate(t, "ug-self", map[string]*string{protocol.RebootInProgress: ptr(protocol.True)})
+	n := waitNode(t, "ug-self", 30*time.Second, "stalled ungranted", func(n *corev1.Node) bool { return n.Annotations[protocol.Stalled] != "" })
+	if got := n.Annotations[protocol.Stalled]; got != stall.Ungranted {
+		t.Errorf("stalled %q, want %q", got, stall.Ungranted)
+	}
+	if !waitEvent(t, "ug-self", "Stalled") {
+		t.Error("no Stalled event")
+	}
+	if _, ok := n.Annotations[protocol.RebootFailed]; ok {
+		t.Errorf("an ungranted reboot counted as a failed reboot: %v", n.Annotations)
+	}
+	annotate(t, "ug-next", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	waitNode(t, "ug-next", 30*time.Second, "held by the budget the ungranted node takes", func(n *corev1.Node) bool {
+		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "budget:")
+	})
+	// Its agent resets the flag: no longer in a cycle, the stall goes, the slot is free.
+	annotate(t, "ug-self", map[string]*string{protocol.RebootInProgress: ptr(protocol.False)})
+	waitNode(t, "ug-self", 30*time.Second, "no longer stalled", func(n *corev1.Node) bool {
+		_, ok := n.Annotations[protocol.Stalled]
+		return !ok
+	})
+	waitNode(t, "ug-next", 30*time.Second, "admitted into the freed slot", func(n *corev1.Node) bool { return n.Annotations[protocol.CycleStarted] != "" })
+	if v := counterLabel(t, reg, "slipway_operator_stalls_total", "reason", stall.Ungranted); v != 1 {
+		t.Errorf(`slipway_operator_stalls_total{reason="ungranted"} = %v, want 1`, v)
+	}
+}

@@ -68,7 +68,7 @@ func Of(n *corev1.Node, groupLabel string, policy stall.Policy) Node {
 		mark, _, _ := strings.Cut(n.Annotations[protocol.RebootFailed], " ")
 		e.FailedAt = timeOf(mark)
 	}
-	if v := n.Annotations[protocol.RebootVersion]; v != "" && f.Stalled != "" && stall.PostGrant(e.State) {
+	if v := n.Annotations[protocol.RebootVersion]; v != "" && f.Stalled != "" && f.Stalled != stall.Ungranted && stall.PostGrant(e.State) {
 		e.StalledVersion, e.StalledAt = v, timeOf(n.Annotations[protocol.RebootOKTime])
 	}
 	if e.State.InCycle() {
@@ -102,7 +102,7 @@ func (e Node) Groups() []string {
 // Counts is the one place that decides whether a node counts against the budget: it is in a cycle,
 // NotReady or cordoned by anyone -- unless it stalled after its grant and the stall policy releases it.
 func Counts(f protocol.Facts, policy stall.Policy) bool {
-	if policy == stall.Release && f.Stalled != "" && stall.PostGrant(protocol.Classify(f)) {
+	if policy == stall.Release && f.Stalled != "" && f.Stalled != stall.Ungranted && stall.PostGrant(protocol.Classify(f)) {
 		return false
 	}
 	return f.Unavailable()

@@ -43,16 +43,23 @@ const (
 	AgentSilent   = "agent-silent"   // rebooted, but the agent has not spoken in the new boot
 	NotReady      = "not-ready"      // rebooted, but the node is not Ready
 	Paused        = "paused"         // reboot-paused holds a node in the middle of its cycle
+	// Ungranted: the agent says it is rebooting (reboot-in-progress) though no reboot-ok was granted.
+	// Reported at once: nothing Slipway did started it, so there is no stage to time, and the slot it
+	// holds (it may be down) would otherwise be held unseen for good.
+	Ungranted = "ungranted"
 )
 
 // Reasons lists every reason, for metrics that report zeros too.
-var Reasons = []string{HooksPending, DrainFailing, RebootTimeout, AgentSilent, NotReady, Paused}
+var Reasons = []string{HooksPending, DrainFailing, RebootTimeout, AgentSilent, NotReady, Paused, Ungranted}
 
 // Of says why the node is stalled ("" when it is not) and, when it is not yet, at what time it will be
 // if nothing changes (zero: never, e.g. not in a cycle).
 func Of(state protocol.State, f protocol.Facts, n *corev1.Node, now time.Time, timeout time.Duration) (string, time.Time) {
 	if timeout <= 0 || !state.InCycle() {
 		return "", time.Time{}
+	}
+	if state == protocol.Rebooting && !f.OK {
+		return Ungranted, now
 	}
 	start := protocol.StageSince(state, n)
 	if start.IsZero() {
@@ -85,7 +92,8 @@ func Of(state protocol.State, f protocol.Facts, n *corev1.Node, now time.Time, t
 }
 
 // PostGrant: the node was told it may reboot; it may be down now. A stall here may release the node's
-// slot (Release) and counts against --max-failed-reboots.
+// slot (Release) and counts against --max-failed-reboots -- except Ungranted, which no grant started:
+// it keeps its slot and is no failed reboot of Slipway's.
 func PostGrant(s protocol.State) bool {
 	return s == protocol.Rebooting || s == protocol.Rebooted || s == protocol.AfterHooks
 }
@@ -108,6 +116,8 @@ func Hint(reason string, n *corev1.Node) string {
 		return "rebooted but not Ready; check the kubelet"
 	case Paused:
 		return "reboot-paused holds the node in the middle of its cycle; remove it to go on"
+	case Ungranted:
+		return "reboot-in-progress is true but no reboot-ok was granted: something else rebooted it (locksmithd, a person, an agent of another coordinator) or its agent is wrong; it keeps its budget slot until the agent resets reboot-in-progress"
 	}
 	return ""
 }

@@ -68,3 +68,28 @@ func TestStallOf(t *testing.T) {
 		}
 	}
 }
+
+// reboot-in-progress without reboot-ok: stalled "ungranted" at once, whatever the timeout says; with
+// the grant it is the ordinary rebooting stage, timed from reboot-ok-time.
+func TestStallOfUngranted(t *testing.T) {
+	now := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{protocol.RebootInProgress: protocol.True}}}
+	f := protocol.Observe(n, protocol.Hooks{})
+	if s := protocol.Classify(f); s != protocol.Rebooting {
+		t.Fatalf("state %s", s)
+	}
+	if r, _ := Of(protocol.Rebooting, f, n, now, time.Hour); r != Ungranted {
+		t.Errorf("ungranted: %q", r)
+	}
+	if r, _ := Of(protocol.Rebooting, f, n, now, 0); r != "" {
+		t.Errorf("stall reporting off (no --reboot-timeout): %q", r)
+	}
+	n.Annotations[protocol.RebootOK] = protocol.True
+	n.Annotations[protocol.RebootOKTime] = now.Add(-time.Minute).Format(time.RFC3339)
+	if r, at := Of(protocol.Rebooting, protocol.Observe(n, protocol.Hooks{}), n, now, time.Hour); r != "" || !at.Equal(now.Add(59*time.Minute)) {
+		t.Errorf("granted: %q at %s", r, at)
+	}
+	if Hint(Ungranted, n) == "" {
+		t.Error("no hint")
+	}
+}
