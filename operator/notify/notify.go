@@ -208,6 +208,7 @@ type target struct {
 	secrets []string
 	svc     types.Service
 	queue   chan queued
+	escape  func(string) string // the service's markup escaping (nil: none)
 }
 
 type queued struct {
@@ -313,7 +314,7 @@ func newTarget(raw string, queue int, log klog.Logger) (*target, error) {
 	if err := svc.Initialize(u, stdLogger{log.WithName("notify").WithValues("target", name), level}); err != nil {
 		return nil, fail("%v", err)
 	}
-	return &target{name: name, secrets: secrets, svc: svc, queue: make(chan queued, queue)}, nil
+	return &target{name: name, secrets: secrets, svc: svc, queue: make(chan queued, queue), escape: escaper(scheme)}, nil
 }
 
 // shortName names a URL without its secrets: scheme, user info masked, host, and whether there is more.
@@ -417,7 +418,11 @@ func (s *Sender) work(ctx context.Context, t *target) {
 		case q = <-t.queue:
 		}
 		done := make(chan error, 1)
-		go func() { done <- t.svc.Send(q.msg, &types.Params{}) }()
+		msg := q.msg
+		if t.escape != nil {
+			msg = t.escape(msg)
+		}
+		go func() { done <- t.svc.Send(msg, &types.Params{}) }()
 		timeout := time.NewTimer(s.timeout)
 		select {
 		case err := <-done:

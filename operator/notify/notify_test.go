@@ -375,3 +375,41 @@ func TestOff(t *testing.T) {
 	var n Notifier = nilSender
 	n.Notify(Event{})
 }
+
+// Text from nodes, tenants and Prometheus reaches chat services as text: no mention, link or
+// formatting in a node name or a reason survives its service's escaping.
+func TestEscapedForEachService(t *testing.T) {
+	hostile := "node <!channel>: blocked by pods-on-node: *evil* [docs](https://evil.example) <https://evil.example|docs> @everyone & `x`"
+	for scheme, want := range map[string]string{
+		"slack":   "node &lt;!channel&gt;: blocked by pods-on-node: \\*evil\\* \\[docs\\]\\(https://evil.example\\) &lt;https://evil.example\\|docs&gt; @\u200beveryone &amp; \\`x\\`",
+		"discord": "node <!channel>: blocked by pods-on-node: \\*evil\\* \\[docs\\]\\(https://evil.example\\) <https://evil.example\\|docs> @\u200beveryone & \\`x\\`",
+		"teams":   "node &lt;!channel&gt;: blocked by pods-on-node: \\*evil\\* \\[docs\\]\\(https://evil.example\\) &lt;https://evil.example\\|docs&gt; @everyone &amp; \\`x\\`",
+	} {
+		if got := escaper(scheme)(hostile); got != want {
+			t.Errorf("%s:\n got %q\nwant %q", scheme, got, want)
+		}
+	}
+	for _, plain := range []string{"generic", "logger", "ntfy", "telegram", "smtp"} {
+		if escaper(plain) != nil {
+			t.Errorf("%s is plain text: nothing to escape", plain)
+		}
+	}
+}
+
+// The escaping goes with the target: a Slack URL's target escapes, a generic one does not.
+func TestTargetsEscapeTheirMarkup(t *testing.T) {
+	slack, err := newTarget("slack://hook:T00000000-B00000000-XXXXXXXXXXXXXXXXXXXXXXXX@webhook", 1, klog.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slack.escape == nil || slack.escape("<!here>") != "&lt;!here&gt;" {
+		t.Error("the Slack target does not escape Slack's markup")
+	}
+	generic, err := newTarget("generic://127.0.0.1:9/hook", 1, klog.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if generic.escape != nil {
+		t.Error("the generic target changes the text")
+	}
+}
