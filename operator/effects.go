@@ -70,10 +70,8 @@ type effect struct {
 	EndsWait bool
 	// EndsDrains: the drainer forgets the node's attempts.
 	EndsDrains bool
-	// FreesSlot: the node stops counting against the budget; FailsIf says when it spends the
-	// failure budget as it does (checked after the write, before the slot is freed).
+	// FreesSlot: the node stops counting against the budget.
 	FreesSlot bool
-	FailsIf   string
 }
 
 // effects is the table: one row per action that writes the Node (None, Wait and Drain write nothing
@@ -151,7 +149,7 @@ var effects = []effect{
 				m.grantToBack.Observe(d.Seconds())
 			}
 		},
-		EndsDrains: true, FreesSlot: true, FailsIf: "a fleet-wide blocker fires when it is back",
+		EndsDrains: true, FreesSlot: true,
 	},
 	{
 		Do:     protocol.FailOldVersion,
@@ -402,9 +400,6 @@ func EffectsTable() string {
 		}
 		if e.Observes != "" {
 			ms = append(ms, e.Observes)
-		}
-		if e.FailsIf != "" {
-			ms = append(ms, "slipway_operator_failed_reboots_total when "+e.FailsIf)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", e.Do, e.Writes, ev, nt, strings.Join(ms, ", "))
 	}

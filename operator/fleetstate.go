@@ -90,8 +90,9 @@ func (c *Controller) noteBlockers(active map[string]string) {
 }
 
 // failedReboot counts a node against --max-failed-reboots once its reboot-failed annotation is
-// written: it stalled after its grant, came back on its old version, or came back while a fleet-wide
-// blocker fired. The fleet record keeps it whatever happens to the Node later. When the budget is
+// written: it stalled after its grant, or came back on its old version -- its own evidence only (a
+// fleet-wide blocker firing when it is back holds the fleet; it says nothing about this node). The
+// fleet record keeps it whatever happens to the Node later. When the budget is
 // spent the fleet pauses itself (failures-paused); a person resumes it with resume --failures.
 func (c *Controller) failedReboot(n *corev1.Node, why string, at time.Time) {
 	if c.cfg.Metrics != nil {

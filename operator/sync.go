@@ -130,14 +130,6 @@ func (c *Controller) act(ctx context.Context, s step, log klog.Logger) error {
 		// may fall between the two, or one node starts after the fleet should have paused itself.
 		defer c.hold(name)()
 	}
-	if e.FailsIf != "" && c.cfg.MaxFailedReboots > 0 {
-		// Back, but a fleet-wide blocker fires right after its reboot: it counts as failed, recorded
-		// on the Node with this step.
-		if why := c.admitter.FleetWideFiring(ctx, s.n); why != "" {
-			s.failed = "came back while " + why
-			p.SetAnnotation(s.n, protocol.RebootFailed, failureMark(s.now, s.failed))
-		}
-	}
 	if _, err := c.apply(actx, p, s.n); err != nil {
 		return err
 	}

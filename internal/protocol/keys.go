@@ -100,8 +100,7 @@ const (
 	AdmittedGroup        = SlipwayPrefix + "admitted-group"
 	AdmittedControlPlane = SlipwayPrefix + "admitted-control-plane"
 	// RebootFailed — operator: "<RFC 3339 time> <why>" when the node's reboot counted against
-	// --max-failed-reboots (stalled after its grant, back on its old version, or back while a fleet-wide
-	// blocker fired). The fleet record (ConfigMap slipway-fleet-record) keeps the failure too, and
+	// --max-failed-reboots (stalled after its grant, or back on its old version: its own evidence only). The fleet record (ConfigMap slipway-fleet-record) keeps the failure too, and
 	// counts from there: removing this mark, or deleting the Node, lifts nothing; kubectl slipway resume
 	// --failures starts a new count.
 	RebootFailed = SlipwayPrefix + "reboot-failed"

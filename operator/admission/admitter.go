@@ -184,12 +184,3 @@ func (a *Admitter) Pools() []Pool {
 	s := a.index.Snapshot()
 	return s.Pools(a.limits)
 }
-
-// FleetWideFiring asks the fleet-wide blockers about n (outside any decision) and returns the first
-// that blocks as "name: reason", "" when none does: a node back while one fires counts as failed.
-func (a *Admitter) FleetWideFiring(ctx context.Context, n *corev1.Node) string {
-	if rs := CheckAll(ctx, a.fleet, n); len(rs) > 0 {
-		return rs[0].String()
-	}
-	return ""
-}
