@@ -147,6 +147,7 @@ type Controller struct {
 	recordFactory informers.SharedInformerFactory
 	recordInf     cache.SharedIndexInformer
 	recordCMs     corelisters.ConfigMapLister
+	recordWrite   sync.Mutex // writeRecord
 	overlay       *nodes.Overlay
 	index         *admission.Index // what admission reads of every node, kept per change
 	admitter      *admission.Admitter

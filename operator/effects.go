@@ -245,10 +245,6 @@ func (c *Controller) record(ctx context.Context, e effect, s step) {
 		if d, ok := s.since(protocol.CycleStarted); ok {
 			c.noteCycle(d) // published for the status view's ETAs
 		}
-		if v := s.n.Annotations[protocol.RebootVersion]; v != "" && s.failed == "" {
-			// Admitted by this operator for v, boot ID changed, back Ready on v: canary proof.
-			c.proved(s.n, v, s.now)
-		}
 	}
 	if e.Notify != "" && (!e.OnAdmission || s.admission()) {
 		ev := notify.Event{Kind: e.Notify, Node: s.n.Name, Time: s.now}

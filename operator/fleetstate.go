@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,8 +38,10 @@ type fleetState struct {
 	// recBroken says why the stored record cannot be read ("" it can): admissions hold until a person
 	// mends it, since reading it as empty would lift every halt it holds.
 	recBroken string
-	failed    []string                       // nodes that failed in this roll-out, as last published (sorted)
-	blockers  map[string]fleetswitch.Blocker // fleet-wide blockers active at the last admission
+	// recWritten: the record's ConfigMap as this leader last wrote it (recordConfigMap).
+	recWritten *corev1.ConfigMap
+	failed     []string                       // nodes that failed in this roll-out, as last published (sorted)
+	blockers   map[string]fleetswitch.Blocker // fleet-wide blockers active at the last admission
 	// cycles: how long the last cycles that finished took, in seconds, oldest first
 	// (fleetswitch.Status.CycleSeconds); cyclesRead: the ones an earlier leader published are in.
 	cycles     []int
@@ -113,10 +116,15 @@ func (c *Controller) failedReboot(n *corev1.Node, why string, at time.Time) {
 	c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "RebootFailed", "counts against --max-failed-reboots (%d of %d): %s", len(failed), c.cfg.MaxFailedReboots, why)
 }
 
-// proved records that a cycle this operator ran for version ended well: the only canary proof.
-func (c *Controller) proved(n *corev1.Node, version string, at time.Time) {
+// proved records that a cycle this operator ran for version ended well, the only canary proof, and
+// writes the fleet record before it returns (the caller then ends the cycle).
+func (c *Controller) proved(ctx context.Context, n *corev1.Node, version string, at time.Time) error {
 	p := fleetrecord.Proof{Node: n.Name, UID: string(n.UID), Version: version, At: at, BootID: protocol.CurrentBootID(n)}
 	c.learn(func(r *fleetrecord.Record) bool { return r.AddProof(p) })
+	if c.cfg.Namespace == "" {
+		return nil
+	}
+	return c.writeRecord(ctx)
 }
 
 // learn changes the fleet's memory; when it changed, admissions look again and the next fleet sync
@@ -228,16 +236,32 @@ func (c *Controller) loadRecord() {
 	c.fleet.mu.Unlock()
 }
 
-// recordConfigMap is the fleet record's ConfigMap (nil: none yet, or no namespace).
+// recordConfigMap is the fleet record's ConfigMap (nil: none yet, or no namespace): the informer's, or
+// this leader's own last write when that is newer (the informer trails it; a write on the older one
+// would only conflict).
 func (c *Controller) recordConfigMap() *corev1.ConfigMap {
 	if c.recordCMs == nil {
 		return nil
 	}
 	cm, err := c.recordCMs.ConfigMaps(c.cfg.Namespace).Get(fleetrecord.ConfigMapName)
 	if err != nil {
-		return nil
+		cm = nil
+	}
+	c.fleet.mu.Lock()
+	own := c.fleet.recWritten
+	c.fleet.mu.Unlock()
+	if own != nil && (cm == nil || newerRV(own.ResourceVersion, cm.ResourceVersion)) {
+		return own
 	}
 	return cm
+}
+
+// newerRV reports whether resourceVersion a is newer than b (both etcd revisions; an unreadable one is
+// not newer).
+func newerRV(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	return errA == nil && errB == nil && x > y
 }
 
 // storedRecord is the record as stored, and why it cannot be read ("" it can).
@@ -258,6 +282,8 @@ func (c *Controller) storedRecord() (fleetrecord.Record, string) {
 // it was read at, so no write of another leader or a person is ever lost. The informer's copy may
 // trail this leader's own last write: a conflict reads the live object and merges again.
 func (c *Controller) writeRecord(ctx context.Context) error {
+	c.recordWrite.Lock() // the fleet sync and a finishing node's sync: one write at a time
+	defer c.recordWrite.Unlock()
 	cms := c.cfg.Client.CoreV1().ConfigMaps(c.cfg.Namespace)
 	cm := c.recordConfigMap()
 	for attempt := 0; ; attempt++ {
@@ -282,9 +308,10 @@ func (c *Controller) writeRecord(ctx context.Context) error {
 			return errors.New("not writing the fleet record over one it cannot read: " + broken)
 		}
 		var err error
+		var out *corev1.ConfigMap
 		switch {
 		case cm == nil:
-			_, err = cms.Create(ctx, &corev1.ConfigMap{
+			out, err = cms.Create(ctx, &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Name: fleetrecord.ConfigMapName, Namespace: c.cfg.Namespace,
 					Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}},
 				Data: map[string]string{fleetrecord.Key: want}}, metav1.CreateOptions{})
@@ -296,10 +323,24 @@ func (c *Controller) writeRecord(ctx context.Context) error {
 				cm.Data = map[string]string{}
 			}
 			cm.Data[fleetrecord.Key] = want
-			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{}) // conditional on cm.ResourceVersion
+			out, err = cms.Update(ctx, cm, metav1.UpdateOptions{}) // conditional on cm.ResourceVersion
 		}
-		if (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && attempt < 3 {
-			if cm, err = cms.Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{}); err == nil {
+		if err == nil {
+			c.fleet.mu.Lock()
+			c.fleet.recWritten = out
+			c.fleet.mu.Unlock()
+		}
+		if (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)) && attempt < 3 {
+			// Changed, created or deleted meanwhile: read it live and merge again (deleted: create
+			// it anew from what this leader holds).
+			c.fleet.mu.Lock()
+			c.fleet.recWritten = nil
+			c.fleet.mu.Unlock()
+			cm, err = cms.Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				cm, err = nil, nil
+			}
+			if err == nil {
 				continue
 			}
 		}

@@ -125,6 +125,15 @@ func (c *Controller) act(ctx context.Context, s step, log klog.Logger) error {
 		actx, cancel = context.WithDeadline(ctx, term.Deadline)
 		defer cancel()
 	}
+	if v := s.n.Annotations[protocol.RebootVersion]; e.Do == protocol.Finish && v != "" {
+		// Admitted by this operator for v, boot ID changed, back Ready on v: canary proof. It is in
+		// the fleet record before the node is seen out of its cycle, so a leader killed in between
+		// leaves a successor that knows the canary finished (and bakes it) rather than sending
+		// another canary of v before the first one baked.
+		if err := c.proved(actx, s.n, v, s.now); err != nil {
+			return err
+		}
+	}
 	if e.FreesSlot {
 		// The node keeps its slot until what it spends of the failure budget is counted: no admission
 		// may fall between the two, or one node starts after the fleet should have paused itself.
