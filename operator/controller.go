@@ -246,10 +246,17 @@ func New(cfg Config) (*Controller, error) {
 				c.queue.Add(n.Name)
 			}
 		},
-		UpdateFunc: func(_, obj interface{}) {
+		UpdateFunc: func(oldObj, obj interface{}) {
 			n, ok := obj.(*corev1.Node)
 			if !ok {
 				return
+			}
+			if was, ok := oldObj.(*corev1.Node); ok && was.UID != n.UID {
+				// Deleted and created again under its name while the watch was away (a relist shows
+				// it as an update): the old machine's cycle ends, and the new one starts clean.
+				c.replaced(was)
+				c.overlay.Deleted(was.Name)
+				c.forgetNode(was.Name)
 			}
 			c.overlay.Observed(n)
 			// When what admission reads of it changed (the budget, who waits), reindex gives the

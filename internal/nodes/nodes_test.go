@@ -105,6 +105,16 @@ func TestOverlay(t *testing.T) {
 	if got := o.View(node("14", nil, false)); got.ResourceVersion != "14" {
 		t.Error("deleted node still overlaid")
 	}
+	// A write to the machine that had this name before is never the view of the one that has it now,
+	// however the resource versions compare.
+	mine := node("30", nil, false)
+	mine.UID = "old-machine"
+	o.Wrote(mine)
+	other := node("25", nil, false)
+	other.UID = "new-machine"
+	if got := o.View(other); got != other {
+		t.Error("a write to another machine under the same name was taken as its view")
+	}
 }
 
 func TestStrip(t *testing.T) {

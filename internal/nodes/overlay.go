@@ -56,8 +56,8 @@ func (o *Overlay) View(cached *corev1.Node) *corev1.Node {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if w, ok := o.m[cached.Name]; ok && newer(w.ResourceVersion, cached.ResourceVersion) {
-		return w
+	if w, ok := o.m[cached.Name]; ok && w.UID == cached.UID && newer(w.ResourceVersion, cached.ResourceVersion) {
+		return w // a write to another machine under this name (deleted, created again) is never its view
 	}
 	return cached
 }
