@@ -56,6 +56,7 @@ type Config struct {
 	AgentKillEvery  time.Duration // kill the agent of a node in its cycle for 1-4 s
 	UERestartEvery  time.Duration // restart update_engine on an idle node
 	APIRestarts     int           // kube-apiserver restarts, spread over the run's progress
+	EtcdRestarts    int           // etcd SIGKILLed and restarted (the API server stays up), spread likewise
 	NeverBack       bool          // one machine does not come back from its next reboot
 	PDBBlock        time.Duration // a PDB blocks the drain of two nodes this long, then is relaxed
 	RebootTimeout   time.Duration // the operators' --reboot-timeout (marks the lost machine stalled)
@@ -86,7 +87,7 @@ func Full() Config {
 	return Config{Nodes: 24, MaxUnavailable: 3, Cycles: 200, Duration: 25 * time.Minute,
 		RebootDelay: time.Second, StageDelay: 4 * time.Second, Lead: 2,
 		LeaderKillEvery: 20 * time.Second, AgentKillEvery: 5 * time.Second, UERestartEvery: 7 * time.Second,
-		APIRestarts: 2, NeverBack: true, PDBBlock: 45 * time.Second, RebootTimeout: 30 * time.Second,
+		APIRestarts: 2, EtcdRestarts: 2, NeverBack: true, PDBBlock: 45 * time.Second, RebootTimeout: 30 * time.Second,
 		CanaryNodes: 1, CanaryBake: 3 * time.Second,
 		SettleTimeout: 3 * time.Minute, ProgressEvery: 10 * time.Second}
 }
@@ -102,7 +103,7 @@ func Short() Config {
 	return Config{Nodes: 8, MaxUnavailable: 3, Cycles: 30, Duration: 6 * time.Minute,
 		RebootDelay: 300 * time.Millisecond, StageDelay: 2 * time.Second, Lead: 2,
 		LeaderKillEvery: 30 * time.Second, AgentKillEvery: 6 * time.Second, UERestartEvery: 8 * time.Second,
-		APIRestarts: 1, NeverBack: true, PDBBlock: 15 * time.Second, RebootTimeout: 10 * time.Second,
+		APIRestarts: 1, EtcdRestarts: 1, NeverBack: true, PDBBlock: 15 * time.Second, RebootTimeout: 10 * time.Second,
 		CanaryNodes: 1, CanaryBake: 2 * time.Second,
 		SettleTimeout: 90 * time.Second, ProgressEvery: 10 * time.Second}
 }
@@ -123,7 +124,7 @@ type Result struct {
 }
 
 // Fault names, in the order progress lines show them.
-var faultNames = []string{"leader-kill", "agent-kill", "apiserver-restart", "ue-restart", "pdb-block", "never-back"}
+var faultNames = []string{"leader-kill", "agent-kill", "apiserver-restart", "etcd-restart", "ue-restart", "pdb-block", "never-back"}
 
 type runner struct {
 	cfg     Config
@@ -167,7 +168,7 @@ func (r *runner) everyFaultInjected() bool {
 	f := r.faultCounts()
 	c := r.cfg
 	return (c.LeaderKillEvery == 0 || f["leader-kill"] > 0) && (c.AgentKillEvery == 0 || f["agent-kill"] > 0) &&
-		(c.UERestartEvery == 0 || f["ue-restart"] > 0) && f["apiserver-restart"] >= c.APIRestarts &&
+		(c.UERestartEvery == 0 || f["ue-restart"] > 0) && f["apiserver-restart"] >= c.APIRestarts && f["etcd-restart"] >= c.EtcdRestarts &&
 		(c.PDBBlock == 0 || f["pdb-block"] > 0) && (!c.NeverBack || f["never-back"] > 0)
 }
 
@@ -359,7 +360,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		}(n)
 	}
 	var injectors sync.WaitGroup
-	for i, f := range []func(context.Context, *rand.Rand){r.leaderKiller, r.agentKiller, r.ueRestarter, r.apiRestarter, r.neverBackInjector, r.pdbRelaxer} {
+	for i, f := range []func(context.Context, *rand.Rand){r.leaderKiller, r.agentKiller, r.ueRestarter, r.apiRestarter, r.etcdRestarter, r.neverBackInjector, r.pdbRelaxer} {
 		injectors.Add(1)
 		go func(f func(context.Context, *rand.Rand), seed uint64) {
 			defer injectors.Done()
@@ -438,6 +439,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	res.Notes = append(res.Notes, fmt.Sprintf("peak unavailable %d (budget %d); checker relists (watch gaps) %d", st.Peak, cfg.MaxUnavailable, st.Relists))
 	if res.Faults["apiserver-restart"] < cfg.APIRestarts {
 		res.Notes = append(res.Notes, fmt.Sprintf("only %d of %d API server restarts happened", res.Faults["apiserver-restart"], cfg.APIRestarts))
+	}
+	if res.Faults["etcd-restart"] < cfg.EtcdRestarts {
+		res.Notes = append(res.Notes, fmt.Sprintf("only %d of %d etcd restarts happened", res.Faults["etcd-restart"], cfg.EtcdRestarts))
 	}
 	return res, nil
 }
@@ -667,6 +671,27 @@ func (r *runner) apiRestarter(ctx context.Context, _ *rand.Rand) {
 		}
 		r.fault("apiserver-restart")
 		r.say("restarted kube-apiserver (SIGKILL + start, %s until ready)", time.Since(t0).Round(100*time.Millisecond))
+	}
+}
+
+// etcdRestarter SIGKILLs and restarts etcd EtcdRestarts times, spread over the run's progress between the
+// API server's restarts: every write in flight fails, every watch is cut, the leader's renewals fail
+// until etcd is back (a lease shorter than the outage passes on).
+func (r *runner) etcdRestarter(ctx context.Context, _ *rand.Rand) {
+	for k := 1; k <= r.cfg.EtcdRestarts; k++ {
+		at := r.cfg.Cycles * (2*k - 1) / (2 * (r.cfg.EtcdRestarts + 1))
+		for r.check.Stats().Cycles < at {
+			if testenv.WaitCtx(ctx, 500*time.Millisecond) != nil {
+				return
+			}
+		}
+		t0 := time.Now()
+		if err := r.cp.RestartEtcd(ctx); err != nil {
+			r.say("etcd restart failed: %v", err)
+			continue
+		}
+		r.fault("etcd-restart")
+		r.say("restarted etcd (SIGKILL + start, %s until the API server was ready)", time.Since(t0).Round(100*time.Millisecond))
 	}
 }
 

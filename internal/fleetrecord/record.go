@@ -240,6 +240,18 @@ func (r Record) VersionFailures(v string) []time.Time {
 	return out
 }
 
+// VersionStalls are the grant times of the stalls after the grant for version v that still count,
+// sorted: the canaries of v that never finished.
+func (r Record) VersionStalls(v string) []time.Time {
+	var out []time.Time
+	for _, f := range r.Failures {
+		if v != "" && f.Version == v && f.Reason == ReasonStalled && !f.Budget && !r.late(f) {
+			out = append(out, f.At)
+		}
+	}
+	return out
+}
+
 // late reports whether f is a stall after the grant that the same machine later got over: it finished
 // the cycle on the version it stalled for (a proof at or after the stall). Such a node was late, not
 // failed: its stall held the version's canaries while it lasted and counts no more (Bound forgets it).

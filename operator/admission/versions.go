@@ -29,8 +29,12 @@ type VersionStats struct {
 	// Finished: when each cycle the operator ran for it finished on it (Memory.VersionProofs), sorted:
 	// the only canary proof.
 	Finished []time.Time
-	// Failures: every failure the fleet recorded for it (Memory.VersionFailures), sorted.
+	// Failures: every failure the fleet recorded for it (Memory.VersionFailures), sorted; Stalls: the
+	// stalls after the grant among them (Memory.VersionStalls), by grant time. A stalled canary is a
+	// canary that never finished: it holds its canary place until a person resumes the version, on its
+	// Node or -- the Node deleted, replaced -- in the record.
 	Failures []time.Time
+	Stalls   []time.Time
 	// Stalled: the grant times of the nodes in InFlight that stalled after their grant. Until a person
 	// resumes the version such a node is a canary that never finished (the others wait); after, it is
 	// only the failure the person looked at, and another node may be the canary.
@@ -44,14 +48,15 @@ type Memory interface {
 	// VersionFailures: when each failure for the version was recorded; VersionProofs: when each cycle
 	// the operator ran for it finished on it. Both sorted.
 	VersionFailures(version string) []time.Time
+	VersionStalls(version string) []time.Time
 	VersionProofs(version string) []time.Time
 }
 
 // WithMemory is s with the failures and proofs m remembers for v (m nil: none).
 func WithMemory(s VersionStats, v string, m Memory) VersionStats {
-	s.Failures, s.Finished = nil, nil
+	s.Failures, s.Stalls, s.Finished = nil, nil, nil
 	if m != nil {
-		s.Failures, s.Finished = m.VersionFailures(v), m.VersionProofs(v)
+		s.Failures, s.Stalls, s.Finished = m.VersionFailures(v), m.VersionStalls(v), m.VersionProofs(v)
 	}
 	return s
 }
@@ -128,14 +133,15 @@ func CanaryOf(s VersionStats, c Canary, resumed, now time.Time, inFlightExtra in
 		}
 		return CanaryState{State: "baking", BakeEnd: end}
 	}
-	inFlight := s.InFlight
-	for _, t := range s.Stalled {
-		if t.Before(resumed) {
-			inFlight-- // stalled before the person resumed the version: no canary any more
+	// The canary places taken: proven cycles, canaries in flight that did not stall, and stalled
+	// canaries not yet resumed -- still on their Node or remembered after it was deleted (a stall
+	// before the person resumed the version is no canary any more).
+	inFlight := s.InFlight - len(s.Stalled)
+	for _, t := range s.Stalls {
+		if !t.Before(resumed) {
+			inFlight++
 		}
 	}
-	// Only proven cycles and canaries in flight fill the canary slots: nodes merely seen on v prove
-	// nothing, and must not keep the canaries from going either.
 	if len(s.Finished)+inFlight+inFlightExtra < c.Nodes {
 		return CanaryState{State: "canaries", Failures: failures}
 	}

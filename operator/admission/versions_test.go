@@ -40,12 +40,13 @@ func TestVersionsOf(t *testing.T) {
 
 // memory is an admission.Memory of known answers.
 type memory struct {
-	resumed          map[string]time.Time
-	failures, proofs map[string][]time.Time
+	resumed                  map[string]time.Time
+	failures, stalls, proofs map[string][]time.Time
 }
 
 func (m memory) VersionResumedAt(v string) time.Time  { return m.resumed[v] }
 func (m memory) VersionFailures(v string) []time.Time { return m.failures[v] }
+func (m memory) VersionStalls(v string) []time.Time   { return m.stalls[v] }
 func (m memory) VersionProofs(v string) []time.Time   { return m.proofs[v] }
 func (m memory) Holds(string) (bool, string)          { return false, "" }
 
@@ -77,9 +78,12 @@ func TestCanaryOf(t *testing.T) {
 		{"...and one in flight, one proven: the rest wait", VersionStats{On: 5, InFlight: 1, Finished: fin(time.Minute)}, time.Time{}, 0, "waiting"},
 		{"a failure: not released, no room", VersionStats{On: 2, Finished: fin(30*time.Minute, 11*time.Minute), Failures: fin(time.Hour)}, time.Time{}, 0, "waiting"},
 		{"a failure, room for a canary", VersionStats{On: 1, Finished: fin(30 * time.Minute), Failures: fin(time.Hour)}, time.Time{}, 0, "canaries"},
-		{"a canary stalled: the rest wait", VersionStats{InFlight: 2, Stalled: fin(time.Hour), Failures: fin(time.Hour)}, time.Time{}, 0, "waiting"},
-		{"...until a person resumed it: another canary may go", VersionStats{InFlight: 2, Stalled: fin(time.Hour), Failures: fin(time.Hour)}, t0.Add(-50 * time.Minute), 0, "canaries"},
-		{"...but not for a stall after the resume", VersionStats{InFlight: 2, Stalled: fin(10 * time.Minute), Failures: fin(10 * time.Minute)}, t0.Add(-50 * time.Minute), 0, "waiting"},
+		{"a canary stalled: the rest wait", VersionStats{InFlight: 2, Stalled: fin(time.Hour), Stalls: fin(time.Hour), Failures: fin(time.Hour)}, time.Time{}, 0, "waiting"},
+		{"...until a person resumed it: another canary may go", VersionStats{InFlight: 2, Stalled: fin(time.Hour), Stalls: fin(time.Hour), Failures: fin(time.Hour)}, t0.Add(-50 * time.Minute), 0, "canaries"},
+		{"...but not for a stall after the resume", VersionStats{InFlight: 2, Stalled: fin(10 * time.Minute), Stalls: fin(10 * time.Minute), Failures: fin(10 * time.Minute)}, t0.Add(-50 * time.Minute), 0, "waiting"},
+		{"the stalled canary's Node deleted: its place stays taken until resumed", VersionStats{InFlight: 1, Stalls: fin(time.Hour), Failures: fin(time.Hour)}, time.Time{}, 0, "waiting"},
+		{"...and after the resume another canary goes", VersionStats{InFlight: 1, Stalls: fin(time.Hour), Failures: fin(time.Hour)}, t0.Add(-50 * time.Minute), 0, "canaries"},
+		{"a canary back on the old version gives its place back", VersionStats{InFlight: 1, Failures: fin(time.Hour)}, time.Time{}, 0, "canaries"},
 		{"the failure before the resume no longer counts", VersionStats{On: 2, Finished: fin(30*time.Minute, 11*time.Minute), Failures: fin(time.Hour)}, t0.Add(-50 * time.Minute), 0, "released"},
 		{"two failures: halted", VersionStats{Failures: fin(time.Hour, time.Minute)}, time.Time{}, 0, "halted"},
 		{"resumed after them", VersionStats{Failures: fin(time.Hour, time.Minute)}, t0, 0, "canaries"},

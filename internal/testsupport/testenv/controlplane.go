@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -41,6 +42,8 @@ type ControlPlane struct {
 	bin        string   // directory of the binaries
 	apiArgs    []string // kube-apiserver's command line, for RestartAPIServer
 	clientCA   *clusterpki.CA
+	etcdArgs   []string // etcd's command line, for RestartEtcd
+	restarts   sync.Mutex
 }
 
 // Options select what to start.
@@ -196,13 +199,14 @@ func StartControlPlane(ctx context.Context, dir string, opt Options) (*ControlPl
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
 	start := time.Now()
-	if err := cp.start(filepath.Join(bin, "etcd"), "etcd",
-		"--data-dir="+filepath.Join(dir, "etcd"),
-		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
-		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=default="+peerURL,
-		"--unsafe-no-fsync", "--log-level=warn",
-	); err != nil {
+	// No fsync: a SIGKILLed etcd (RestartEtcd) loses nothing the kernel was handed; only a machine
+	// crash would.
+	cp.etcdArgs = []string{"--data-dir=" + filepath.Join(dir, "etcd"),
+		"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,
+		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=default=" + peerURL,
+		"--unsafe-no-fsync", "--log-level=warn"}
+	if err := cp.start(filepath.Join(bin, "etcd"), "etcd", cp.etcdArgs...); err != nil {
 		return nil, err
 	}
 
@@ -368,14 +372,35 @@ func (cp *ControlPlane) waitReady(ctx context.Context, timeout time.Duration) er
 // the same flags and the same etcd, then waits for /readyz. Clients keep their URL and reconnect; what
 // they were watching they must resume or list again.
 func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
+	if cp.apiArgs == nil {
+		return fmt.Errorf("no kube-apiserver to restart")
+	}
+	return cp.restart(ctx, "kube-apiserver", cp.apiArgs)
+}
+
+// RestartEtcd kills etcd (SIGKILL, as a crash) and starts it again with the same data and ports, then
+// waits until kube-apiserver is ready again (its /readyz checks etcd). The API server stays up
+// meanwhile: requests fail or wait, watches are cut and resume, as when etcd restarts in a cluster.
+func (cp *ControlPlane) RestartEtcd(ctx context.Context) error {
+	if cp.etcdArgs == nil {
+		return fmt.Errorf("no etcd to restart")
+	}
+	return cp.restart(ctx, "etcd", cp.etcdArgs)
+}
+
+// restart SIGKILLs the process of binary name, waits until it is gone (its ports free), starts it again
+// with args and waits for the API server to be ready.
+func (cp *ControlPlane) restart(ctx context.Context, name string, args []string) error {
+	cp.restarts.Lock() // one at a time: each changes procs
+	defer cp.restarts.Unlock()
 	var old *exec.Cmd
 	for _, c := range cp.procs {
-		if filepath.Base(c.Path) == "kube-apiserver" {
+		if filepath.Base(c.Path) == name {
 			old = c
 		}
 	}
-	if old == nil || cp.apiArgs == nil {
-		return fmt.Errorf("no kube-apiserver to restart")
+	if old == nil {
+		return fmt.Errorf("no %s to restart", name)
 	}
 	_ = old.Process.Kill()
 	// Its port is free once the process is gone (start's goroutine reaps it).
@@ -384,7 +409,7 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("kube-apiserver (pid %d) did not exit", old.Process.Pid)
+			return fmt.Errorf("%s (pid %d) did not exit", name, old.Process.Pid)
 		}
 		if err := WaitCtx(ctx, 20*time.Millisecond); err != nil {
 			return err
@@ -396,7 +421,7 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
 			break
 		}
 	}
-	if err := cp.start(filepath.Join(cp.bin, "kube-apiserver"), "kube-apiserver", cp.apiArgs...); err != nil {
+	if err := cp.start(filepath.Join(cp.bin, name), name, args...); err != nil {
 		return err
 	}
 	return cp.waitReady(ctx, 60*time.Second)
