@@ -58,8 +58,11 @@ type Config struct {
 	APIRestarts     int           // kube-apiserver restarts, spread over the run's progress
 	EtcdRestarts    int           // etcd SIGKILLed and restarted (the API server stays up), spread likewise
 	NeverBack       bool          // one machine does not come back from its next reboot
-	PDBBlock        time.Duration // a PDB blocks the drain of two nodes this long, then is relaxed
-	RebootTimeout   time.Duration // the operators' --reboot-timeout (marks the lost machine stalled)
+	// DeleteLostNode: once the lost machine is marked stalled, its Node is deleted (what an autoscaler
+	// or a machine health check does) before a person resumes its release, which must stay held.
+	DeleteLostNode bool
+	PDBBlock       time.Duration // a PDB blocks the drain of two nodes this long, then is relaxed
+	RebootTimeout  time.Duration // the operators' --reboot-timeout (marks the lost machine stalled)
 	// OperatorMaxUnavailable, if set, is the operators' --max-unavailable instead of MaxUnavailable
 	// (the checker keeps MaxUnavailable): a deliberately wrong operator, to see the checker catch it.
 	OperatorMaxUnavailable int
@@ -87,7 +90,7 @@ func Full() Config {
 	return Config{Nodes: 24, MaxUnavailable: 3, Cycles: 200, Duration: 25 * time.Minute,
 		RebootDelay: time.Second, StageDelay: 4 * time.Second, Lead: 2,
 		LeaderKillEvery: 20 * time.Second, AgentKillEvery: 5 * time.Second, UERestartEvery: 7 * time.Second,
-		APIRestarts: 2, EtcdRestarts: 2, NeverBack: true, PDBBlock: 45 * time.Second, RebootTimeout: 30 * time.Second,
+		APIRestarts: 2, EtcdRestarts: 2, NeverBack: true, DeleteLostNode: true, PDBBlock: 45 * time.Second, RebootTimeout: 30 * time.Second,
 		CanaryNodes: 1, CanaryBake: 3 * time.Second,
 		SettleTimeout: 3 * time.Minute, ProgressEvery: 10 * time.Second}
 }
@@ -103,7 +106,7 @@ func Short() Config {
 	return Config{Nodes: 8, MaxUnavailable: 3, Cycles: 30, Duration: 6 * time.Minute,
 		RebootDelay: 300 * time.Millisecond, StageDelay: 2 * time.Second, Lead: 2,
 		LeaderKillEvery: 30 * time.Second, AgentKillEvery: 6 * time.Second, UERestartEvery: 8 * time.Second,
-		APIRestarts: 1, EtcdRestarts: 1, NeverBack: true, PDBBlock: 15 * time.Second, RebootTimeout: 10 * time.Second,
+		APIRestarts: 1, EtcdRestarts: 1, NeverBack: true, DeleteLostNode: true, PDBBlock: 15 * time.Second, RebootTimeout: 10 * time.Second,
 		CanaryNodes: 1, CanaryBake: 2 * time.Second,
 		SettleTimeout: 90 * time.Second, ProgressEvery: 10 * time.Second}
 }
@@ -124,7 +127,7 @@ type Result struct {
 }
 
 // Fault names, in the order progress lines show them.
-var faultNames = []string{"leader-kill", "agent-kill", "apiserver-restart", "etcd-restart", "ue-restart", "pdb-block", "never-back"}
+var faultNames = []string{"leader-kill", "agent-kill", "apiserver-restart", "etcd-restart", "ue-restart", "pdb-block", "never-back", "failed-node-deleted"}
 
 type runner struct {
 	cfg     Config
@@ -169,7 +172,8 @@ func (r *runner) everyFaultInjected() bool {
 	c := r.cfg
 	return (c.LeaderKillEvery == 0 || f["leader-kill"] > 0) && (c.AgentKillEvery == 0 || f["agent-kill"] > 0) &&
 		(c.UERestartEvery == 0 || f["ue-restart"] > 0) && f["apiserver-restart"] >= c.APIRestarts && f["etcd-restart"] >= c.EtcdRestarts &&
-		(c.PDBBlock == 0 || f["pdb-block"] > 0) && (!c.NeverBack || f["never-back"] > 0)
+		(c.PDBBlock == 0 || f["pdb-block"] > 0) && (!c.NeverBack || f["never-back"] > 0) &&
+		(!c.NeverBack || !c.DeleteLostNode || f["failed-node-deleted"] > 0)
 }
 
 func (r *runner) faultCounts() map[string]int {
@@ -725,14 +729,30 @@ func (r *runner) neverBackInjector(ctx context.Context, _ *rand.Rand) {
 // release is the OS version of a node's k-th update.
 func release(k int) string { return fmt.Sprintf("4500.%d.0", k) }
 
+// deleteLost deletes the lost machine's Node, as an autoscaler or a machine health check would, and keeps
+// its release held for a while: the referee reports any node that starts a cycle for that release
+// before the person resumes it (the fleet record remembers the failure, not the Node).
+func (r *runner) deleteLost(n *simNode, v string) {
+	if r.cfg.CanaryNodes > 0 && v != "" {
+		r.check.Halted(v)
+	}
+	if err := r.client.CoreV1().Nodes().Delete(r.runCtx, n.Name, metav1.DeleteOptions{}); err != nil {
+		r.say("deleting the lost machine's Node %s failed: %v", n.Name, err)
+		return
+	}
+	r.fault("failed-node-deleted")
+	r.say("deleted the lost machine's Node %s (its release %s stays held until a person resumes it)", n.Name, v)
+	_ = testenv.WaitCtx(r.runCtx, 5*time.Second) // long enough for waiting nodes to be looked at again
+}
+
 // resumeRelease is the person who looked at the lost machine: its release's canaries and halts
 // count it as a failure until someone runs `kubectl slipway resume --version` (here through the
 // operator binary, the same code).
-func (r *runner) resumeRelease(n *simNode) {
-	v := r.check.Annotation(n.Name, "update.slipway.dev/reboot-version")
+func (r *runner) resumeRelease(n *simNode, v string) {
 	if r.cfg.CanaryNodes == 0 || v == "" {
 		return
 	}
+	r.check.Resumed(v)
 	out, err := exec.CommandContext(r.runCtx, r.bin, "resume", "--version", v, "--kubeconfig", r.cp.Kubeconfig, "-n", "slipway-system").CombinedOutput()
 	if err != nil {
 		r.say("resume --version %s failed: %v: %s", v, err, out)
@@ -751,7 +771,11 @@ func (r *runner) watchLost(n *simNode) {
 		}
 		if v := r.check.Annotation(n.Name, referee.KeyStalled); granted && v != "" {
 			r.say("%s marked %s=%s", n.Name, referee.KeyStalled, v)
-			r.resumeRelease(n)
+			release := r.check.Annotation(n.Name, "update.slipway.dev/reboot-version")
+			if r.cfg.DeleteLostNode {
+				r.deleteLost(n, release)
+			}
+			r.resumeRelease(n, release)
 			return
 		}
 		_ = testenv.WaitCtx(r.runCtx, 200*time.Millisecond)

@@ -15,8 +15,30 @@ const (
 )
 
 // Canary is the kind of violation: more nodes in a cycle for a new OS version than its canaries
-// before they proved it.
-const Canary = "canary"
+// before they proved it. Halt: a cycle for a version started while a failure of it was not resumed.
+const (
+	Canary = "canary"
+	Halt   = "halt"
+)
+
+// Halted says that version v is held from now on until Resumed(v): a failure of it is recorded and a
+// person has not resumed it (the scenario deleted the failed Node, which must lift nothing). A node
+// starting a cycle for v meanwhile is a violation.
+func (c *Checker) Halted(v string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.halted == nil {
+		c.halted = map[string]bool{}
+	}
+	c.halted[v] = true
+}
+
+// Resumed ends Halted(v): call it before the person's resume is written.
+func (c *Checker) Resumed(v string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.halted, v)
+}
 
 // canaryCheck is the state of the canary invariant (Checker.Canaries).
 type canaryCheck struct {
@@ -66,6 +88,9 @@ func (c *Checker) observeCanary(s *nodeState, n *corev1.Node, prev *corev1.Node,
 	case busy && s.cycleFor == "":
 		if v := n.Annotations[KeyNewVersion]; v != "" && v != "0.0.0" && v != running {
 			s.cycleFor = v
+			if c.halted[v] && fromWatch {
+				c.violate(Halt, n.Name, "a cycle for %s started while its failure was not resumed (the failed Node was deleted: that must lift nothing)", v)
+			}
 		}
 	case !busy && s.cycleFor != "":
 		if running == s.cycleFor {

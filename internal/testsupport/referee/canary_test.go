@@ -74,3 +74,29 @@ func TestCanaryInvariant(t *testing.T) {
 	c.ObserveNode(versioned("a", 6, "A", "B", cordoned...))
 	wantKinds(t, c)
 }
+
+// A halted version (its failed Node deleted, no resume yet): a node starting a cycle for it is a
+// violation; after Resumed it is not; a cycle for another version never is.
+func TestHaltInvariant(t *testing.T) {
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	setup := func() *Checker {
+		c := NewAt(10, clock)
+		c.Canaries(1, time.Second)
+		c.ReplaceNodes([]corev1.Node{*versioned("a", 1, "A", "0.0.0"), *versioned("b", 1, "A", "0.0.0"), *versioned("c", 1, "A", "0.0.0")})
+		c.NeverBack("c")
+		c.ObserveNode(versioned("c", 2, "A", "B", cordoned...)) // the canary of B, lost
+		c.Halted("B")
+		c.DeleteNode("c")
+		return c
+	}
+	c := setup()
+	c.ObserveNode(versioned("a", 3, "A", "B", cordoned...))
+	wantKinds(t, c, Halt+":a")
+
+	c = setup()
+	c.ObserveNode(versioned("a", 3, "A", "C", cordoned...)) // another version goes on
+	c.Resumed("B")
+	c.ObserveNode(versioned("b", 4, "A", "B", cordoned...))
+	wantKinds(t, c)
+}

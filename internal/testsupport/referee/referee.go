@@ -89,7 +89,8 @@ type Checker struct {
 	podRV   uint64
 	grants  []grantCheck
 	rvsSane bool
-	canary  *canaryCheck // nil: the canary invariant is off (Canaries)
+	canary  *canaryCheck    // nil: the canary invariant is off (Canaries)
+	halted  map[string]bool // versions held until a person resumes them (Halted; judged with the canaries)
 }
 
 type nodeState struct {
@@ -104,6 +105,8 @@ type nodeState struct {
 	// cordon was first seen in a relist (its real moment is unknown).
 	cordonRV    uint64
 	cordonKnown bool
+	// stalledWhenDeleted: its Node was deleted while it carried the stalled mark.
+	stalledWhenDeleted bool
 	// What the scenario says happened to the machine.
 	staged, boots int
 	neverBack     bool
@@ -224,6 +227,9 @@ func (c *Checker) DeleteNode(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s := c.nodes[name]; s != nil {
+		if s.last != nil && s.last.Annotations[KeyStalled] != "" {
+			s.stalledWhenDeleted = true
+		}
 		s.last = nil
 		s.continuous = false
 	}
@@ -622,7 +628,7 @@ func (c *Checker) Final(requireStalled bool) {
 			if s.boots != s.staged-1 {
 				c.violate(Update, name, "never-returning node rebooted %d times for %d staged updates (want %d: the last one never comes back)", s.boots, s.staged, s.staged-1)
 			}
-			if requireStalled && (s.last == nil || s.last.Annotations[KeyStalled] == "") {
+			if requireStalled && !s.stalledWhenDeleted && (s.last == nil || s.last.Annotations[KeyStalled] == "") {
 				c.violate(EndState, name, "never came back but carries no %s annotation", KeyStalled)
 			}
 			continue
