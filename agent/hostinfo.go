@@ -7,8 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
 )
 
 // HostInfo is what the agent labels its Node with: the OS id and version from os-release and the
@@ -115,19 +116,5 @@ func unquote(v string) string {
 	return v
 }
 
-var (
-	invalidLabelChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-	maxLabelValue     = 63
-)
-
-// SanitizeLabelValue turns s into a valid Kubernetes label value: characters outside [A-Za-z0-9._-]
-// become '-', at most 63 characters, starting and ending alphanumeric. It may return "" (valid).
-func SanitizeLabelValue(s string) string {
-	s = invalidLabelChars.ReplaceAllString(s, "-")
-	if len(s) > maxLabelValue {
-		s = s[:maxLabelValue]
-	}
-	return strings.TrimFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
-	})
-}
+// SanitizeLabelValue turns s into a valid Kubernetes label value (protocol.LabelValue).
+func SanitizeLabelValue(s string) string { return protocol.LabelValue(s) }

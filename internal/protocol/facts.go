@@ -100,7 +100,7 @@ func Observe(n *corev1.Node, hooks Hooks) Facts {
 	f.Ready = NodeReady(n)
 	f.Stalled = a[Stalled]
 	if want := a[RebootVersion]; want != "" {
-		f.OldVersion = l[Version] != want
+		f.OldVersion = NormalVersion(l[Version]) != NormalVersion(want)
 	}
 
 	recorded, current, agent := a[RebootBootID], CurrentBootID(n), a[BootID]
@@ -129,10 +129,11 @@ func CurrentBootID(n *corev1.Node) string {
 
 // AskedVersion is the OS version a node says its reboot is for: its new-version, when that is a
 // version other than the one it runs ("" when it says none: FLUO's agent without one, update_engine's
-// "0.0.0" placeholder, a hand-set reboot-needed).
+// "0.0.0" placeholder, a hand-set reboot-needed), in its normal form (NormalVersion): what
+// reboot-version, failed-version and the fleet record keep.
 func AskedVersion(n *corev1.Node) string {
-	v := n.Annotations[NewVersion]
-	if v == "" || v == "0.0.0" || v == n.Labels[Version] {
+	v := NormalVersion(n.Annotations[NewVersion])
+	if v == "" || v == "0.0.0" || v == NormalVersion(n.Labels[Version]) {
 		return ""
 	}
 	return v

@@ -272,6 +272,7 @@ func parseArgs(args []string) (string, options, error) {
 		if err := protocol.ValidVersion(o.version); err != nil {
 			return "", o, fmt.Errorf("--version %q: %w", o.version, err)
 		}
+		o.version = protocol.NormalVersion(o.version) // as the operator keeps it: 4593.2.5+dev-1 is 4593.2.5-dev-1
 	}
 	return cmd, o, nil
 }
