@@ -10,6 +10,7 @@ import (
 	"context"
 
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/google/cel-go/cel"
@@ -151,16 +152,26 @@ func (b *Blocker) check(ctx context.Context, c *Check) string {
 	case err != nil:
 		return "reading it: " + err.Error()
 	}
-	out, _, err := c.prog.ContextEval(ctx, map[string]any{"object": obj.Object})
+	return c.judge(ctx, obj.Object)
+}
+
+// judge evaluates the expression on object: "" when it holds, else why not. A CEL error can quote
+// values of the object (a conversion error names the string it could not convert), and blocked-by is
+// readable by every agent: quoted text is cut from it, and a non-bool result is named by type only.
+func (c *Check) judge(ctx context.Context, object map[string]any) string {
+	out, _, err := c.prog.ContextEval(ctx, map[string]any{"object": object})
 	if err != nil {
-		return c.Expr + ": " + err.Error()
+		return c.Expr + ": " + quoted.ReplaceAllString(err.Error(), "…")
 	}
 	v, ok := out.Value().(bool)
 	if !ok {
-		return fmt.Sprintf("%s: evaluates to %v (%s), want bool", c.Expr, out.Value(), out.Type().TypeName())
+		return fmt.Sprintf("%s: evaluates to a %s, want bool", c.Expr, out.Type().TypeName())
 	}
 	if !v {
 		return c.Expr + " is false"
 	}
 	return ""
 }
+
+// quoted matches quoted text in an error: "...", '...' or `...`.
+var quoted = regexp.MustCompile("\"[^\"]*\"|'[^']*'|`[^`]*`")

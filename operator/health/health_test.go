@@ -122,3 +122,25 @@ func TestBlockerFailsClosed(t *testing.T) {
 type resettable struct{ meta.RESTMapper }
 
 func (resettable) Reset() {}
+
+// What a check says when it does not hold never quotes the object: blocked-by is readable by every
+// agent, and a Secret or a ConfigMap may be what a check reads.
+func TestJudgeNeverQuotesTheObject(t *testing.T) {
+	ctx := context.Background()
+	obj := map[string]any{"data": map[string]any{"token": "s3cr3t-value", "n": "12"}}
+	for spec, want := range map[string]string{
+		`configmaps/gate@ops: int(object.data.token) > 0`:          "int(object.data.token) > 0: ",
+		`configmaps/gate@ops: ip(object.data.token).family() == 4`: "ip(object.data.token).family() == 4: IP Address … parse error", // CEL quotes the string
+		`configmaps/gate@ops: object.data.token == 'open'`:         "object.data.token == 'open' is false",
+		`configmaps/gate@ops: int(object.data.n) > 10`:             "",
+	} {
+		c, err := Parse(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := c.judge(ctx, obj)
+		if strings.Contains(got, "s3cr3t") || !strings.HasPrefix(got, want) || (want == "") != (got == "") {
+			t.Errorf("%s: %q, want it to start %q and never quote the object", spec, got, want)
+		}
+	}
+}
