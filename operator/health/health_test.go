@@ -99,7 +99,7 @@ func TestBlockerFailsClosed(t *testing.T) {
 		{"short", ok, []runtime.Object{deployment(int64(2))}, true, "deployments.apps/web@shop: object.status.availableReplicas >= object.spec.replicas is false"},
 		{"missing object", ok, nil, true, "deployments.apps/web@shop: not found"},
 		{"no such field yet", ok, []runtime.Object{deployment(nil)}, true, "no such key: availableReplicas"},
-		{"not a bool", `deployments.apps/web@shop: object.spec.replicas`, []runtime.Object{deployment(int64(3))}, true, "evaluates to 3 (int), want bool"},
+		{"not a bool", `deployments.apps/web@shop: object.spec.replicas`, []runtime.Object{deployment(int64(3))}, true, "evaluates to a int, want bool"},
 		{"unknown resource", `widgets.example.com/w: true`, nil, true, "widgets.example.com/w: no such resource in the cluster"},
 	} {
 		blocked, why := check(c.spec, c.objs...)
