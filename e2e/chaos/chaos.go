@@ -661,41 +661,35 @@ func (r *runner) ueRestarter(ctx context.Context, rng *rand.Rand) {
 
 // apiRestarter restarts kube-apiserver APIRestarts times, spread evenly over the run's progress.
 func (r *runner) apiRestarter(ctx context.Context, _ *rand.Rand) {
-	for k := 1; k <= r.cfg.APIRestarts; k++ {
-		at := r.cfg.Cycles * k / (r.cfg.APIRestarts + 1)
-		for r.check.Stats().Cycles < at {
-			if testenv.WaitCtx(ctx, 500*time.Millisecond) != nil {
-				return
-			}
-		}
-		t0 := time.Now()
-		if err := r.cp.RestartAPIServer(ctx); err != nil {
-			r.say("API server restart failed: %v", err)
-			continue
-		}
-		r.fault("apiserver-restart")
-		r.say("restarted kube-apiserver (SIGKILL + start, %s until ready)", time.Since(t0).Round(100*time.Millisecond))
-	}
+	r.restarts(ctx, "apiserver-restart", "kube-apiserver", r.cfg.APIRestarts, func(k int) int {
+		return r.cfg.Cycles * k / (r.cfg.APIRestarts + 1)
+	}, r.cp.RestartAPIServer)
 }
 
 // etcdRestarter SIGKILLs and restarts etcd EtcdRestarts times, spread over the run's progress between the
 // API server's restarts: every write in flight fails, every watch is cut, the leader's renewals fail
 // until etcd is back (a lease shorter than the outage passes on).
 func (r *runner) etcdRestarter(ctx context.Context, _ *rand.Rand) {
-	for k := 1; k <= r.cfg.EtcdRestarts; k++ {
-		at := r.cfg.Cycles * (2*k - 1) / (2 * (r.cfg.EtcdRestarts + 1))
-		for r.check.Stats().Cycles < at {
+	r.restarts(ctx, "etcd-restart", "etcd", r.cfg.EtcdRestarts, func(k int) int {
+		return r.cfg.Cycles * (2*k - 1) / (2 * (r.cfg.EtcdRestarts + 1))
+	}, r.cp.RestartEtcd)
+}
+
+// restarts runs restart n times, the k-th once at(k) cycles are done, counting each as fault.
+func (r *runner) restarts(ctx context.Context, fault, what string, n int, at func(k int) int, restart func(context.Context) error) {
+	for k := 1; k <= n; k++ {
+		for r.check.Stats().Cycles < at(k) {
 			if testenv.WaitCtx(ctx, 500*time.Millisecond) != nil {
 				return
 			}
 		}
 		t0 := time.Now()
-		if err := r.cp.RestartEtcd(ctx); err != nil {
-			r.say("etcd restart failed: %v", err)
+		if err := restart(ctx); err != nil {
+			r.say("%s restart failed: %v", what, err)
 			continue
 		}
-		r.fault("etcd-restart")
-		r.say("restarted etcd (SIGKILL + start, %s until the API server was ready)", time.Since(t0).Round(100*time.Millisecond))
+		r.fault(fault)
+		r.say("restarted %s (SIGKILL + start, %s until the API server was ready)", what, time.Since(t0).Round(100*time.Millisecond))
 	}
 }
 
