@@ -88,10 +88,11 @@ bench-fleet: controlplane
 	cd e2e && go run ./cmd/fleetbench $(FLEET_FLAGS)
 
 ## chaos: 24 simulated nodes, two real operators, >=200 reboot cycles while faults hit (leader SIGKILLed,
-##        agents killed, API server restarted, a PDB blocking, a node that never returns); an independent
-##        invariant checker judges. Ends with `chaos: cycles=N violations=V`. Quick: cd e2e && go run ./cmd/chaos -short
+##        agents killed, API server and etcd restarted, a PDB blocking, a node that never returns and whose
+##        Node is deleted); an independent invariant checker judges. Ends with `chaos: cycles=N violations=V`.
+##        CYCLES=1000 for a longer run (DURATION caps it, default then 90m). Quick: cd e2e && go run ./cmd/chaos -short
 chaos: controlplane
-	cd e2e && go run ./cmd/chaos
+	cd e2e && go run ./cmd/chaos $(if $(CYCLES),-cycles $(CYCLES) -duration $(or $(DURATION),90m))
 
 ## render: the kustomize manifests
 render: controlplane
