@@ -1,17 +1,18 @@
 // Package health holds admissions while a workload the operator is told to watch is unhealthy:
 // --health-check='RESOURCE.GROUP/NAME[@NAMESPACE]: CEL' names one object and a CEL expression over
 // it (`object`), evaluated with the Kubernetes CEL environment (the libraries ValidatingAdmissionPolicy
-// uses) against the live object before each admission. It fails closed: an object that is missing,
-// an expression that errors or is not a bool, an API refusal (RBAC) all hold every waiting node, with
-// that as the reason.
+// uses) against the live object before admissions (one answer serves every decision for 2 s,
+// Blocker.TTL). It fails closed: an object that is missing, an expression that errors or is not a
+// bool, an API refusal (RBAC) all hold every waiting node, with that as the reason.
 package health
 
 import (
 	"context"
-
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/google/cel-go/cel"
 	corev1 "k8s.io/api/core/v1"
@@ -115,19 +116,52 @@ type Blocker struct {
 	Checks []*Check
 	Client dynamic.Interface
 	Mapper meta.ResettableRESTMapper
+	// TTL is how long one answer is reused (DefaultTTL when 0): every waiting node's decision asks the
+	// fleet-wide blockers, and without it each asked the API server for every checked object again.
+	TTL time.Duration
+	Now func() time.Time // nil: time.Now
+
+	mu      sync.Mutex // held across the checks: concurrent decisions wait for one answer
+	at      time.Time  // when the cached answer was made; zero: none
+	blocked bool
+	reason  string
 }
+
+// DefaultTTL is Blocker.TTL's default: short against the blocker retry (10 s), long against a burst of
+// decisions.
+const DefaultTTL = 2 * time.Second
 
 func (b *Blocker) Name() string    { return Name }
 func (b *Blocker) FleetWide() bool { return true }
 
-// Check evaluates every check against its live object; the first that does not hold blocks.
+// Check evaluates every check against its live object; the first that does not hold blocks. An answer
+// is reused for TTL.
 func (b *Blocker) Check(ctx context.Context, _ *corev1.Node) (bool, string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now, ttl := time.Now, b.TTL
+	if b.Now != nil {
+		now = b.Now
+	}
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	if t := now(); !b.at.IsZero() && !t.Before(b.at) && t.Sub(b.at) < ttl {
+		return b.blocked, b.reason
+	}
+	b.blocked, b.reason = false, ""
 	for _, c := range b.Checks {
 		if why := b.check(ctx, c); why != "" {
-			return true, c.Object() + ": " + why
+			b.blocked, b.reason = true, c.Object()+": "+why
+			break
 		}
 	}
-	return false, ""
+	if ctx.Err() != nil {
+		b.at = time.Time{} // an answer cut short by the caller is not kept
+	} else {
+		b.at = now()
+	}
+	return b.blocked, b.reason
 }
 
 func (b *Blocker) check(ctx context.Context, c *Check) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -142,5 +143,38 @@ func TestJudgeNeverQuotesTheObject(t *testing.T) {
 		if strings.Contains(got, "s3cr3t") || !strings.HasPrefix(got, want) || (want == "") != (got == "") {
 			t.Errorf("%s: %q, want it to start %q and never quote the object", spec, got, want)
 		}
+	}
+}
+
+// One answer serves every decision for TTL: a burst of waiting nodes costs one GET per check, and a
+// change of the object is seen once the TTL has passed.
+func TestBlockerReusesItsAnswerForTTL(t *testing.T) {
+	gvr := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
+	c, err := Parse(`deployments.apps/web@shop: object.status.availableReplicas >= object.spec.replicas`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "DeploymentList"}, deployment(int64(2)))
+	gets := 0
+	client.PrependReactor("get", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+		gets++
+		return false, nil, nil
+	})
+	now := time.Unix(1000, 0)
+	b := &Blocker{Checks: []*Check{c}, Client: client, Mapper: resettable{mapper}, TTL: 2 * time.Second, Now: func() time.Time { return now }}
+	for i := 0; i < 50; i++ {
+		if blocked, _ := b.Check(context.Background(), nil); !blocked {
+			t.Fatal("short deployment not blocking")
+		}
+	}
+	if gets != 1 {
+		t.Errorf("50 decisions within the TTL cost %d GETs, want 1", gets)
+	}
+	now = now.Add(2 * time.Second)
+	b.Check(context.Background(), nil)
+	if gets != 2 {
+		t.Errorf("after the TTL: %d GETs, want 2", gets)
 	}
 }
