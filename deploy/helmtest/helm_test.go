@@ -487,25 +487,40 @@ func TestValues(t *testing.T) {
 				"--max-failed-reboots=2", "--reboot-exclusion=2026-12-20/2027-01-04 Europe/Berlin"}
 		},
 	}, {
-		name: "health checks: flags, and get on exactly those objects",
+		name: "health checks: flags, and get on exactly those objects, each in its own namespace",
 		vals: `operator: {healthChecks: ["deployments.apps/web@shop: object.status.availableReplicas >= object.spec.replicas",
-		                             "configmaps/gate@ops: object.data.open == 'yes'"]}`,
+		                             "configmaps/gate@ops: object.data.open == 'yes'",
+		                             "nodes/worker-1: object.spec.unschedulable != true"]}`,
 		edit: func(t *testing.T, o objects) {
 			appendArgs(o[operatorKey], "--health-check=deployments.apps/web@shop: object.status.availableReplicas >= object.spec.replicas",
-				"--health-check=configmaps/gate@ops: object.data.open == 'yes'")
+				"--health-check=configmaps/gate@ops: object.data.open == 'yes'", "--health-check=nodes/worker-1: object.spec.unschedulable != true")
+			subjects := []any{map[string]any{"kind": "ServiceAccount", "name": "slipway-update-operator", "namespace": "slipway-system"}}
+			for i, r := range []struct{ ns, group, resource, name string }{{"shop", "apps", "deployments", "web"}, {"ops", "", "configmaps", "gate"}} {
+				name := fmt.Sprintf("slipway-update-operator-health-%d", i)
+				o["rbac.authorization.k8s.io/v1 Role "+r.ns+"/"+name] = object{
+					"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+					"metadata": map[string]any{"name": name, "namespace": r.ns},
+					"rules":    []any{map[string]any{"apiGroups": []any{r.group}, "resources": []any{r.resource}, "resourceNames": []any{r.name}, "verbs": []any{"get"}}},
+				}
+				o["rbac.authorization.k8s.io/v1 RoleBinding "+r.ns+"/"+name] = object{
+					"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+					"metadata": map[string]any{"name": name, "namespace": r.ns},
+					"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+					"subjects": subjects,
+				}
+			}
 			o["rbac.authorization.k8s.io/v1 ClusterRole slipway-update-operator-health"] = object{
 				"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
 				"metadata": map[string]any{"name": "slipway-update-operator-health"},
 				"rules": []any{
-					map[string]any{"apiGroups": []any{"apps"}, "resources": []any{"deployments"}, "resourceNames": []any{"web"}, "verbs": []any{"get"}},
-					map[string]any{"apiGroups": []any{""}, "resources": []any{"configmaps"}, "resourceNames": []any{"gate"}, "verbs": []any{"get"}},
+					map[string]any{"apiGroups": []any{""}, "resources": []any{"nodes"}, "resourceNames": []any{"worker-1"}, "verbs": []any{"get"}},
 				},
 			}
 			o["rbac.authorization.k8s.io/v1 ClusterRoleBinding slipway-update-operator-health"] = object{
 				"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
 				"metadata": map[string]any{"name": "slipway-update-operator-health"},
 				"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "slipway-update-operator-health"},
-				"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": "slipway-update-operator", "namespace": "slipway-system"}},
+				"subjects": subjects,
 			}
 		},
 	}, {
