@@ -493,7 +493,9 @@ func (v fleetView) Holds(group string) (bool, string) {
 func (v fleetView) VersionResumedAt(ver string) time.Time  { return v.rec.VersionResumedAt(ver) }
 func (v fleetView) VersionFailures(ver string) []time.Time { return v.rec.VersionFailures(ver) }
 func (v fleetView) VersionStalls(ver string) []time.Time   { return v.rec.VersionStalls(ver) }
-func (v fleetView) VersionProofs(ver string) []time.Time   { return v.rec.VersionProofs(ver) }
+func (v fleetView) VersionProofs(ver string, inCycle func(string) bool) []time.Time {
+	return v.rec.VersionProofs(ver, inCycle)
+}
 
 // fleetSwitch is the fleet as admissions must see it: the ConfigMap's switch, plus the failure pause
 // as soon as the fleet's memory spends the budget, before it is written.

@@ -146,13 +146,20 @@ func (r *Record) AddFailure(f Failure) bool {
 	return true
 }
 
-// AddProof records p unless one for the same node (UID) and version finished at the same time is
-// there; it reports whether the record changed.
+// AddProof records p: one proof per machine (node and UID) and version, the latest finish. A proof
+// is written before the cycle's last PATCH; a leader killed in between leaves the PATCH to the next,
+// whose finish is the later one -- and the bake must start from the finish the fleet saw. It reports
+// whether the record changed.
 func (r *Record) AddProof(p Proof) bool {
 	p.At = p.At.UTC().Truncate(time.Second)
-	for _, q := range r.Proofs {
-		if q.UID == p.UID && q.Node == p.Node && q.Version == p.Version && q.At.Equal(p.At) {
-			return false
+	for i, q := range r.Proofs {
+		if q.UID == p.UID && q.Node == p.Node && q.Version == p.Version {
+			if !p.At.After(q.At) {
+				return false
+			}
+			r.Proofs[i] = p
+			r.sort()
+			return true
 		}
 	}
 	r.Proofs = append(r.Proofs, p)
@@ -268,11 +275,13 @@ func (r Record) late(f Failure) bool {
 	return false
 }
 
-// VersionProofs are the times the cycles the operator ran for version v finished, sorted.
-func (r Record) VersionProofs(v string) []time.Time {
+// VersionProofs are the times the cycles the operator ran for version v finished, sorted, leaving out
+// the proofs of machines still in their cycle for v (inCycle(uid); nil: none): a proof is written just
+// before the PATCH that ends the cycle, and counts once that has landed.
+func (r Record) VersionProofs(v string, inCycle func(uid string) bool) []time.Time {
 	var out []time.Time
 	for _, p := range r.Proofs {
-		if p.Version == v {
+		if p.Version == v && (inCycle == nil || !inCycle(p.UID)) {
 			out = append(out, p.At)
 		}
 	}

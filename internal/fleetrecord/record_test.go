@@ -231,3 +231,22 @@ func TestLateStallCountsNoMore(t *testing.T) {
 		t.Errorf("Bound kept %d failures, want b's stall and a's budget mark: %+v", len(r.Failures), r.Failures)
 	}
 }
+
+// One proof per machine and version, the latest finish: a leader killed between writing a proof and
+// the PATCH that ends the cycle leaves the PATCH to the next leader, whose finish is the one the bake
+// counts from. Proofs of machines still in their cycle are left out.
+func TestProofPerMachineAndVersion(t *testing.T) {
+	var r Record
+	r.AddProof(Proof{Node: "a", UID: "u1", Version: "v", At: at(0)})
+	if !r.AddProof(Proof{Node: "a", UID: "u1", Version: "v", At: at(2)}) || r.AddProof(Proof{Node: "a", UID: "u1", Version: "v", At: at(1)}) {
+		t.Fatal("a later finish replaces the proof; an earlier one does not")
+	}
+	r.AddProof(Proof{Node: "a", UID: "u1", Version: "w", At: at(5)})
+	r.AddProof(Proof{Node: "a", UID: "u9", Version: "v", At: at(3)}) // the same name, another machine
+	if got := r.VersionProofs("v", nil); len(got) != 2 || !got[0].Equal(at(2)) || !got[1].Equal(at(3)) {
+		t.Errorf("proofs of v: %v", got)
+	}
+	if got := r.VersionProofs("v", func(uid string) bool { return uid == "u1" }); len(got) != 1 || !got[0].Equal(at(3)) {
+		t.Errorf("proofs of v with u1 still in its cycle: %v", got)
+	}
+}

@@ -43,6 +43,8 @@ type Node struct {
 	UndrainableAt time.Time
 	// AgentProtocol: the node protocol its agent speaks (protocol.AgentProtocolOf).
 	AgentProtocol string
+	// UID of the Node: the fleet record knows machines by it.
+	UID string
 	// WaitingSince: when a leader first held it waiting (waiting-since; zero none). A new leader's
 	// index starts the node's wait there, so the queue keeps its order across a leader change (and
 	// is the order the status view shows).
@@ -59,7 +61,8 @@ func Of(n *corev1.Node, groupLabel string, policy stall.Policy) Node {
 		Counts: Counts(f, policy), State: protocol.Classify(f), Paused: f.Paused,
 		AskedVersion: protocol.AskedVersion(n), FailedVersion: n.Annotations[protocol.FailedVersion],
 		Version: n.Labels[protocol.Version], FinishedAt: timeOf(n.Annotations[protocol.LastRebootTime]),
-		WaitingSince: timeOf(n.Annotations[protocol.WaitingSince]), AgentProtocol: protocol.AgentProtocolOf(n.Annotations)}
+		WaitingSince: timeOf(n.Annotations[protocol.WaitingSince]), AgentProtocol: protocol.AgentProtocolOf(n.Annotations),
+		UID: string(n.UID)}
 	if v, ok := n.Annotations[protocol.Undrainable]; ok {
 		mark, _, _ := strings.Cut(v, " ")
 		e.UndrainableAt = timeOf(mark) // unreadable: zero, retried at once (only the operator writes it)

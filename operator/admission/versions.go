@@ -35,6 +35,8 @@ type VersionStats struct {
 	// Node or -- the Node deleted, replaced -- in the record.
 	Failures []time.Time
 	Stalls   []time.Time
+	// inCycle: the UIDs of the nodes in InFlight (a proof of one of them is not counted yet).
+	inCycle map[string]bool
 	// Stalled: the grant times of the nodes in InFlight that stalled after their grant. Until a person
 	// resumes the version such a node is a canary that never finished (the others wait); after, it is
 	// only the failure the person looked at, and another node may be the canary.
@@ -49,14 +51,15 @@ type Memory interface {
 	// the operator ran for it finished on it. Both sorted.
 	VersionFailures(version string) []time.Time
 	VersionStalls(version string) []time.Time
-	VersionProofs(version string) []time.Time
+	// VersionProofs leaves out the proofs of machines inCycle says are still in their cycle for it.
+	VersionProofs(version string, inCycle func(uid string) bool) []time.Time
 }
 
 // WithMemory is s with the failures and proofs m remembers for v (m nil: none).
 func WithMemory(s VersionStats, v string, m Memory) VersionStats {
 	s.Failures, s.Stalls, s.Finished = nil, nil, nil
 	if m != nil {
-		s.Failures, s.Stalls, s.Finished = m.VersionFailures(v), m.VersionStalls(v), m.VersionProofs(v)
+		s.Failures, s.Stalls, s.Finished = m.VersionFailures(v), m.VersionStalls(v), m.VersionProofs(v, func(uid string) bool { return s.inCycle[uid] })
 	}
 	return s
 }
@@ -93,6 +96,12 @@ func VersionsOf(entries []Node) map[string]*VersionStats {
 			}
 			s := get(v)
 			s.InFlight++
+			if e.UID != "" {
+				if s.inCycle == nil {
+					s.inCycle = map[string]bool{}
+				}
+				s.inCycle[e.UID] = true
+			}
 			if e.StalledVersion == v {
 				s.Stalled = append(s.Stalled, e.StalledAt)
 			}

@@ -44,11 +44,11 @@ type memory struct {
 	failures, stalls, proofs map[string][]time.Time
 }
 
-func (m memory) VersionResumedAt(v string) time.Time  { return m.resumed[v] }
-func (m memory) VersionFailures(v string) []time.Time { return m.failures[v] }
-func (m memory) VersionStalls(v string) []time.Time   { return m.stalls[v] }
-func (m memory) VersionProofs(v string) []time.Time   { return m.proofs[v] }
-func (m memory) Holds(string) (bool, string)          { return false, "" }
+func (m memory) VersionResumedAt(v string) time.Time                     { return m.resumed[v] }
+func (m memory) VersionFailures(v string) []time.Time                    { return m.failures[v] }
+func (m memory) VersionStalls(v string) []time.Time                      { return m.stalls[v] }
+func (m memory) VersionProofs(v string, _ func(string) bool) []time.Time { return m.proofs[v] }
+func (m memory) Holds(string) (bool, string)                             { return false, "" }
 
 // TestCanaryOf: the canary states at known instants.
 func TestCanaryOf(t *testing.T) {
@@ -102,4 +102,38 @@ func TestCanaryOf(t *testing.T) {
 	if v := versionVerdict("B", CanaryState{State: "halted", Failures: 2}, c, t0); v.String() != "version-halted: 2 failed reboots for B (--max-failed-per-version=2); kubectl slipway resume --version B releases it" {
 		t.Errorf("halted verdict %q", v)
 	}
+}
+
+// A proof written for a node still in its cycle (its last PATCH not landed yet, or a new leader about
+// to send it) does not count: its canary is still in flight.
+func TestProofOfANodeInItsCycleDoesNotCount(t *testing.T) {
+	s := VersionsOf([]Node{{State: protocol.Rebooted, Version: "B", UID: "u1"}})
+	b := s["B"]
+	m := proofsOf{"B": {{"u1", t0}}}
+	if w := WithMemory(*b, "B", m); len(w.Finished) != 0 || w.InFlight != 1 {
+		t.Errorf("in its cycle: %+v", w)
+	}
+	s = VersionsOf([]Node{{State: protocol.Idle, Version: "B", UID: "u1"}})
+	if w := WithMemory(*s["B"], "B", m); len(w.Finished) != 1 {
+		t.Errorf("out of its cycle: %+v", w)
+	}
+}
+
+// proofsOf is a Memory of proofs only: version -> (UID, finish).
+type proofsOf map[string][]struct {
+	uid string
+	at  time.Time
+}
+
+func (p proofsOf) VersionResumedAt(string) time.Time  { return time.Time{} }
+func (p proofsOf) VersionFailures(string) []time.Time { return nil }
+func (p proofsOf) VersionStalls(string) []time.Time   { return nil }
+func (p proofsOf) VersionProofs(v string, inCycle func(string) bool) []time.Time {
+	var out []time.Time
+	for _, x := range p[v] {
+		if !inCycle(x.uid) {
+			out = append(out, x.at)
+		}
+	}
+	return out
 }
