@@ -139,6 +139,7 @@ type runner struct {
 	nodes   []*simNode
 	faults  sync.Map // name -> *atomic.Int64
 	staged  atomic.Int64
+	said    int  // violations said so far (progress)
 	stalled bool // operators run with --reboot-timeout
 	logf    func(format string, args ...interface{})
 	bin     string // the update-operator binary (also the person's `resume --version`)
@@ -511,6 +512,12 @@ func (r *runner) progress() {
 	}
 	r.say("cycles %d/%d  reboots %d  staged %d  unavailable %d (peak %d, budget %d)  faults: %s  violations %d",
 		st.Cycles, r.cfg.Cycles, boots, r.staged.Load(), st.Unavailable, st.Peak, r.cfg.MaxUnavailable, strings.Join(fs, " "), st.Violations)
+	// A violation is said when it is found, beside the faults around it, not only at the end.
+	vs := r.check.Violations()
+	for _, v := range vs[min(r.said, len(vs)):] {
+		r.say("VIOLATION %v", v)
+	}
+	r.said = len(vs)
 }
 
 // stager stages one update at a time on n: after a random pause, update_engine (mostly the
