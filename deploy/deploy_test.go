@@ -349,7 +349,8 @@ func TestImagesPinned(t *testing.T) {
 	}
 }
 
-// The deploy/operator-secret component gives the operator its secrets from a Secret (envFrom), and
+// The deploy/operator-secret component gives the operator its two secret-bearing variables from a
+// Secret -- those two only: a Secret key UPDATE_OPERATOR_LEADER_ELECT=false must not reach it -- and
 // changes nothing else of the Deployment.
 func TestOperatorSecretExample(t *testing.T) {
 	operator := func(rendered string) appsv1.Deployment {
@@ -372,12 +373,22 @@ func TestOperatorSecretExample(t *testing.T) {
 	}
 	base, with := operator(kustomize(t, ".")), operator(kustomize(t, dir))
 	c := with.Spec.Template.Spec.Containers[0]
-	if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef == nil || c.EnvFrom[0].SecretRef.Name != "slipway-operator-env" ||
-		c.EnvFrom[0].SecretRef.Optional == nil || *c.EnvFrom[0].SecretRef.Optional {
-		t.Fatalf("envFrom %+v, want the Secret slipway-operator-env, not optional", c.EnvFrom)
+	if len(c.EnvFrom) != 0 {
+		t.Fatalf("envFrom %+v: every key of the Secret would set a flag", c.EnvFrom)
 	}
-	with.Spec.Template.Spec.Containers[0].EnvFrom = nil
+	var names []string
+	for _, e := range c.Env[len(base.Spec.Template.Spec.Containers[0].Env):] {
+		r := e.ValueFrom
+		if r == nil || r.SecretKeyRef == nil || r.SecretKeyRef.Name != "slipway-operator-env" || r.SecretKeyRef.Key != e.Name {
+			t.Errorf("env %s: %+v, want its key of Secret slipway-operator-env", e.Name, r)
+		}
+		names = append(names, e.Name)
+	}
+	if strings.Join(names, " ") != "UPDATE_OPERATOR_NOTIFY_URL UPDATE_OPERATOR_PROMETHEUS_URL" {
+		t.Errorf("env from the Secret: %v, want exactly the notification and Prometheus URLs", names)
+	}
+	with.Spec.Template.Spec.Containers[0].Env = base.Spec.Template.Spec.Containers[0].Env
 	if !equality.Semantic.DeepEqual(base.Spec, with.Spec) {
-		t.Error("the overlay changes more of the operator's Deployment than envFrom")
+		t.Error("the overlay changes more of the operator's Deployment than its environment")
 	}
 }

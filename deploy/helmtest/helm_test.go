@@ -553,10 +553,15 @@ func TestValues(t *testing.T) {
 			}
 		},
 	}, {
-		name: "existingSecret: the operator's environment from a Secret, as deploy/operator-secret",
+		name: "existingSecret: the two secret-bearing variables from a Secret, as deploy/operator-secret",
 		vals: `operator: {existingSecret: slipway-operator-env}`,
 		edit: func(t *testing.T, o objects) {
-			container(o[operatorKey])["envFrom"] = []any{map[string]any{"secretRef": map[string]any{"name": "slipway-operator-env", "optional": false}}}
+			var env []any
+			for _, k := range []string{"UPDATE_OPERATOR_NOTIFY_URL", "UPDATE_OPERATOR_PROMETHEUS_URL"} {
+				env = append(env, map[string]any{"name": k, "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": "slipway-operator-env", "key": k, "optional": true}}})
+			}
+			c := container(o[operatorKey])
+			c["env"] = append(c["env"].([]any), env...)
 		},
 	}, {
 		name: "operator flags left out",
