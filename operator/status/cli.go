@@ -558,13 +558,20 @@ func (c *client) resume(ctx context.Context, w io.Writer, o options, e env) erro
 		}
 	}
 	// Read, then write conditionally on what was read: a pause set in between (a person's, or the
-	// operator's failure pause) makes the write fail and the decision is made again on the new state.
+	// operator's failure pause) makes the write fail and the decision is made again on the new state --
+	// but never to lift a pause the person did not see: a colleague who paused meanwhile keeps it.
+	var seen *fleetswitch.Switch
 	for attempt := 0; ; attempt++ {
 		cm, err := c.fleetConfigMap(ctx, o.namespace)
 		if err != nil {
 			return err
 		}
 		sw := fleetswitch.Read(cm)
+		if seen == nil {
+			seen = &sw
+		} else if changed := pauseChanged(*seen, sw, o.group); changed != "" {
+			return fmt.Errorf("not resumed: %s since this resume read it; nothing was changed (run resume again if you mean to lift that pause)", changed)
+		}
 		var patch []byte
 		var said []string
 		switch {
@@ -722,6 +729,21 @@ func (s *serverClock) last() (time.Time, bool) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// pauseChanged says how the pause a resume of group ("" the fleet) would lift changed between what was
+// read first (was) and now ("" it did not).
+func pauseChanged(was, now fleetswitch.Switch, group string) string {
+	if group != "" {
+		if was.Groups[group] != now.Groups[group] {
+			return fmt.Sprintf("group %s was paused again (%s)", group, orUnsaid(now.Groups[group]))
+		}
+		return ""
+	}
+	if was.Paused != now.Paused || was.Reason != now.Reason || was.By != now.By || !was.At.Equal(now.At) {
+		return fmt.Sprintf("the fleet was paused again by %s: %s", orUnsaid(now.By), orUnsaid(now.Reason))
+	}
+	return ""
+}
 
 // withResourceVersion makes a merge patch conditional on the object's resourceVersion.
 func withResourceVersion(patch []byte, rv string) []byte {

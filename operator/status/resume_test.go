@@ -68,3 +68,39 @@ func TestResumeIsConditional(t *testing.T) {
 		t.Errorf("resume did not say the failure pause stays: %q", out.String())
 	}
 }
+
+// A colleague pauses again between this resume's read and its write: the resume does not lift a pause
+// its person never saw. It stops, says so, and changes nothing.
+func TestResumeKeepsAColleaguesPause(t *testing.T) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName, Namespace: "ns", ResourceVersion: "1"},
+		Data: map[string]string{fleetswitch.KeyPaused: "incident 42", fleetswitch.KeyPausedBy: "alice"}}
+	cs := fake.NewSimpleClientset(cm)
+	patches := 0
+	cs.PrependReactor("patch", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		patches++
+		if patches == 1 {
+			cur, _ := cs.Tracker().Get(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, "ns", fleetswitch.ConfigMapName)
+			c := cur.(*corev1.ConfigMap).DeepCopy()
+			c.Data[fleetswitch.KeyPaused] = "incident 43: database failover"
+			c.Data[fleetswitch.KeyPausedBy] = "bob"
+			c.ResourceVersion = "2"
+			if err := cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, c, "ns"); err != nil {
+				t.Fatal(err)
+			}
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, fleetswitch.ConfigMapName, nil)
+		}
+		return false, nil, nil
+	})
+	var out bytes.Buffer
+	err := (&client{cs: cs}).resume(context.Background(), &out, options{namespace: "ns"}, env{now: func() time.Time { return fixedNow }})
+	if err == nil || !strings.Contains(err.Error(), "paused again by bob: incident 43") {
+		t.Fatalf("resume over a colleague's new pause: %v (%s)", err, out.String())
+	}
+	if patches != 1 {
+		t.Errorf("%d patches, want only the one that conflicted", patches)
+	}
+	got, _ := cs.CoreV1().ConfigMaps("ns").Get(context.Background(), fleetswitch.ConfigMapName, metav1.GetOptions{})
+	if sw := fleetswitch.Read(got); !sw.Paused || sw.By != "bob" {
+		t.Errorf("bob's pause: %+v", sw)
+	}
+}
