@@ -42,7 +42,7 @@
 //	  "namespace": "slipway-system",           // where slipway-fleet was read
 //	  "fleet": {
 //	    "problems": [                          // what to look at first, most urgent first; [] none
-//	      {"kind": "stalled",                  // no-operator, no-leader, failures-paused,
+//	      {"kind": "stalled",                  // record-unreadable, no-operator, no-leader, failures-paused,
 //	                                           // version-halted, stalled, undrainable, paused, blocked,
 //	                                           // no-agent (see Node.NoAgent)
 //	       "node": "node-a",                   // "" for the fleet, or for several nodes (named in what)

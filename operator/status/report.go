@@ -148,7 +148,7 @@ type Version struct {
 
 // Problem is one thing to look at: what, which node ("" for the fleet), and what to do.
 type Problem struct {
-	Kind string `json:"kind"` // no-operator, no-leader, paused, failures-paused, stalled, undrainable, version-halted, blocked, no-agent
+	Kind string `json:"kind"` // record-unreadable, no-operator, no-leader, paused, failures-paused, stalled, undrainable, version-halted, blocked, no-agent
 	Node string `json:"node"`
 	What string `json:"what"`
 	Do   string `json:"do"`
