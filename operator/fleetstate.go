@@ -365,9 +365,9 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 	if c.cfg.Namespace == "" {
 		return nil
 	}
-	if err := c.writeRecord(ctx); err != nil {
-		return err
-	}
+	// The record first; a record that cannot be written (or read) still leaves the status published
+	// (it says why admissions hold), and the sync is retried.
+	recErr := c.writeRecord(ctx)
 	cm := c.fleetConfigMap()
 	sw := fleetswitch.Read(cm)
 	c.fleet.mu.Lock()
@@ -396,7 +396,7 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 		return err
 	}
 	if pause == nil && cm != nil && cm.Data[fleetswitch.KeyStatus] == string(raw) {
-		return nil
+		return recErr
 	}
 	var patch map[string]interface{}
 	if pause != nil {
@@ -425,7 +425,7 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 		}
 		c.cfg.Notify.Notify(notify.Event{Kind: notify.KindFleetPaused, Reason: reason, Time: c.cfg.Now()})
 	}
-	return nil
+	return recErr
 }
 
 // status is the fleet Status to publish (fleet.mu held).

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator"
@@ -117,4 +118,43 @@ func TestNodeDeletedInItsCycleIsReplaced(t *testing.T) {
 	if n := getNode(t, second); strings.HasPrefix(n.Annotations[protocol.BlockedBy], "paused:") {
 		t.Errorf("the fleet paused itself: %v", n.Annotations)
 	}
+}
+
+// A fleet record the operator cannot read holds every admission (reading it as empty would lift every
+// halt it holds), says why on the waiting nodes, and nothing is written over it; mended, the node goes.
+func TestUnreadableRecordHoldsAdmissions(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	const ns = "slipway-badrecord"
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	_ = client.CoreV1().ConfigMaps(ns).Delete(ctx, fleetrecord.ConfigMapName, metav1.DeleteOptions{})
+	bad := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetrecord.ConfigMapName}, Data: map[string]string{fleetrecord.Key: `{"failures":[{"node":`}}
+	if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, bad, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "badrec", Annotations: map[string]string{protocol.RebootNeeded: protocol.True}}}
+	created, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Namespace = ns }})
+	waitNode(t, "badrec", 30*time.Second, "held: the record cannot be read", func(n *corev1.Node) bool {
+		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "paused: fleet record unreadable: ConfigMap "+ns+"/"+fleetrecord.ConfigMapName)
+	})
+	if cm, _ := client.CoreV1().ConfigMaps(ns).Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{}); cm.Data[fleetrecord.Key] != bad.Data[fleetrecord.Key] {
+		t.Fatalf("the unreadable record was written over: %q", cm.Data[fleetrecord.Key])
+	}
+	cm, _ := client.CoreV1().ConfigMaps(ns).Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{})
+	cm.Data[fleetrecord.Key] = "{}"
+	if _, err := client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, "badrec", 30*time.Second, "admitted once the record was mended", func(n *corev1.Node) bool {
+		return n.Annotations[protocol.CycleStarted] != ""
+	})
 }
