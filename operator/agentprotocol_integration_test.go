@@ -1,13 +1,11 @@
 package operator_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
 )
@@ -18,21 +16,11 @@ import (
 func TestAgentProtocolHeld(t *testing.T) {
 	needCluster(t)
 	cleanNodes(t)
-	ctx := context.Background()
 	sn := simNodes(t, "proto", 1)[0]
 	if v := getNode(t, sn.Name).Annotations[protocol.AgentProtocol]; v != protocol.AgentProtocolCurrent {
 		t.Fatalf("the agent announces protocol %q, want %q", v, protocol.AgentProtocolCurrent)
 	}
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "proto-next", Annotations: map[string]string{
-		protocol.RebootNeeded: protocol.True, protocol.AgentProtocol: "3"}}}
-	created, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	readyNode(t, "proto-next", nil, map[string]string{protocol.RebootNeeded: protocol.True, protocol.AgentProtocol: "3"})
 	startOperator(t, opOptions{max: "2"})
 	// The node with the current protocol goes through its whole cycle meanwhile.
 	if err := sn.SendNeedReboot(); err != nil {

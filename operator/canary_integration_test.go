@@ -39,17 +39,7 @@ func TestCanaries(t *testing.T) {
 	// A node that shows up on 4600.0.0 without a cycle Slipway ran (new, replaced, rebooted by hand, or
 	// an agent relabelling its own Node), with a last-reboot-time of its own: it proves nothing, and
 	// the canary hold stands.
-	fake := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "can-unproven",
-		Labels:      map[string]string{protocol.Version: "4600.0.0"},
-		Annotations: map[string]string{protocol.LastRebootTime: "2020-01-01T00:00:00Z"}}}
-	fake.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	created, err := client.CoreV1().Nodes().Create(context.Background(), fake, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.CoreV1().Nodes().UpdateStatus(context.Background(), created, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	fake := readyNode(t, "can-unproven", map[string]string{protocol.Version: "4600.0.0"}, map[string]string{protocol.LastRebootTime: "2020-01-01T00:00:00Z"})
 	const bake = 3 * time.Second
 	const ns = "slipway-canary"
 	_, _ = client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
@@ -60,7 +50,7 @@ func TestCanaries(t *testing.T) {
 	// The referee: nodes in their cycle for 4600.0.0 at any instant, from a watch.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: created.ResourceVersion})
+	w, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: fake.ResourceVersion})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/operator"
 )
 
@@ -69,16 +70,7 @@ func TestNodeDeletedInItsCycleIsReplaced(t *testing.T) {
 	cleanNodes(t)
 	ctx := context.Background()
 	for _, name := range []string{"rep-0", "rep-1"} {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{protocol.RebootNeeded: protocol.True}}}
-		created, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-		created.Status.NodeInfo.BootID = name + "-boot-0"
-		if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		readyNode(t, name, nil, map[string]string{protocol.RebootNeeded: protocol.True})
 	}
 	reg := prometheus.NewRegistry()
 	startOperator(t, opOptions{max: "1", metrics: operator.NewMetrics(reg), tweak: func(c *operator.Config) { c.MaxFailedReboots = 1 }})
@@ -133,15 +125,7 @@ func TestUnreadableRecordHoldsAdmissions(t *testing.T) {
 	if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, bad, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "badrec", Annotations: map[string]string{protocol.RebootNeeded: protocol.True}}}
-	created, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	readyNode(t, "badrec", nil, map[string]string{protocol.RebootNeeded: protocol.True})
 	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Namespace = ns }})
 	waitNode(t, "badrec", 30*time.Second, "held: the record cannot be read", func(n *corev1.Node) bool {
 		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "paused: fleet record unreadable: ConfigMap "+ns+"/"+fleetrecord.ConfigMapName)
@@ -157,4 +141,22 @@ func TestUnreadableRecordHoldsAdmissions(t *testing.T) {
 	waitNode(t, "badrec", 30*time.Second, "admitted once the record was mended", func(n *corev1.Node) bool {
 		return n.Annotations[protocol.CycleStarted] != ""
 	})
+}
+
+// readyNode creates Node name, Ready in boot "boot-<name>" (testenv.CreateNode), with labels and
+// annotations: a node without an agent whose keys a test writes itself.
+func readyNode(t *testing.T, name string, labels, annotations map[string]string) *corev1.Node {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := testenv.CreateNode(ctx, client, name, "boot-"+name, labels); err != nil {
+		t.Fatal(err)
+	}
+	if len(annotations) > 0 {
+		kv := map[string]*string{}
+		for k, v := range annotations {
+			kv[k] = strPtr(v)
+		}
+		annotate(t, name, kv)
+	}
+	return getNode(t, name)
 }
