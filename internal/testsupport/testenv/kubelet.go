@@ -63,9 +63,11 @@ func retryConflict(ctx context.Context, f func() error) error {
 
 // PodKubelet does for every pod what the kubelet of its node would: bound pods become Running and
 // Ready (Pending pods ignore PDBs, so without this no PDB would ever bite) and pods being deleted are
-// finalized (without a kubelet, evicted pods stay Terminating forever and a drain never ends).
+// finalized (without a kubelet, evicted pods stay Terminating forever and a drain never ends). Like a
+// kubelet it keeps trying: a write that failed (the API server or etcd restarting) is made again at the
+// next resync, every 2 s, or a pod would stay Pending for good and hold its PDB at zero.
 func PodKubelet(ctx context.Context, c kubernetes.Interface) {
-	f := informers.NewSharedInformerFactory(c, 0)
+	f := informers.NewSharedInformerFactory(c, 2*time.Second)
 	inf := f.Core().V1().Pods().Informer()
 	handle := func(obj interface{}) {
 		p, ok := obj.(*corev1.Pod)
