@@ -127,6 +127,13 @@ func (c *Controller) proved(ctx context.Context, n *corev1.Node, version string,
 	return c.writeRecord(ctx)
 }
 
+// refinished moves a proof written before its cycle's last PATCH to the moment that PATCH landed (the
+// later finish wins, fleetrecord.AddProof); the next fleet sync stores it.
+func (c *Controller) refinished(n *corev1.Node, version string, at time.Time) {
+	p := fleetrecord.Proof{Node: n.Name, UID: string(n.UID), Version: version, At: at, BootID: protocol.CurrentBootID(n)}
+	c.learn(func(r *fleetrecord.Record) bool { return r.AddProof(p) })
+}
+
 // learn changes the fleet's memory; when it changed, admissions look again and the next fleet sync
 // writes it.
 func (c *Controller) learn(change func(r *fleetrecord.Record) bool) {

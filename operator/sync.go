@@ -142,6 +142,11 @@ func (c *Controller) act(ctx context.Context, s step, log klog.Logger) error {
 	if _, err := c.apply(actx, p, s.n); err != nil {
 		return err
 	}
+	if v := s.n.Annotations[protocol.RebootVersion]; e.Do == protocol.Finish && v != "" {
+		// The cycle ended now, not when the step began: the record write before the PATCH (or the PATCH
+		// itself, across an API server restart) may have taken seconds, and the bake counts from here.
+		c.refinished(s.n, v, c.cfg.Now())
+	}
 	log.Info("cycle step", "from", s.from, "action", s.row.Do, "to", s.row.Next, "because", s.row.When)
 	c.record(ctx, e, s)
 	if s.row.Next.InCycle() != s.from.InCycle() {
