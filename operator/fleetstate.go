@@ -273,7 +273,11 @@ func newerRV(a, b string) bool {
 
 // storedRecord is the record as stored, and why it cannot be read ("" it can).
 func (c *Controller) storedRecord() (fleetrecord.Record, string) {
-	cm := c.recordConfigMap()
+	return decodeRecord(c.recordConfigMap())
+}
+
+// decodeRecord reads the record in cm (nil: none yet, the empty record), and why it cannot ("" it can).
+func decodeRecord(cm *corev1.ConfigMap) (fleetrecord.Record, string) {
 	if cm == nil {
 		return fleetrecord.Record{}, ""
 	}
@@ -294,13 +298,7 @@ func (c *Controller) writeRecord(ctx context.Context) error {
 	cms := c.cfg.Client.CoreV1().ConfigMaps(c.cfg.Namespace)
 	cm := c.recordConfigMap()
 	for attempt := 0; ; attempt++ {
-		stored, broken := fleetrecord.Record{}, ""
-		if cm != nil {
-			var err error
-			if stored, err = fleetrecord.Decode(cm.Data[fleetrecord.Key]); err != nil {
-				broken = fmt.Sprintf("ConfigMap %s/%s: %v; mend or restore it (never delete it: it holds the fleet's halts and failures)", cm.Namespace, cm.Name, err)
-			}
-		}
+		stored, broken := decodeRecord(cm)
 		c.fleet.mu.Lock()
 		wasBroken := c.fleet.recBroken != ""
 		c.fleet.recBroken = broken
