@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
@@ -338,4 +341,375 @@ func waitFor(ctx context.Context, c kubernetes.Interface, node string, timeout t
 		return time.Time{}, err
 	}
 	return time.Now(), nil
+}
+
+// The agent DaemonSet, as deployed from deploy/ (and installed by the harness).
+const (
+	agentNamespace = "slipway-system"
+	agentDaemonSet = "slipway-update-agent"
+	// restartedAtKey is the pod-template annotation `kubectl rollout restart` sets.
+	restartedAtKey = "kubectl.kubernetes.io/restartedAt"
+)
+
+// What the agent logs (agent/agent.go) when it starts again within the boot it already reported, when
+// it takes a grant and calls logind, and when it starts after a reboot and reports the node back.
+const (
+	agentLogSameBoot = "agent restarted within the same boot"
+	agentLogReboot   = "rebooting through logind"
+	agentLogNewBoot  = "first start in this boot"
+)
+
+// An upgrade of Slipway mid-cycle: the agent DaemonSet is rolled (as `kubectl rollout restart`
+// does) while the operator holds a node in its drain, behind a PDB that allows no disruption. The
+// old agent pod is gone and the new one Running on that node before the drain is let go; then the
+// node reboots exactly once (one boot ID change, boot counter +1), its cycle finishes (reboot-ok,
+// reboot-needed and reboot-in-progress false, uncordoned, Ready), reboot-ok was granted only after
+// the old agent was gone, the new pod is the one left on the node (and, where there is a shell, its
+// log shows it reported the node back, and took the grant where the kubelet kept its pre-reboot
+// log), no other node rebooted or started a cycle, and the budget held.
+func TestAgentRolledMidCycle(t *testing.T) {
+	f := features.New("the agent DaemonSet rolled while a node is in its cycle").
+		Assess("drain held, agent rolled, drain let go: one real reboot, finished by the new agent", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+			skipIfNeeded(t)
+			start := time.Now()
+			logf := func(format string, args ...interface{}) {
+				t.Helper()
+				t.Logf("[+%5.1fs] "+format, append([]interface{}{time.Since(start).Seconds()}, args...)...)
+			}
+			c := clientset(t, cfg)
+			names := nodeNames(t, ctx, c)
+			target := names[0]
+
+			// 1. A one-replica Deployment on the target under a PDB that allows no disruption: the
+			// drain cannot finish until the PDB goes.
+			labels := map[string]string{"app": "held-drain"}
+			one, zero := int32(1), intstr.FromInt32(0)
+			dep := &appsv1.Deployment{
+				ObjectMeta: metav1.ObjectMeta{Name: "held-drain", Namespace: ns},
+				Spec: appsv1.DeploymentSpec{
+					Replicas: &one,
+					Selector: &metav1.LabelSelector{MatchLabels: labels},
+					Template: corev1.PodTemplateSpec{
+						ObjectMeta: metav1.ObjectMeta{Labels: labels},
+						Spec: corev1.PodSpec{
+							// On the node that will reboot; once it is evicted, its replacement goes elsewhere.
+							Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+								Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{target}}}},
+							}}}},
+							Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10", ImagePullPolicy: corev1.PullIfNotPresent}},
+						},
+					},
+				},
+			}
+			if _, err := c.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				_ = c.AppsV1().Deployments(ns).Delete(context.Background(), "held-drain", metav1.DeleteOptions{})
+			}()
+			pdb := &policyv1.PodDisruptionBudget{
+				ObjectMeta: metav1.ObjectMeta{Name: "held-drain", Namespace: ns},
+				Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels}},
+			}
+			if _, err := c.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			// Deleted when the drain is let go; deferred too, so a failure never leaves the node held.
+			defer func() {
+				_ = c.PolicyV1().PodDisruptionBudgets(ns).Delete(context.Background(), "held-drain", metav1.DeleteOptions{})
+			}()
+			waitPods(t, ctx, c, "app=held-drain", 1, target)
+			logf("held-drain pod Ready on %s under a PDB with maxUnavailable 0", target)
+
+			// 2. The agent pod now on the target, and what every node looks like before.
+			ds, err := c.AppsV1().DaemonSets(agentNamespace).Get(ctx, agentDaemonSet, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("the agent DaemonSet %s/%s: %v", agentNamespace, agentDaemonSet, err)
+			}
+			agentSel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+			if err != nil {
+				t.Fatalf("the agent DaemonSet's selector: %v", err)
+			}
+			agentPods := func(ctx context.Context) ([]corev1.Pod, error) {
+				l, err := c.CoreV1().Pods(agentNamespace).List(ctx, metav1.ListOptions{LabelSelector: agentSel.String(), FieldSelector: "spec.nodeName=" + target})
+				if err != nil {
+					return nil, err
+				}
+				return l.Items, nil
+			}
+			pods, err := agentPods(ctx)
+			if err != nil || len(pods) != 1 || !podReady(&pods[0]) {
+				t.Fatalf("want one Ready agent pod on %s before the roll, got %d (%v): %s", target, len(pods), err, podSummary(pods))
+			}
+			oldPod := pods[0]
+			logf("agent pod on %s before the roll: %s (uid %s)", target, oldPod.Name, oldPod.UID)
+			states := map[string]nodeState{}
+			cyclesBefore := map[string]int{}
+			for _, n := range names {
+				states[n] = before(t, ctx, c, n)
+				cyclesBefore[n] = len(timeline.Cycles(n))
+			}
+			bw := watchBootIDs(t, c, target, states[target].bootID)
+			defer bw.stop()
+
+			// 3. Stage the update and wait for the operator to hold the node in its drain.
+			// On a real Flatcar image AttemptUpdate asks the real update server, which an offline VM
+			// cannot reach: there (and without a shell) the node gets the locksmithctl signal.
+			if cluster != nil && cluster.FlatcarImage == "" {
+				fireAttemptUpdate(t, ctx, target)
+			} else {
+				fireLocksmith(t, ctx, c, target)
+			}
+			logf("%s asked for a reboot; waiting for the operator to cordon and drain it", target)
+			if _, err := testenv.WaitNode(ctx, c, target, 5*time.Minute, func(n *corev1.Node) bool {
+				return n.Spec.Unschedulable && n.Annotations[protocol.DrainStarted] != "" && !protocol.IsTrue(n.Annotations, protocol.RebootOK)
+			}); err != nil {
+				t.Fatalf("%s was not cordoned and draining within 5m of its signal: %v", target, err)
+			}
+			logf("%s cordoned and draining, held by the PDB", target)
+
+			// 4. Roll the agent DaemonSet exactly as `kubectl rollout restart` does, and wait for the
+			// new pod to be the only agent pod on the target, Running and Ready.
+			stamp := time.Now().UTC().Format(time.RFC3339Nano)
+			patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, restartedAtKey, stamp)
+			if _, err := c.AppsV1().DaemonSets(agentNamespace).Patch(ctx, agentDaemonSet, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Fatalf("rolling the agent DaemonSet: %v", err)
+			}
+			logf("agent DaemonSet rolled (%s=%s); waiting for the new agent pod on %s", restartedAtKey, stamp, target)
+			var newPod corev1.Pod
+			err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+				pods, err := agentPods(ctx)
+				if err != nil || len(pods) != 1 {
+					return false, nil // the old pod still terminating, or none yet
+				}
+				p := pods[0]
+				if p.UID == oldPod.UID || p.DeletionTimestamp != nil || p.Annotations[restartedAtKey] != stamp || !podReady(&p) {
+					return false, nil
+				}
+				if ref := metav1.GetControllerOf(&p); ref == nil || ref.UID != ds.UID {
+					return false, fmt.Errorf("agent pod %s on %s is not controlled by the DaemonSet", p.Name, target)
+				}
+				newPod = p
+				return true, nil
+			})
+			if err != nil {
+				pods, _ := agentPods(ctx)
+				t.Fatalf("the new agent pod was not Running and Ready on %s (the old one %s gone) within 5m: %v; agent pods there: %s", target, oldPod.Name, err, podSummary(pods))
+			}
+			logf("new agent pod %s (uid %s) Running on %s; %s is gone", newPod.Name, newPod.UID, target, oldPod.Name)
+
+			// 5. Still held: no grant yet, so none can have gone to the old agent. Then let go.
+			n, err := c.CoreV1().Nodes().Get(ctx, target, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !n.Spec.Unschedulable || protocol.IsTrue(n.Annotations, protocol.RebootOK) || protocol.IsTrue(n.Annotations, protocol.RebootInProgress) || n.Status.NodeInfo.BootID != states[target].bootID {
+				t.Fatalf("%s left its held drain before it was let go: unschedulable %v, reboot-ok %q, reboot-in-progress %q, boot ID %s (was %s)",
+					target, n.Spec.Unschedulable, n.Annotations[protocol.RebootOK], n.Annotations[protocol.RebootInProgress], n.Status.NodeInfo.BootID, states[target].bootID)
+			}
+			if pods, err := agentPods(ctx); err != nil || len(pods) != 1 || pods[0].UID != newPod.UID {
+				t.Fatalf("at the release want only the new agent pod %s on %s, got (%v): %s", newPod.Name, target, err, podSummary(pods))
+			}
+			if e := n.Annotations[protocol.DrainError]; e != "" {
+				logf("%s: a drain attempt ran out while held (retried, as --drain-failure-policy=retry says): %s", target, e)
+			}
+			if err := c.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, "held-drain", metav1.DeleteOptions{}); err != nil {
+				t.Fatalf("deleting the PDB that holds the drain: %v", err)
+			}
+			released := time.Now()
+			logf("PDB deleted: the drain of %s may finish", target)
+
+			// 6. One real reboot, the cycle finished.
+			waitRebooted(t, ctx, c, states[target], rebootLimit)
+			logf("%s rebooted and its cycle finished", target)
+
+			// The timeline's watch may see the end a moment after waitRebooted's read.
+			var last map[string]time.Time
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+				cs := timeline.Cycles(target)
+				if len(cs) > cyclesBefore[target] {
+					if last = cs[len(cs)-1]; !last["uncordoned"].IsZero() {
+						if len(cs) != cyclesBefore[target]+1 {
+							t.Errorf("%s: %d cycles recorded during the scenario, want 1", target, len(cs)-cyclesBefore[target])
+						}
+						break
+					}
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: the timeline recorded no finished cycle 30s after waitRebooted (cycles: %v)", target, cs)
+				}
+			}
+			for _, m := range []string{"cordon", "reboot-ok", "down", "up", "ready", "uncordoned"} {
+				if last[m].IsZero() {
+					t.Errorf("%s: milestone %s not recorded in its cycle: %v", target, m, last)
+				}
+			}
+			if at := last["reboot-ok"]; !at.IsZero() && at.Before(released) {
+				t.Errorf("%s: reboot-ok seen %s before the drain was let go", target, released.Sub(at))
+			}
+			if at := last["down"]; !at.IsZero() && at.Before(released) {
+				t.Errorf("%s: reboot-in-progress seen %s before the drain was let go", target, released.Sub(at))
+			}
+			if ids := bw.seen(); len(ids) != 2 {
+				t.Errorf("%s: boot IDs seen during the scenario %v, want exactly one change", target, ids)
+			}
+
+			// 7. The new agent pod is the one that took the grant and reported the node back.
+			pods, err = agentPods(ctx)
+			if err != nil || len(pods) != 1 || pods[0].UID != newPod.UID {
+				t.Errorf("after the reboot want only the new agent pod %s (uid %s) on %s, got (%v): %s", newPod.Name, newPod.UID, target, err, podSummary(pods))
+			}
+			if cluster != nil {
+				checkAgentLog(t, ctx, target, newPod)
+			}
+
+			// 8. Nobody else rebooted or entered a cycle; the budget held; the roll completed.
+			for _, other := range names[1:] {
+				o, err := c.CoreV1().Nodes().Get(ctx, other, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if o.Status.NodeInfo.BootID != states[other].bootID {
+					t.Errorf("%s rebooted during the scenario (boot ID %s -> %s)", other, states[other].bootID, o.Status.NodeInfo.BootID)
+				}
+				if got := len(timeline.Cycles(other)); got != cyclesBefore[other] {
+					t.Errorf("%s entered %d cycle(s) during the scenario; only %s asked", other, got-cyclesBefore[other], target)
+				}
+			}
+			if p := timeline.PeakUnavailable(); p > 1 {
+				t.Errorf("more than one node unavailable at one instant (peak %d) with --max-unavailable=1", p)
+			}
+			err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+				d, err := c.AppsV1().DaemonSets(agentNamespace).Get(ctx, agentDaemonSet, metav1.GetOptions{})
+				if err != nil {
+					return false, nil
+				}
+				s := d.Status
+				ds = d
+				return s.ObservedGeneration >= d.Generation && s.UpdatedNumberScheduled == s.DesiredNumberScheduled && s.NumberAvailable == s.DesiredNumberScheduled, nil
+			})
+			if err != nil {
+				t.Errorf("the agent DaemonSet did not finish rolling within 5m: %+v", ds.Status)
+			}
+			logf("agent DaemonSet rolled on all %d nodes; peak unavailable %d", ds.Status.DesiredNumberScheduled, timeline.PeakUnavailable())
+			return ctx
+		}).Feature()
+	testEnv.Test(t, f)
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func podSummary(pods []corev1.Pod) string {
+	var parts []string
+	for _, p := range pods {
+		s := fmt.Sprintf("%s uid=%s phase=%s ready=%v", p.Name, p.UID, p.Status.Phase, podReady(&p))
+		if p.DeletionTimestamp != nil {
+			s += " terminating"
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// checkAgentLog reads, inside the VM, the container logs of the agent pod that must have finished the
+// cycle: the kubelet keeps them under /var/log/pods across the reboot, one file per container start.
+func checkAgentLog(t *testing.T, ctx context.Context, node string, p corev1.Pod) {
+	t.Helper()
+	dir := fmt.Sprintf("/var/log/pods/%s_%s_%s/update-agent", p.Namespace, p.Name, p.UID)
+	vm := cluster.VM(node)
+	files, err := vm.Exec(ctx, "/bin/sh", "-c", "ls "+dir)
+	if err != nil {
+		t.Errorf("%s: listing the new agent pod's logs in %s: %v %s", node, dir, err, files)
+		return
+	}
+	logs, err := vm.Exec(ctx, "/bin/sh", "-c", "cat "+dir+"/*.log")
+	if err != nil {
+		t.Errorf("%s: reading the new agent pod's logs in %s: %v", node, dir, err)
+		return
+	}
+	if !strings.Contains(logs, agentLogNewBoot) {
+		t.Errorf("%s: the new agent pod %s never logged %q: it did not report the node back after the reboot", node, p.Name, agentLogNewBoot)
+	}
+	if len(strings.Fields(files)) < 2 {
+		// The kubelet may have removed the log of the container that ran before the reboot.
+		t.Logf("%s: only %q in %s: the pre-reboot container's log is gone, so who called logind is proven by the API alone", node, strings.TrimSpace(files), dir)
+		return
+	}
+	if !strings.Contains(logs, agentLogSameBoot) {
+		t.Errorf("%s: the new agent pod %s never logged %q: it did not start within the held cycle's boot", node, p.Name, agentLogSameBoot)
+	}
+	if n := strings.Count(logs, agentLogReboot); n < 1 {
+		t.Errorf("%s: the new agent pod %s never logged %q: it did not take the grant", node, p.Name, agentLogReboot)
+	} else {
+		t.Logf("%s: the new agent pod %s logged %q %d time(s), %q and %q", node, p.Name, agentLogReboot, n, agentLogSameBoot, agentLogNewBoot)
+	}
+}
+
+// bootIDWatcher records every boot ID a Node reports, in order, from a watch (re-established
+// from the last resourceVersion if the API server ends it).
+type bootIDWatcher struct {
+	mu   sync.Mutex
+	ids  []string
+	stop context.CancelFunc
+}
+
+func watchBootIDs(t *testing.T, c kubernetes.Interface, node, initial string) *bootIDWatcher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &bootIDWatcher{ids: []string{initial}, stop: cancel}
+	n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	w.record(n.Status.NodeInfo.BootID)
+	go func() {
+		rv := n.ResourceVersion
+		for ctx.Err() == nil {
+			wi, err := c.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node, ResourceVersion: rv})
+			if err != nil {
+				time.Sleep(time.Second)
+				continue
+			}
+			for ev := range wi.ResultChan() {
+				if ev.Type == watch.Error {
+					rv = "" // e.g. 410 Gone: start again from the Node as it is now
+					continue
+				}
+				if n, ok := ev.Object.(*corev1.Node); ok {
+					rv = n.ResourceVersion
+					w.record(n.Status.NodeInfo.BootID)
+				}
+			}
+			time.Sleep(time.Second)
+		}
+	}()
+	return w
+}
+
+func (w *bootIDWatcher) record(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if id != "" && id != w.ids[len(w.ids)-1] {
+		w.ids = append(w.ids, id)
+	}
+}
+
+func (w *bootIDWatcher) seen() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.ids...)
 }
