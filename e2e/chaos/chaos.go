@@ -53,6 +53,13 @@ type Config struct {
 	FreeRunning bool
 	// Faults. Zero durations/counts turn a fault off.
 	LeaderKillEvery time.Duration // SIGKILL the lease holder (a new process replaces it)
+	// LeaderCutEvery partitions the lease holder from the API server (its process lives) for
+	// LeaderCutFor, longer than the lease; what it sent meanwhile is delivered when the cut heals.
+	LeaderCutEvery time.Duration
+	LeaderCutFor   time.Duration
+	// ReregisterEvery deletes the Node of a machine in its cycle; its kubelet registers it again
+	// under the same name (a new UID) 1-3 s later, or when the machine is back from its reboot.
+	ReregisterEvery time.Duration
 	AgentKillEvery  time.Duration // kill the agent of a node in its cycle for 1-4 s
 	UERestartEvery  time.Duration // restart update_engine on an idle node
 	APIRestarts     int           // kube-apiserver restarts, spread over the run's progress
@@ -90,6 +97,7 @@ func Full() Config {
 	return Config{Nodes: 24, MaxUnavailable: 3, Cycles: 200, Duration: 25 * time.Minute,
 		RebootDelay: time.Second, StageDelay: 4 * time.Second, Lead: 2,
 		LeaderKillEvery: 20 * time.Second, AgentKillEvery: 5 * time.Second, UERestartEvery: 7 * time.Second,
+		LeaderCutEvery: 45 * time.Second, LeaderCutFor: 8 * time.Second, ReregisterEvery: 15 * time.Second,
 		APIRestarts: 2, EtcdRestarts: 2, NeverBack: true, DeleteLostNode: true, PDBBlock: 45 * time.Second, RebootTimeout: 30 * time.Second,
 		CanaryNodes: 1, CanaryBake: 3 * time.Second,
 		SettleTimeout: 3 * time.Minute, ProgressEvery: 10 * time.Second}
@@ -106,6 +114,7 @@ func Short() Config {
 	return Config{Nodes: 8, MaxUnavailable: 3, Cycles: 30, Duration: 6 * time.Minute,
 		RebootDelay: 300 * time.Millisecond, StageDelay: 2 * time.Second, Lead: 2,
 		LeaderKillEvery: 30 * time.Second, AgentKillEvery: 6 * time.Second, UERestartEvery: 8 * time.Second,
+		LeaderCutEvery: 35 * time.Second, LeaderCutFor: 7 * time.Second, ReregisterEvery: 12 * time.Second,
 		APIRestarts: 1, EtcdRestarts: 1, NeverBack: true, DeleteLostNode: true, PDBBlock: 15 * time.Second, RebootTimeout: 10 * time.Second,
 		CanaryNodes: 1, CanaryBake: 2 * time.Second,
 		SettleTimeout: 90 * time.Second, ProgressEvery: 10 * time.Second}
@@ -127,7 +136,7 @@ type Result struct {
 }
 
 // Fault names, in the order progress lines show them.
-var faultNames = []string{"leader-kill", "agent-kill", "apiserver-restart", "etcd-restart", "ue-restart", "pdb-block", "never-back", "failed-node-deleted"}
+var faultNames = []string{"leader-kill", "leader-cut", "node-reregistered", "agent-kill", "apiserver-restart", "etcd-restart", "ue-restart", "pdb-block", "never-back", "failed-node-deleted"}
 
 type runner struct {
 	cfg     Config
@@ -172,6 +181,7 @@ func (r *runner) everyFaultInjected() bool {
 	f := r.faultCounts()
 	c := r.cfg
 	return (c.LeaderKillEvery == 0 || f["leader-kill"] > 0) && (c.AgentKillEvery == 0 || f["agent-kill"] > 0) &&
+		(c.LeaderCutEvery == 0 || f["leader-cut"] > 0) && (c.ReregisterEvery == 0 || f["node-reregistered"] > 0) &&
 		(c.UERestartEvery == 0 || f["ue-restart"] > 0) && f["apiserver-restart"] >= c.APIRestarts && f["etcd-restart"] >= c.EtcdRestarts &&
 		(c.PDBBlock == 0 || f["pdb-block"] > 0) && (!c.NeverBack || f["never-back"] > 0) &&
 		(!c.NeverBack || !c.DeleteLostNode || f["failed-node-deleted"] > 0)
@@ -341,6 +351,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 	args = append(args, cfg.OperatorArgs...)
 	r.ops = newOperators(bin, logDir, args)
+	if cfg.LeaderCutEvery > 0 {
+		r.ops.cp = cp
+	}
 	opCtx, stopOps := context.WithCancel(runCtx)
 	r.ops.run(opCtx, 2)
 	defer func() { stopOps(); r.ops.stop() }()
@@ -365,7 +378,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		}(n)
 	}
 	var injectors sync.WaitGroup
-	for i, f := range []func(context.Context, *rand.Rand){r.leaderKiller, r.agentKiller, r.ueRestarter, r.apiRestarter, r.etcdRestarter, r.neverBackInjector, r.pdbRelaxer} {
+	for i, f := range []func(context.Context, *rand.Rand){r.leaderKiller, r.leaderCutter, r.reregisterer, r.agentKiller, r.ueRestarter, r.apiRestarter, r.etcdRestarter, r.neverBackInjector, r.pdbRelaxer} {
 		injectors.Add(1)
 		go func(f func(context.Context, *rand.Rand), seed uint64) {
 			defer injectors.Done()
@@ -546,9 +559,9 @@ func (r *runner) stager(ctx context.Context, n *simNode, target int64, rng *rand
 		// The signal alone is only heard by a running agent that is listening: use it only when the
 		// agent has been up a while. update_engine's own status survives agent restarts.
 		var err error
-		if r.cfg.CanaryNodes > 0 {
-			n.UE.NewVersion = release(n.staged)
-		}
+		// Each update is a release of its own (4500.k.0): the canary check and the referee's one
+		// reboot per (Node UID, version) judge by it.
+		n.UE.NewVersion = release(n.staged)
 		if rng.IntN(4) == 0 && time.Since(n.agentUp) > 5*time.Second {
 			err = n.SendNeedReboot()
 		} else {
@@ -610,6 +623,62 @@ func (r *runner) leaderKiller(ctx context.Context, rng *rand.Rand) {
 		if id := leaseHolder(ctx, r.client, "slipway-system", "slipway-update-operator"); id != "" && r.ops.kill(id) {
 			r.fault("leader-kill")
 			r.say("killed the leader %s (SIGKILL)", id)
+		}
+	})
+}
+
+// leaderCutter partitions the lease holder from the API server for LeaderCutFor and heals the cut:
+// the process lives on (it must stop acting once its lease could have passed), and what it sent during
+// the cut reaches the API server after a successor took over.
+func (r *runner) leaderCutter(ctx context.Context, rng *rand.Rand) {
+	every(ctx, r.cfg.LeaderCutEvery, rng, func() {
+		// The lease may still name a leader just killed: try until a live one holds it.
+		var id string
+		var heal func()
+		for ok := false; !ok; {
+			if id = leaseHolder(ctx, r.client, "slipway-system", "slipway-update-operator"); id != "" {
+				heal, ok = r.ops.cut(id)
+			}
+			if !ok && testenv.WaitCtx(ctx, 500*time.Millisecond) != nil {
+				return
+			}
+		}
+		r.say("cut the leader %s off from the API server for %s (its process lives)", id, r.cfg.LeaderCutFor)
+		err := testenv.WaitCtx(ctx, r.cfg.LeaderCutFor)
+		heal()
+		if err != nil {
+			return // the run ended first: a cut this short proves nothing, it does not count
+		}
+		r.fault("leader-cut")
+		r.say("healed the cut of %s: what it sent meanwhile is delivered now", id)
+	})
+}
+
+// reregisterer deletes the Node of a machine in its cycle; its kubelet registers it again under the
+// same name. The operator must end the old object's cycle (replaced) and never act on the new object
+// with what it computed for the old one; the machine reboots once per update all the same.
+func (r *runner) reregisterer(ctx context.Context, rng *rand.Rand) {
+	every(ctx, r.cfg.ReregisterEvery, rng, func() {
+		c := r.inCycle(ctx)
+		if len(c) == 0 {
+			return
+		}
+		n := c[rng.IntN(len(c))]
+		if !n.mu.TryLock() {
+			return // being staged or its agent being killed
+		}
+		defer n.mu.Unlock()
+		gap := time.Second + time.Duration(rng.Int64N(int64(2*time.Second)))
+		now, err := n.Reregister(ctx, gap)
+		if err != nil {
+			r.say("re-registering %s failed: %v", n.Name, err)
+			return
+		}
+		r.fault("node-reregistered")
+		if now {
+			r.say("deleted the Node of %s in its cycle; its kubelet registered it again %s later (new UID)", n.Name, gap.Round(100*time.Millisecond))
+		} else {
+			r.say("deleted the Node of %s while the machine was down; its kubelet registers it when back", n.Name)
 		}
 	})
 }

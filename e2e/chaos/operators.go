@@ -25,10 +25,16 @@ type operators struct {
 	exits   []string // exits the scenario did not cause: "op-3 (exit status 1)"
 	fatal   error    // a process refused its flags: no point in restarting it
 	wg      sync.WaitGroup
+	// cp, when set, gives each process its own path to the API server: a Proxy the scenario can cut
+	// (the leader partitioned from the API server while its process lives).
+	cp      *testenv.ControlPlane
+	proxies map[string]*testenv.Proxy
+	cutOff  map[string]bool // processes the scenario partitioned: their exit (lease lost) is expected
 }
 
 func newOperators(bin, logDir string, args []string) *operators {
-	return &operators{bin: bin, logDir: logDir, args: args, running: map[string]*operatorproc.Proc{}, killed: map[string]bool{}}
+	return &operators{bin: bin, logDir: logDir, args: args, running: map[string]*operatorproc.Proc{}, killed: map[string]bool{},
+		proxies: map[string]*testenv.Proxy{}, cutOff: map[string]bool{}}
 }
 
 // run starts replicas slots; each keeps one process alive until ctx ends.
@@ -50,7 +56,7 @@ func (o *operators) slot(ctx context.Context) {
 		<-p.Done()
 		o.mu.Lock()
 		delete(o.running, id)
-		ours := o.killed[id]
+		ours := o.killed[id] || o.cutOff[id]
 		o.mu.Unlock()
 		if ctx.Err() != nil {
 			return
@@ -85,7 +91,23 @@ func (o *operators) start() (string, *operatorproc.Proc, error) {
 	o.next++
 	id := fmt.Sprintf("op-%d", o.next)
 	o.mu.Unlock()
-	p, err := operatorproc.Start(o.bin, append(append([]string{}, o.args...), "--identity="+id), filepath.Join(o.logDir, id+".log"))
+	args := append(append([]string{}, o.args...), "--identity="+id)
+	if o.cp != nil {
+		px, err := testenv.StartProxy(o.cp.HostPort())
+		if err != nil {
+			return "", nil, err
+		}
+		kc := filepath.Join(o.logDir, id+".kubeconfig")
+		if err := o.cp.WriteKubeconfig(kc, "https://"+px.Addr()); err != nil {
+			px.Close()
+			return "", nil, err
+		}
+		o.mu.Lock()
+		o.proxies[id] = px // kept after the process ends: what it sent before it died may still be held
+		o.mu.Unlock()
+		args = append(args, "--kubeconfig="+kc) // the last --kubeconfig wins
+	}
+	p, err := operatorproc.Start(o.bin, args, filepath.Join(o.logDir, id+".log"))
 	if err != nil {
 		return "", nil, err
 	}
@@ -108,6 +130,19 @@ func (o *operators) kill(id string) bool {
 	return true
 }
 
+// cut partitions process id from the API server (its Proxy holds every byte) until heal is called.
+func (o *operators) cut(id string) (heal func(), ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	px := o.proxies[id]
+	if px == nil || o.running[id] == nil {
+		return nil, false
+	}
+	o.cutOff[id] = true
+	px.Cut()
+	return px.Heal, true
+}
+
 // stop kills every process and waits for the slots to end (ctx must be cancelled first).
 func (o *operators) stop() {
 	o.mu.Lock()
@@ -117,6 +152,11 @@ func (o *operators) stop() {
 	}
 	o.mu.Unlock()
 	o.wg.Wait()
+	o.mu.Lock()
+	for _, px := range o.proxies {
+		px.Close()
+	}
+	o.mu.Unlock()
 }
 
 func (o *operators) status() (started int, unexpected []string, fatal error) {

@@ -30,6 +30,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // The keys the checker reads, re-declared here on purpose (FLUO's wire protocol and Slipway's two
@@ -107,6 +108,18 @@ type nodeState struct {
 	cordonKnown bool
 	// stalledWhenDeleted: its Node was deleted while it carried the stalled mark.
 	stalledWhenDeleted bool
+	// uid is the Node object the state follows. A Node deleted and registered again under the same
+	// name is a new object: its grant, cordon and cycle start clean (gone).
+	uid types.UID
+	// carried: the Node was deleted while granted at boot carriedBoot. The machine may still take
+	// that grant's one reboot after its kubelet registered the Node again (a grant is to the machine
+	// that was drained; the new object never saw it).
+	carried     bool
+	carriedBoot string
+	// grantVersion: the new-version the current grant was for; rebootedFor: (Node UID, version)
+	// pairs this machine rebooted for under a grant. Each pair reboots once.
+	grantVersion string
+	rebootedFor  map[string]bool
 	// What the scenario says happened to the machine.
 	staged, boots int
 	neverBack     bool
@@ -227,13 +240,24 @@ func (c *Checker) DeleteNode(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s := c.nodes[name]; s != nil {
-		if s.last != nil && s.last.Annotations[KeyStalled] != "" {
-			s.stalledWhenDeleted = true
-		}
-		s.last = nil
-		s.continuous = false
+		c.gone(s)
 	}
 	c.checkBudget()
+}
+
+// gone ends what s followed of its Node object: it was deleted (seen, or missing from a relist, or
+// replaced by another object of the same name). Its cycle ended with it: a new object starts clean.
+func (c *Checker) gone(s *nodeState) {
+	if s.last != nil && s.last.Annotations[KeyStalled] != "" {
+		s.stalledWhenDeleted = true
+	}
+	if s.last != nil && (s.granted || s.last.Annotations[KeyRebootInProgress] == "true") {
+		s.carried, s.carriedBoot = true, s.last.Status.NodeInfo.BootID
+	}
+	s.last, s.continuous = nil, false
+	s.granted, s.bootChanges, s.grantVersion = false, 0, ""
+	s.cordonRV, s.cordonKnown = 0, false
+	s.cycleFor = ""
 }
 
 // ReplaceNodes takes a complete list of Nodes (a first list or a relist after the watch broke): the
@@ -248,8 +272,8 @@ func (c *Checker) ReplaceNodes(list []corev1.Node) {
 		c.observeNode(&list[i], false)
 	}
 	for name, s := range c.nodes {
-		if !seen[name] {
-			s.last, s.continuous = nil, false
+		if !seen[name] && s.last != nil {
+			c.gone(s)
 		}
 	}
 	c.checkBudget()
@@ -259,6 +283,15 @@ func (c *Checker) observeNode(n *corev1.Node, fromWatch bool) {
 	n = n.DeepCopy()
 	s := c.node(n.Name)
 	rv := c.rv(n.ResourceVersion)
+	if s.last != nil && n.UID != "" && s.last.UID != "" && n.UID != s.last.UID {
+		// Deleted and registered again between two observations (a relist, or events the watch
+		// coalesced): the old object is gone.
+		c.gone(s)
+	}
+	if s.last == nil && s.carried && n.Status.NodeInfo.BootID != s.carriedBoot {
+		s.carried = false // the carried grant's reboot happened while no Node was there to see
+	}
+	s.uid = n.UID
 	prev := s.last
 	continuous := fromWatch && prev != nil
 	ok := n.Annotations[KeyRebootOK] == "true"
@@ -276,6 +309,9 @@ func (c *Checker) observeNode(n *corev1.Node, fromWatch bool) {
 				if !ok && !s.granted {
 					c.cycles++
 				}
+			case !ok && s.carried && prevBoot == s.carriedBoot:
+				// The reboot of the grant the deleted Node object had (see carried).
+				s.carried = false
 			case !ok:
 				c.violate(Reboot, n.Name, "boot ID changed %s -> %s while reboot-ok=%q (a reboot without a grant)", prevBoot, boot, n.Annotations[KeyRebootOK])
 			case s.granted && s.bootChanges >= 1:
@@ -283,6 +319,7 @@ func (c *Checker) observeNode(n *corev1.Node, fromWatch bool) {
 				s.bootChanges++
 			default:
 				s.bootChanges++
+				c.rebootedFor(s, n)
 			}
 		}
 		if prevOK && !ok && s.granted {
@@ -295,6 +332,10 @@ func (c *Checker) observeNode(n *corev1.Node, fromWatch bool) {
 	}
 	if ok && !s.granted {
 		s.granted, s.grantBoot, s.grantRV, s.bootChanges = true, boot, rv, 0
+		s.grantVersion, s.carried = "", false
+		if v := n.Annotations[KeyNewVersion]; v != n.Labels[KeyVersion] {
+			s.grantVersion = v // an update to another version (simulations may stage the one running)
+		}
 		if !n.Spec.Unschedulable {
 			c.violate(Drain, n.Name, "reboot-ok=true on a schedulable node (granted without cordon and drain)")
 		}
@@ -316,6 +357,23 @@ func (c *Checker) observeNode(n *corev1.Node, fromWatch bool) {
 		c.observeCanary(s, n, prev, fromWatch)
 	}
 	c.checkGrants()
+}
+
+// rebootedFor records the reboot of s's current grant under its (Node UID, version) and reports a
+// second one: a machine reboots once for each version while it is the same Node object.
+func (c *Checker) rebootedFor(s *nodeState, n *corev1.Node) {
+	v := s.grantVersion
+	if v == "" || v == "0.0.0" || n.UID == "" {
+		return
+	}
+	if s.rebootedFor == nil {
+		s.rebootedFor = map[string]bool{}
+	}
+	key := string(n.UID) + " " + v
+	if s.rebootedFor[key] {
+		c.violate(Reboot, n.Name, "rebooted again for %s as the same Node (UID %s): one reboot per node and version", v, n.UID)
+	}
+	s.rebootedFor[key] = true
 }
 
 // checkBudget compares the nodes unavailable right now with the budget. One violation per episode

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -328,4 +329,77 @@ func TestImportsNothingOfSlipway(t *testing.T) {
 	if got := slipway(self); len(got) > 0 {
 		t.Errorf("the referee depends on Slipway packages %v: it must judge with its own code", got)
 	}
+}
+
+// withUID gives a Node its object identity (node() leaves it empty, as older tests need nothing more).
+func withUID(n *corev1.Node, uid string) *corev1.Node { n.UID = types.UID(uid); return n }
+
+// A Node deleted and registered again under its name is a new object: its old grant's one reboot is
+// no violation on the new object, a second reboot is; a grant on the new object starts clean; the same
+// machine rebooting twice for one version as one Node object is a violation, once per object is not.
+func TestNodeReregisteredUnderItsName(t *testing.T) {
+	v := []string{KeyNewVersion, "4500.1.0"}
+	c := newChecker(5)
+	c.ReplaceNodes([]corev1.Node{*withUID(node("a", 1, "a0", idle...), "u1")})
+	c.ObserveNode(withUID(node("a", 2, "a0", append(cordoned, v...)...), "u1"))
+	c.ObserveNode(withUID(node("a", 3, "a0", append(granted, v...)...), "u1"))
+	// Deleted while granted, registered again before the machine went down; then it reboots.
+	c.DeleteNode("a")
+	c.ObserveNode(withUID(node("a", 5, "a0", idle...), "u2"))
+	c.ObserveNode(withUID(node("a", 6, "a1", idle...), "u2"))
+	wantKinds(t, c)
+	// A second ungranted reboot of the new object is one.
+	c.ObserveNode(withUID(node("a", 7, "a2", idle...), "u2"))
+	wantKinds(t, c, "reboot:a")
+
+	// The same through a relist that shows another UID (the deletion was never seen): the grant of
+	// the old object carries, once.
+	c = newChecker(5)
+	c.ReplaceNodes([]corev1.Node{*withUID(node("b", 1, "b0", append(granted, v...)...), "u1")})
+	c.ReplaceNodes([]corev1.Node{*withUID(node("b", 4, "b0", idle...), "u2")})
+	c.ObserveNode(withUID(node("b", 5, "b1", idle...), "u2"))
+	wantKinds(t, c)
+	// A carried grant whose reboot happened unseen excuses nothing later.
+	c = newChecker(5)
+	c.ReplaceNodes([]corev1.Node{*withUID(node("d", 1, "d0", append(granted, v...)...), "u1")})
+	c.DeleteNode("d")
+	c.ObserveNode(withUID(node("d", 3, "d1", idle...), "u2"))
+	c.ObserveNode(withUID(node("d", 4, "d2", idle...), "u2"))
+	wantKinds(t, c, "reboot:d")
+
+	// One reboot per (UID, version): granted for 4500.1.0 twice as the same object is a violation
+	// (the machine staged the same release again: the update did not take, or it was asked twice).
+	c = newChecker(5)
+	c.ReplaceNodes([]corev1.Node{*withUID(node("e", 1, "e0", idle...), "u1")})
+	cycle := func(rv int, from, to, uid string) {
+		c.ObserveNode(withUID(node("e", rv, from, append(cordoned, v...)...), uid))
+		c.ObserveNode(withUID(node("e", rv+1, from, append(granted, v...)...), uid))
+		c.ObserveNode(withUID(node("e", rv+2, to, append(granted, v...)...), uid))
+		c.ObserveNode(withUID(node("e", rv+3, to, idle...), uid))
+	}
+	cycle(2, "e0", "e1", "u1")
+	wantKinds(t, c)
+	cycle(6, "e1", "e2", "u1")
+	wantKinds(t, c, "reboot:e")
+	// As a new object the same version may take its one reboot.
+	c.DeleteNode("e")
+	c.ObserveNode(withUID(node("e", 11, "e2", idle...), "u3"))
+	cycle(12, "e2", "e3", "u3")
+	wantKinds(t, c, "reboot:e")
+	// A grant for the version the node already runs (a simulation staging it again) is not judged.
+	c = newChecker(5)
+	run := func(n *corev1.Node) *corev1.Node { n.Labels = map[string]string{KeyVersion: "4500.1.0"}; return withUID(n, "u1") }
+	c.ReplaceNodes([]corev1.Node{*run(node("f", 1, "f0", idle...))})
+	for i, b := range []string{"f0", "f1", "f2"} {
+		if i == 0 {
+			continue
+		}
+		rv := 10 * i
+		prev := []string{"f0", "f1", "f2"}[i-1]
+		c.ObserveNode(run(node("f", rv, prev, append(cordoned, v...)...)))
+		c.ObserveNode(run(node("f", rv+1, prev, append(granted, v...)...)))
+		c.ObserveNode(run(node("f", rv+2, b, append(granted, v...)...)))
+		c.ObserveNode(run(node("f", rv+3, b, idle...)))
+	}
+	wantKinds(t, c)
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -309,9 +311,13 @@ func (n *Node) reboot() {
 		n.log.Error(err, "simulated reboot: writing os-release")
 	}
 	_ = ue.Set(updateengine.Status{CurrentOperation: updateengine.StatusIdle, NewVersion: "0.0.0", LastCheckedTime: time.Now().Unix()})
-	// A kubelet keeps trying until the API server takes its status (it may be restarting).
+	// A kubelet keeps trying until the API server takes its status (it may be restarting), and
+	// registers its Node again if someone deleted it meanwhile.
 	for {
 		_, err := testenv.SetNodeStatus(n.ctx, n.client, n.Name, id, !n.BackNotReady)
+		if apierrors.IsNotFound(err) {
+			_, err = testenv.CreateNode(n.ctx, n.client, n.Name, id, nil)
+		}
 		if err == nil {
 			break
 		}
@@ -333,6 +339,34 @@ func (n *Node) reboot() {
 	locked = false
 	if n.OnReboot != nil {
 		n.OnReboot(n, boot)
+	}
+}
+
+// Reregister deletes the node's Node object and, as its kubelet does once it notices, registers a new
+// one under the same name (a new UID, none of the old labels or annotations) after gap. While the
+// machine is down there is no kubelet to register it: the Node stays deleted until the machine is back
+// (its kubelet creates it then). It reports whether the Node was re-created now.
+func (n *Node) Reregister(ctx context.Context, gap time.Duration) (bool, error) {
+	if err := n.client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil {
+		return false, fmt.Errorf("deleting node %s: %w", n.Name, err)
+	}
+	if n.Down() {
+		return false, nil
+	}
+	if err := testenv.WaitCtx(ctx, gap); err != nil {
+		return false, err
+	}
+	for {
+		// Registered Ready in one request: the machine never stopped running, and a Node that is
+		// NotReady for a moment would count against the budget for something Slipway did not do.
+		_, err := testenv.RegisterNode(ctx, n.client, n.Name, n.BootID())
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return true, nil // (already: the kubelet's reboot path registered it meanwhile)
+		}
+		n.log.Error(err, "simulated kubelet could not register its Node again; retrying")
+		if testenv.WaitCtx(ctx, 500*time.Millisecond) != nil {
+			return false, ctx.Err()
+		}
 	}
 }
 

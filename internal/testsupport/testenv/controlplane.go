@@ -506,3 +506,12 @@ func writeServiceAccountKey(keyFile, pubFile string) error {
 	}
 	return os.WriteFile(pubFile, pub, 0o644)
 }
+
+// WriteKubeconfig writes an admin kubeconfig to path that reaches the API server at server (a
+// https://host:port URL; through a Proxy, say) instead of its own address.
+func (cp *ControlPlane) WriteKubeconfig(path, server string) error {
+	return os.WriteFile(path, []byte(strings.Replace(cp.kubeconfig(), "server: "+cp.URL+"\n", "server: "+server+"\n", 1)), 0o600)
+}
+
+// HostPort is the API server's host:port.
+func (cp *ControlPlane) HostPort() string { return strings.TrimPrefix(cp.URL, "https://") }

@@ -24,6 +24,25 @@ func CreateNode(ctx context.Context, c kubernetes.Interface, name, bootID string
 	return SetNodeStatus(ctx, c, name, bootID, true)
 }
 
+// RegisterNode creates a Node that is Ready with the given boot ID from its first version on (status
+// in the create request, as a kubelet registering a node that already runs sends it).
+func RegisterNode(ctx context.Context, c kubernetes.Interface, name, bootID string) (*corev1.Node, error) {
+	now := metav1.Now()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		Message: "stand-in kubelet", LastHeartbeatTime: now, LastTransitionTime: now}}
+	n.Status.NodeInfo.BootID = bootID
+	out, err := c.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("registering node %s: %w", name, err)
+	}
+	if !ready(out) || out.Status.NodeInfo.BootID != bootID {
+		// The API server dropped the status of the create: write it as a kubelet would next.
+		return SetNodeStatus(ctx, c, name, bootID, true)
+	}
+	return out, nil
+}
+
 // SetNodeStatus writes the Ready condition and status.nodeInfo.bootID through the status subresource.
 func SetNodeStatus(ctx context.Context, c kubernetes.Interface, name, bootID string, ready bool) (*corev1.Node, error) {
 	var out *corev1.Node
@@ -145,4 +164,13 @@ func MustWaitNode(t testing.TB, c kubernetes.Interface, name string, timeout tim
 		t.Fatalf("node %s: %s did not happen: %v", name, what, err)
 	}
 	return n
+}
+
+func ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
