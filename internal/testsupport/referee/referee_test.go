@@ -388,7 +388,10 @@ func TestNodeReregisteredUnderItsName(t *testing.T) {
 	wantKinds(t, c, "reboot:e")
 	// A grant for the version the node already runs (a simulation staging it again) is not judged.
 	c = newChecker(5)
-	run := func(n *corev1.Node) *corev1.Node { n.Labels = map[string]string{KeyVersion: "4500.1.0"}; return withUID(n, "u1") }
+	run := func(n *corev1.Node) *corev1.Node {
+		n.Labels = map[string]string{KeyVersion: "4500.1.0"}
+		return withUID(n, "u1")
+	}
 	c.ReplaceNodes([]corev1.Node{*run(node("f", 1, "f0", idle...))})
 	for i, b := range []string{"f0", "f1", "f2"} {
 		if i == 0 {
