@@ -289,7 +289,9 @@ func (c *Checker) observeNode(n *corev1.Node, fromWatch bool) {
 		c.gone(s)
 	}
 	if s.last == nil && s.carried && n.Status.NodeInfo.BootID != s.carriedBoot {
-		s.carried = false // the carried grant's reboot happened while no Node was there to see
+		// The carried grant's reboot happened while no Node was there to see: its cycle is done.
+		s.carried = false
+		c.cycles++
 	}
 	s.uid = n.UID
 	prev := s.last
@@ -310,8 +312,10 @@ func (c *Checker) observeNode(n *corev1.Node, fromWatch bool) {
 					c.cycles++
 				}
 			case !ok && s.carried && prevBoot == s.carriedBoot:
-				// The reboot of the grant the deleted Node object had (see carried).
+				// The reboot of the grant the deleted Node object had (see carried): that cycle is
+				// done, the machine is back.
 				s.carried = false
+				c.cycles++
 			case !ok:
 				c.violate(Reboot, n.Name, "boot ID changed %s -> %s while reboot-ok=%q (a reboot without a grant)", prevBoot, boot, n.Annotations[KeyRebootOK])
 			case s.granted && s.bootChanges >= 1:

@@ -348,6 +348,9 @@ func TestNodeReregisteredUnderItsName(t *testing.T) {
 	c.ObserveNode(withUID(node("a", 5, "a0", idle...), "u2"))
 	c.ObserveNode(withUID(node("a", 6, "a1", idle...), "u2"))
 	wantKinds(t, c)
+	if got := c.Stats().Cycles; got != 1 {
+		t.Errorf("cycles %d, want 1 (the grant of the deleted object ended in its reboot)", got)
+	}
 	// A second ungranted reboot of the new object is one.
 	c.ObserveNode(withUID(node("a", 7, "a2", idle...), "u2"))
 	wantKinds(t, c, "reboot:a")
@@ -364,6 +367,9 @@ func TestNodeReregisteredUnderItsName(t *testing.T) {
 	c.ReplaceNodes([]corev1.Node{*withUID(node("d", 1, "d0", append(granted, v...)...), "u1")})
 	c.DeleteNode("d")
 	c.ObserveNode(withUID(node("d", 3, "d1", idle...), "u2"))
+	if got := c.Stats().Cycles; got != 1 {
+		t.Errorf("cycles %d, want 1 (the machine came back from the carried grant's reboot)", got)
+	}
 	c.ObserveNode(withUID(node("d", 4, "d2", idle...), "u2"))
 	wantKinds(t, c, "reboot:d")
 
