@@ -198,10 +198,10 @@ var effects = []effect{
 }
 
 // endCycleWrites is what ending a cycle writes (Finish and Abort).
-const endCycleWrites = "reboot-ok=false (if present); drop labels before-reboot, after-reboot and every hook annotation; uncordon if Slipway (or a replaced FLUO agent: agent-made-unschedulable=false) cordoned; drop cordoned, drain-started, drain-error, reboot-boot-id, reboot-ok-time, reboot-version, cycle-started, admitted-group, admitted-control-plane, stalled, blocked-by; drop the exclude-from-external-load-balancers label and the --prefer-no-schedule-taint taint if Slipway added them (lb-excluded, prefer-no-schedule-taint); the --post-reboot-node-labels"
+const endCycleWrites = "reboot-ok=false (if present); drop labels before-reboot, after-reboot and every hook annotation; uncordon if Slipway (or a replaced FLUO agent: agent-made-unschedulable=false) cordoned; drop cordoned, drain-started, drain-error, reboot-boot-id, reboot-ok-time, reboot-version, cycle-started, admitted-group, admitted-control-plane, stalled, blocked-by; drop the exclude-from-external-load-balancers label and the --prefer-no-schedule-taint taint if Slipway added them (lb-excluded, prefer-no-schedule-taint); the --post-reboot-node-labels, on labels Slipway set (steering-labels) or absent ones only (a SteeringLabelsKept Warning names any other)"
 
 // steerAdmissionWrites is what steer.Config.Admit writes.
-const steerAdmissionWrites = "label node.kubernetes.io/exclude-from-external-load-balancers=true and lb-excluded=true unless the node has that label (--exclude-from-load-balancers); the --pre-reboot-node-labels"
+const steerAdmissionWrites = "label node.kubernetes.io/exclude-from-external-load-balancers=true and lb-excluded=true unless the node has that label (--exclude-from-load-balancers); the --pre-reboot-node-labels, recorded in steering-labels (a label Slipway did not set holds the admission, blocked-by steering-label)"
 
 // effectOf is the table's row for a.
 func effectOf(a protocol.Action) effect {
@@ -220,6 +220,11 @@ func (c *Controller) record(ctx context.Context, e effect, s step) {
 		typ = corev1.EventTypeWarning
 	}
 	c.cfg.Recorder.Event(s.n, typ, e.Event, e.message(s))
+	if e.FreesSlot || s.admission() {
+		if kept := s.steer.Kept(s.n, s.admission()); len(kept) > 0 {
+			c.cfg.Recorder.Eventf(s.n, corev1.EventTypeWarning, "SteeringLabelsKept", "labels Slipway did not set are left as they are (--pre-reboot-node-labels, --post-reboot-node-labels change only what Slipway set, update.slipway.dev/steering-labels): %s", strings.Join(kept, ", "))
+		}
+	}
 	m := c.cfg.Metrics
 	if m != nil {
 		m.actions.WithLabelValues(string(e.Do)).Inc()

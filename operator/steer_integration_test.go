@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,5 +127,70 @@ func TestPreferNoScheduleTaintFollowsTheWait(t *testing.T) {
 	waitNode(t, "pns-1", 20*time.Second, "paused, untainted", untainted)
 	if n := getNode(t, "pns-0"); hasTaint(n, pendingTaint, corev1.TaintEffectPreferNoSchedule) {
 		t.Errorf("pns-0 never waited, yet it is tainted: %v", n.Spec.Taints)
+	}
+}
+
+// Steering never clobbers a user's label, against the real API server with real agents: a node
+// whose owner labelled it example.com/reboot=mine (a key --pre-reboot-node-labels sets) is held
+// with blocked-by steering-label and its label untouched while another node runs its cycle; once the
+// owner removes the label it goes. A node whose owner keeps exclude-from-remediation=true (the value
+// the pre-reboot label sets, removed by the post-reboot KEY-) goes through its cycle and keeps the
+// label, with a SteeringLabelsKept Event; only what Slipway set is in steering-labels.
+func TestSteeringLeavesUsersLabels(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	const nhc, reboot = "remediation.medik8s.io/exclude-from-remediation", "example.com/reboot"
+	sns := simNodes(t, "ownlabel", 2)
+	kept, held := sns[0].Name, sns[1].Name
+	ctx := context.Background()
+	for name, body := range map[string]string{
+		kept: `{"metadata":{"labels":{"` + nhc + `":"true"}}}`,
+		held: `{"metadata":{"labels":{"` + reboot + `":"mine"}}}`,
+	} {
+		if _, err := client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Budget 2: the held node is asked about (its blocker runs) while the other is in its cycle.
+	startOperator(t, opOptions{max: "2", tweak: func(c *operator.Config) { c.Steer = steering() }})
+	for _, sn := range sns {
+		if err := sn.SendNeedReboot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := waitNode(t, held, 20*time.Second, "held: blocked-by steering-label", func(n *corev1.Node) bool {
+		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "steering-label: ")
+	})
+	if !strings.Contains(n.Annotations[protocol.BlockedBy], reboot+"=mine (wants "+reboot+"=rebooting)") {
+		t.Errorf("blocked-by does not say which label and what the flag wants: %q", n.Annotations[protocol.BlockedBy])
+	}
+	n = waitNode(t, kept, 60*time.Second, "the other node finished its cycle", func(n *corev1.Node) bool {
+		return finished(n) && n.Labels[reboot] == "done"
+	})
+	if v, ok := n.Labels[nhc]; !ok || v != "true" {
+		t.Errorf("%s: the owner's %s=true is gone or changed after the cycle's %s-: %v", kept, nhc, nhc, n.Labels)
+	}
+	if rec := n.Annotations[protocol.SteeringLabels]; rec != reboot+"=done" {
+		t.Errorf("%s: steering-labels %q, want only what Slipway set (%s=done)", kept, rec, reboot)
+	}
+	if !waitEvent(t, kept, "SteeringLabelsKept") {
+		t.Errorf("%s: no SteeringLabelsKept Event naming the label the cycle's end left alone", kept)
+	}
+	n = getNode(t, held)
+	if n.Labels[reboot] != "mine" || n.Annotations[protocol.CycleStarted] != "" || n.Annotations[protocol.RebootOK] == protocol.True {
+		t.Fatalf("%s: admitted or relabelled over its owner's label: labels %v, annotations %v", held, n.Labels, n.Annotations)
+	}
+	if events(t, held, "Blocked") == 0 {
+		t.Errorf("%s: no Blocked Event", held)
+	}
+	// The owner removes the label: the node goes, and what Slipway writes now is Slipway's.
+	if _, err := client.CoreV1().Nodes().Patch(ctx, held, types.MergePatchType, []byte(`{"metadata":{"labels":{"`+reboot+`":null}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n = waitNode(t, held, 60*time.Second, "finished once the owner's label is gone", func(n *corev1.Node) bool {
+		return finished(n) && n.Labels[reboot] == "done"
+	})
+	if _, ok := n.Labels[nhc]; ok || n.Annotations[protocol.SteeringLabels] != reboot+"=done" {
+		t.Errorf("%s: after its cycle labels %v, steering-labels %q", held, n.Labels, n.Annotations[protocol.SteeringLabels])
 	}
 }

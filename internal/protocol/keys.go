@@ -131,6 +131,13 @@ const (
 	// was there before the cycle is left alone.
 	LBExcluded = SlipwayPrefix + "lb-excluded"
 
+	// SteeringLabels — operator: the --pre-reboot-node-labels and --post-reboot-node-labels it set on
+	// the node, "<key>=<value>,..." (sorted). Only a label listed here with the value it still carries
+	// is Slipway's to change or remove; one that was there before, or that someone changed since, is
+	// left as it is (a pre-reboot label that would change it holds the node, blocked-by
+	// steering-label).
+	SteeringLabels = SlipwayPrefix + "steering-labels"
+
 	// ExcludeFromLBs is Kubernetes' well-known label: the service controller takes a node that has it
 	// (any value) out of external load balancers' backends.
 	ExcludeFromLBs = "node.kubernetes.io/exclude-from-external-load-balancers"
@@ -211,6 +218,7 @@ var Owners = map[string]Writer{
 	Undrainable:            WriterOperator,
 	PreferNoScheduleTaint:  WriterOperator,
 	LBExcluded:             WriterOperator,
+	SteeringLabels:         WriterOperator,
 	WaitingSince:           WriterOperator,
 	FleetLockGroup:         WriterFleetLock,
 	FleetLockID:            WriterFleetLock,

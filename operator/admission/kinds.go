@@ -24,6 +24,9 @@ const (
 	KindAlerts        Kind = "prometheus-alerts"
 	KindMinReadyNodes Kind = "min-ready-nodes"
 	KindHealth        Kind = "health" // a --health-check does not hold
+	// KindSteeringLabel: a --pre-reboot-node-labels entry would change or remove a label on the node
+	// that Slipway did not set (operator/steer): it neither clobbers it nor steers without it.
+	KindSteeringLabel Kind = "steering-label"
 	// KindFailedVersion: the node asks for the OS version it once rebooted for and did not come back on.
 	KindFailedVersion Kind = "failed-version"
 	// KindCanary: the node asks for an OS version whose canaries have not yet proven it
@@ -42,7 +45,7 @@ const (
 )
 
 // Kinds lists every kind a controller reports, for metrics that report zeros too.
-var Kinds = []Kind{KindWindow, KindPaused, KindAgentVersion, KindFailedVersion, KindUndrainable, KindVersionHalted, KindOrder, KindCanary, KindBudget, KindSettling, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes, KindHealth}
+var Kinds = []Kind{KindWindow, KindPaused, KindAgentVersion, KindFailedVersion, KindUndrainable, KindVersionHalted, KindOrder, KindCanary, KindBudget, KindSettling, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes, KindHealth, KindSteeringLabel}
 
 // QuietKinds are the plan working (budget, window, order): a Normal `Waiting` Event and never a
 // `blocked` notification. Every other kind is something a person may want to look at: a Warning

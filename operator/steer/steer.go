@@ -4,8 +4,9 @@
 // post-reboot node labels. It only adds to a patch; the operator decides when (admission, cycle end,
 // waiting) and sends it with the step's other writes.
 //
-// What Slipway added it marks (annotations prefer-no-schedule-taint and lb-excluded), and only what
-// it marked it removes: a taint or label someone else set before the cycle stays theirs.
+// What Slipway added it marks (annotations prefer-no-schedule-taint, lb-excluded and
+// steering-labels), and only what it marked it changes or removes: a taint or label someone else set,
+// before the cycle or during it, stays theirs, with their value.
 package steer
 
 import (
@@ -109,7 +110,7 @@ func (c Config) LabelKeys() []string {
 }
 
 // Admit adds to p what a node's admission writes: the load-balancer exclusion (marked lb-excluded
-// when Slipway added it) and the pre-reboot labels.
+// when Slipway added it) and the pre-reboot labels, those Conflict does not hold back.
 func (c Config) Admit(p *nodes.Patch, n *corev1.Node) {
 	if c.ExcludeFromLoadBalancers {
 		if _, ok := n.Labels[protocol.ExcludeFromLBs]; !ok {
@@ -117,18 +118,43 @@ func (c Config) Admit(p *nodes.Patch, n *corev1.Node) {
 			p.SetAnnotation(n, protocol.LBExcluded, protocol.True)
 		}
 	}
-	apply(p, n, c.Pre)
+	c.labels(p, n, c.Pre, c.postValues())
 }
 
 // End adds to p what ending a cycle writes: the load-balancer exclusion and the waiting taint
-// removed if Slipway added them (whatever the flags say now), then the post-reboot labels.
+// removed if Slipway added them (whatever the flags say now), then the post-reboot labels, but
+// never over a label Slipway did not set (Kept names those).
 func (c Config) End(p *nodes.Patch, n *corev1.Node) {
 	if _, ok := n.Annotations[protocol.LBExcluded]; ok {
-		p.DeleteLabel(n, protocol.ExcludeFromLBs)
+		// Only the value Slipway wrote: a value someone put there since is theirs now.
+		if n.Labels[protocol.ExcludeFromLBs] == protocol.True {
+			p.DeleteLabel(n, protocol.ExcludeFromLBs)
+		}
 		p.DeleteAnnotation(n, protocol.LBExcluded)
 	}
 	c.Taint(p, n, false)
-	apply(p, n, c.Post)
+	c.labels(p, n, c.Post, nil)
+}
+
+// Conflict is why n may not start its cycle yet ("" it may): a --pre-reboot-node-labels entry would
+// change or remove a label Slipway did not set. Slipway neither clobbers it nor steers without it;
+// a person removes the label (or the flag's entry) and the node goes. It is the admission blocker
+// steering-label.
+func (c Config) Conflict(n *corev1.Node) string {
+	kept := c.Kept(n, true)
+	if len(kept) == 0 {
+		return ""
+	}
+	return "--pre-reboot-node-labels would change labels Slipway did not set: " + strings.Join(kept, ", ") + "; remove the label, or the flag's entry"
+}
+
+// Kept names the labels Admit (admission) or End leaves alone on n because Slipway did not set them
+// there: "key=value (wants key=other)", for the step's Event; nil none.
+func (c Config) Kept(n *corev1.Node, admission bool) []string {
+	if admission {
+		return c.labels(&nodes.Patch{}, n, c.Pre, c.postValues())
+	}
+	return c.labels(&nodes.Patch{}, n, c.Post, nil)
 }
 
 // Taint adds to p what keeps the waiting taint true: on, the PreferNoSchedule taint of
@@ -155,12 +181,66 @@ func isPreferNoSchedule(t corev1.Taint, key string) bool {
 	return t.Key == key && t.Effect == corev1.TaintEffectPreferNoSchedule
 }
 
-func apply(p *nodes.Patch, n *corev1.Node, ls []Label) {
-	for _, l := range ls {
-		if l.Remove {
-			p.DeleteLabel(n, l.Key)
-		} else {
-			p.SetLabel(n, l.Key, l.Value)
+// postValues are the values --post-reboot-node-labels sets, by key.
+func (c Config) postValues() map[string]string {
+	m := map[string]string{}
+	for _, l := range c.Post {
+		if !l.Remove {
+			m[l.Key] = l.Value
 		}
 	}
+	return m
+}
+
+// owned reads protocol.SteeringLabels: the labels Slipway set on n that still carry the value it set.
+// One removed or changed since is someone else's.
+func owned(n *corev1.Node) map[string]string {
+	m := map[string]string{}
+	for _, kv := range strings.Split(n.Annotations[protocol.SteeringLabels], ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if cur, has := n.Labels[k]; ok && has && cur == v {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// labels adds ls to p where n's labels are Slipway's to change, records what it set in
+// protocol.SteeringLabels, and returns the entries it left alone ("key=value (wants key=other)"). A
+// label is Slipway's when it is absent or recorded with the value it has; one that already has the
+// value asked for is left as it is, unrecorded (a remove of it later leaves it too). At admission,
+// back holds the post-reboot values: a label that has its key's value there is taken over, because
+// the cycle's end writes that value back (what kured leaves on the nodes it rebooted).
+func (c Config) labels(p *nodes.Patch, n *corev1.Node, ls []Label, back map[string]string) (kept []string) {
+	own := owned(n)
+	for _, l := range ls {
+		cur, has := n.Labels[l.Key]
+		_, mine := own[l.Key]
+		if b, ok := back[l.Key]; ok && has && b == cur {
+			mine = true
+		}
+		switch {
+		case l.Remove && !has:
+		case l.Remove && mine:
+			p.DeleteLabel(n, l.Key)
+			delete(own, l.Key)
+		case !l.Remove && (!has || mine):
+			p.SetLabel(n, l.Key, l.Value)
+			own[l.Key] = l.Value
+		case !l.Remove && cur == l.Value:
+		default:
+			kept = append(kept, fmt.Sprintf("%s=%s (wants %s)", l.Key, cur, l))
+		}
+	}
+	rec := make([]string, 0, len(own))
+	for k, v := range own {
+		rec = append(rec, k+"="+v)
+	}
+	slices.Sort(rec)
+	if len(rec) == 0 {
+		p.DeleteAnnotation(n, protocol.SteeringLabels)
+	} else {
+		p.SetAnnotation(n, protocol.SteeringLabels, strings.Join(rec, ","))
+	}
+	return kept
 }
