@@ -28,7 +28,9 @@ archive="$OUT/slipway-$VERSION.oci.tar"
 case "$BUILDER" in
 docker)
   # Docker's default "docker" driver cannot export several platforms at once; a docker-container
-  # builder can (created once, reused).
+  # builder can (created once, reused). Its BuildKit image (moby/buildkit:buildx-stable-1, buildx's
+  # default) and the Dockerfile's golang base are tags, not digests (see the Dockerfile): `make
+  # release` builds with ociimage for that reason.
   docker buildx inspect slipway-image >/dev/null 2>&1 ||
     docker buildx create --name slipway-image --driver docker-container >/dev/null
   docker buildx build --builder slipway-image --platform "$PLATFORMS" --build-arg VERSION="$VERSION" \

@@ -63,30 +63,52 @@ func ImageName(version string) string { return "slipway-" + version + ".oci.tar"
 // ChartName is the packaged chart in the release.
 func ChartName(version string) string { return "slipway-" + strings.TrimPrefix(version, "v") + ".tgz" }
 
-// Build writes the release c describes and returns its files' names (SHA256SUMS last).
-func Build(c Config, progress func(string)) ([]string, error) {
+// Release is what Build wrote.
+type Release struct {
+	Version string   // -version, with DirtySuffix when built from uncommitted changes (-allow-dirty)
+	Image   string   // the reference every manifest and the chart pull: PinnedImage
+	Files   []string // the files' names, SHA256SUMS last
+}
+
+// Build writes the release c describes. A working tree that is not its commit is refused (unless
+// c.AllowDirty) before anything in c.Out is touched.
+func Build(c Config, progress func(string)) (Release, error) {
 	repo, err := filepath.Abs(c.Repo)
 	if err != nil {
-		return nil, err
+		return Release{}, err
 	}
 	if _, err := os.Stat(filepath.Join(repo, "deploy", "helm", "slipway", "Chart.yaml")); err != nil {
-		return nil, fmt.Errorf("-repo %s is not a Slipway repository: %w", c.Repo, err)
+		return Release{}, fmt.Errorf("-repo %s is not a Slipway repository: %w", c.Repo, err)
 	}
+	note, err := checkTree(repo, &c)
+	if err != nil {
+		return Release{}, err
+	}
+	if note != "" {
+		progress(note)
+	}
+	files, ref, err := build(c, repo, progress)
+	return Release{Version: c.Version, Image: ref, Files: files}, err
+}
+
+// build writes the release from repo, whose tree checkTree has passed, and returns its files' names
+// (SHA256SUMS last) and the pinned image reference.
+func build(c Config, repo string, progress func(string)) ([]string, string, error) {
 	out, err := filepath.Abs(c.Out)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := prepareOut(out); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	work, err := os.MkdirTemp("", "slipway-release-")
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer os.RemoveAll(work)
 	license, err := os.ReadFile(filepath.Join(repo, "LICENSE"))
 	if err != nil {
-		return nil, fmt.Errorf("the release ships LICENSE: %w", err)
+		return nil, "", fmt.Errorf("the release ships LICENSE: %w", err)
 	}
 
 	// The image and the binaries of each platform build at once: on a small machine a go build spends
@@ -128,7 +150,7 @@ func Build(c Config, progress func(string)) ([]string, error) {
 		errs = append(errs, r.err)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var files []string
 	for i, p := range platforms {
@@ -139,50 +161,59 @@ func Build(c Config, progress func(string)) ([]string, error) {
 			bin := bins[i][b.Name]
 			data, err := os.ReadFile(bin)
 			if err != nil {
-				return nil, err
+				return nil, "", err
 			}
 			archive := ArchiveName(b.Name, c.Version, p)
 			if err := writeFile(out, archive, tarGz([]tarEntry{{b.Name, 0o755, data}, {"LICENSE", 0o644, license}})); err != nil {
-				return nil, err
+				return nil, "", err
 			}
 			sbom, err := SBOM(bin, b.Name, c.Version)
 			if err != nil {
-				return nil, fmt.Errorf("SBOM of %s %s: %w", b.Name, p, err)
+				return nil, "", fmt.Errorf("SBOM of %s %s: %w", b.Name, p, err)
 			}
 			if err := writeFile(out, SBOMName(b.Name, c.Version, p), sbom); err != nil {
-				return nil, err
+				return nil, "", err
 			}
 			files = append(files, archive, SBOMName(b.Name, c.Version, p))
 		}
 	}
 	files = append(files, img.files...)
 
+	// Everything the release installs pulls the image it just built, by that image's digest: a tag
+	// is a name anyone with push access can point elsewhere.
+	digest, err := ImageDigest(filepath.Join(out, ImageName(c.Version)))
+	if err != nil {
+		return nil, "", fmt.Errorf("the digest of the image built: %w", err)
+	}
+	ref := PinnedImage(c.Image, c.Version, digest)
+	progress("pinning " + ref)
+
 	for _, m := range Manifests {
 		progress("rendering " + m.File + " from " + m.Dir + "/")
-		y, err := renderManifest(filepath.Join(repo, m.Dir), c)
+		y, err := renderManifest(filepath.Join(repo, m.Dir), c, ref)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if err := writeFile(out, m.File, y); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		files = append(files, m.File)
 	}
 
 	progress("packaging the Helm chart")
-	chart, err := PackageChart(filepath.Join(repo, "deploy", "helm", "slipway"), out, c)
+	chart, err := PackageChart(filepath.Join(repo, "deploy", "helm", "slipway"), out, c, digest)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	files = append(files, chart)
 
 	progress("writing the krew manifest")
 	krew, err := KrewManifest(c, out)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := writeFile(out, KrewFile, krew); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	files = append(files, KrewFile)
 
@@ -190,12 +221,12 @@ func Build(c Config, progress func(string)) ([]string, error) {
 	progress("writing " + SumsFile)
 	sums, err := Sums(out, files)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := writeFile(out, SumsFile, sums); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return append(files, SumsFile), nil
+	return append(files, SumsFile), ref, nil
 }
 
 // prepareOut makes out an empty directory: missing, empty, or an earlier release (it has SHA256SUMS
@@ -276,13 +307,16 @@ func goBuild(repo, work, p, version string) (map[string]string, error) {
 	return bins, nil
 }
 
-// buildImage runs hack/build-image.sh into work and moves the image archive into out, with an SBOM of
-// each binary in it where the builder left them (hack/ociimage does; docker buildx does not).
+// buildImage runs hack/build-image.sh with hack/ociimage into work and moves the image archive into
+// out, with an SBOM of each binary in it.
 func buildImage(repo, work, out string, c Config) ([]string, error) {
 	dir := filepath.Join(work, "image")
 	cmd := exec.Command(filepath.Join(repo, "hack", "build-image.sh"), c.Version)
 	cmd.Dir = repo
-	cmd.Env = append(os.Environ(), "OUT="+dir, "IMAGE="+c.Image, "PLATFORMS="+strings.Join(ImagePlatforms, ","), "GOFLAGS=")
+	// hack/ociimage, even where a Docker engine answers: the image is then made only of what go.sum
+	// pins and a scratch base, by the toolchain that builds the release's binaries, and its binaries
+	// stay here for their SBOMs. The Dockerfile's build stage is a golang image by tag (see there).
+	cmd.Env = append(os.Environ(), "OUT="+dir, "IMAGE="+c.Image, "PLATFORMS="+strings.Join(ImagePlatforms, ","), "GOFLAGS=", "IMAGE_BUILDER=ociimage")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if _, err := cmd.Output(); err != nil {
@@ -296,9 +330,6 @@ func buildImage(repo, work, out string, c Config) ([]string, error) {
 	for _, p := range ImagePlatforms {
 		for _, b := range []string{"update-operator", "update-agent"} {
 			bin := filepath.Join(dir, "bin", strings.ReplaceAll(p, "/", "_"), b)
-			if _, err := os.Stat(bin); err != nil {
-				continue // docker buildx: the binaries stayed in its builder
-			}
 			sbom, err := SBOM(bin, b, c.Version)
 			if err != nil {
 				return nil, fmt.Errorf("SBOM of the image's %s %s: %w", b, p, err)
@@ -317,8 +348,8 @@ func buildImage(repo, work, out string, c Config) ([]string, error) {
 var imageRef = regexp.MustCompile(`(image: )"?` + regexp.QuoteMeta(DefaultImage) + `:[^\s"]+"?`)
 
 // renderManifest renders the kustomize directory dir as `kubectl kustomize` does, with the image at
-// c.Image:c.Version.
-func renderManifest(dir string, c Config) ([]byte, error) {
+// ref (PinnedImage), and refuses a rendering that would still pull the image by anything but ref.
+func renderManifest(dir string, c Config, ref string) ([]byte, error) {
 	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
@@ -329,11 +360,15 @@ func renderManifest(dir string, c Config) ([]byte, error) {
 	}
 	n := len(imageRef.FindAll(y, -1))
 	if n == 0 {
-		return nil, fmt.Errorf("kustomize %s rendered no %s image to set to %s", dir, DefaultImage, c.Version)
+		return nil, fmt.Errorf("kustomize %s rendered no %s image to set to %s", dir, DefaultImage, ref)
 	}
-	y = imageRef.ReplaceAll(y, []byte("${1}"+c.Image+":"+c.Version))
+	y = imageRef.ReplaceAll(y, []byte("${1}"+ref))
+	if bad := unpinned(y, ref, DefaultImage, c.Image); len(bad) > 0 {
+		return nil, fmt.Errorf("kustomize %s: the image is still named without the digest built, as %s", dir, strings.Join(bad, ", "))
+	}
 	head := fmt.Sprintf("# Slipway %s, rendered from %s/ (kubectl apply -f). It installs paused: no node reboots\n"+
-		"# until `kubectl slipway resume` (docs/install.md).\n", c.Version, filepath.Base(dir))
+		"# until `kubectl slipway resume` (docs/install.md). It pulls the image by the digest this release\n"+
+		"# built: push the release's image with `skopeo copy --all --preserve-digests`.\n", c.Version, filepath.Base(dir))
 	return append([]byte(head), y...), nil
 }
 

@@ -3,8 +3,9 @@
 //
 //	slipway-V.oci.tar                    the image for linux/amd64 and linux/arm64, one OCI image index
 //	install.yaml, install-fleetlock.yaml `kubectl kustomize deploy/` (and deploy/fleetlock/) with the
-//	                                     image at V: `kubectl apply -f install.yaml`
-//	slipway-X.Y.Z.tgz                    the Helm chart, version X.Y.Z, appVersion and image.tag V
+//	                                     image at IMAGE:V@sha256:D: `kubectl apply -f install.yaml`
+//	slipway-X.Y.Z.tgz                    the Helm chart, version X.Y.Z, appVersion and image.tag V,
+//	                                     image.digest sha256:D
 //	kubectl-slipway_V_OS_ARCH.tar.gz     the status plugin (binary + LICENSE), linux and darwin,
 //	                                     amd64 and arm64
 //	update-agent_V_linux_ARCH.tar.gz     the agent, for `update-agent node-config apply` (Linux only:
@@ -14,9 +15,16 @@
 //	slipway.yaml                         the krew plugin manifest for kubectl-slipway
 //	SHA256SUMS                           `sha256sum -c SHA256SUMS` checks every file above
 //
-// It runs go build and hack/build-image.sh from the repository (-repo) and says what it is doing with
-// the elapsed time. An existing -out directory is replaced only when it holds an earlier release
-// (its SHA256SUMS); anything else there is refused, never deleted.
+// D is the digest of the image index in slipway-V.oci.tar, read back from the archive: what the
+// manifests and the chart pull is exactly the image of the release, not whatever a tag names later
+// (push it with `skopeo copy --all --preserve-digests` so the registry serves the same digest).
+//
+// It runs go build and hack/build-image.sh (with hack/ociimage) from the repository (-repo) and says
+// what it is doing with the elapsed time. A working tree with uncommitted changes or untracked files
+// that are not ignored is refused before anything is written: a release is its commit. -allow-dirty
+// (development and tests) builds anyway and marks the version V-dirty. An existing -out directory is
+// replaced only when it holds an earlier release (its SHA256SUMS); anything else there is refused,
+// never deleted.
 package main
 
 import (
@@ -50,6 +58,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&c.Out, "out", "", "where to write the release (default: REPO/dist)")
 	fs.StringVar(&c.Image, "image", DefaultImage, "the image repository install.yaml and the chart pull")
 	fs.StringVar(&c.Download, "download", DefaultDownload, "the URL the release's files are published under (the krew manifest's uri: DOWNLOAD/VERSION/FILE)")
+	fs.BoolVar(&c.AllowDirty, "allow-dirty", false, "build from a working tree with uncommitted or untracked files anyway, as VERSION"+DirtySuffix+" (development and tests only; never publish it)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -63,14 +72,14 @@ func run(args []string, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	start := time.Now()
-	files, err := Build(c, func(step string) {
+	r, err := Build(c, func(step string) {
 		log.Info("release: "+step, "elapsed", time.Since(start).Round(100*time.Millisecond).String())
 	})
 	if err != nil {
 		log.Error("release failed", "err", err)
 		return exitError
 	}
-	log.Info("release written", "version", c.Version, "dir", c.Out, "files", len(files), "elapsed", time.Since(start).Round(time.Second).String())
+	log.Info("release written", "version", r.Version, "image", r.Image, "dir", c.Out, "files", len(r.Files), "elapsed", time.Since(start).Round(time.Second).String())
 	return exitOK
 }
 
@@ -86,6 +95,8 @@ type Config struct {
 	Out      string
 	Image    string
 	Download string
+	// AllowDirty builds from a working tree that is not its commit, with Version marked DirtySuffix.
+	AllowDirty bool
 }
 
 // semver is vMAJOR.MINOR.PATCH[-PRERELEASE] as SemVer 2 has it (no build metadata: image tags refuse '+').

@@ -46,6 +46,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"-bogus"}, exitUsage, "flag provided but not defined: -bogus"},
 		// A good version in a directory that is no repository: refused before anything is written.
 		{[]string{"-version", "v0.4.0-rc.1", "-repo", "/nonexistent", "-out", filepath.Join(t.TempDir(), "dist")}, exitError, "is not a Slipway repository"},
+		{[]string{"-version", "v0.4.0", "-allow-dirty", "-repo", "/nonexistent"}, exitError, "is not a Slipway repository"},
 	} {
 		var stderr bytes.Buffer
 		if code := run(c.args, &stderr); code != c.code || !strings.Contains(stderr.String(), c.want) {
@@ -208,19 +209,25 @@ func krewRules(p index.Plugin, dir string) error {
 	return nil
 }
 
-// TestRelease runs the whole release and checks every artifact.
+// TestRelease runs the whole release and checks every artifact. It builds this checkout as it is
+// (-allow-dirty: a checkout being worked on is rarely clean), so the version carries DirtySuffix when
+// the tree has changes; TestRefusesDirtyTree has the refusal without -allow-dirty.
 func TestRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds binaries for six platforms and the image: not in the fast tier")
 	}
-	const version = "v0.0.0-ci.1"
+	version := "v0.0.0-ci.1"
+	if paths, err := DirtyPaths("../.."); err != nil || len(paths) > 0 {
+		version += DirtySuffix
+		t.Logf("the checkout is not its commit (%d changed paths, %v): expecting %s", len(paths), err, version)
+	}
 	out := filepath.Join(t.TempDir(), "dist")
 	var log bytes.Buffer
-	if code := run([]string{"-version", version, "-repo", "../..", "-out", out}, &log); code != exitOK {
+	if code := run([]string{"-version", "v0.0.0-ci.1", "-allow-dirty", "-repo", "../..", "-out", out}, &log); code != exitOK {
 		t.Fatalf("exit %d:\n%s", code, log.String())
 	}
 	t.Logf("release log:\n%s", log.String())
-	for _, step := range []string{"built darwin/arm64", "building the image", "elapsed="} {
+	for _, step := range []string{"built darwin/arm64", "building the image", "pinning " + DefaultImage + ":" + version + "@sha256:", "elapsed="} {
 		if !strings.Contains(log.String(), step) {
 			t.Errorf("progress without %q", step)
 		}
@@ -287,23 +294,20 @@ func TestRelease(t *testing.T) {
 	}
 
 	// The image index holds both platforms.
-	if got := imagePlatforms(t, filepath.Join(out, ImageName(version))); !slices.Equal(got, ImagePlatforms) {
+	archive := ociFiles(t, filepath.Join(out, ImageName(version)))
+	if got := imagePlatforms(t, archive); !slices.Equal(got, ImagePlatforms) {
 		t.Errorf("image index platforms %v, want %v", got, ImagePlatforms)
 	}
 
-	// The manifests pull the release's image and nothing else.
-	ref := regexp.MustCompile(`image: "?([^\s"]+)`)
+	// The manifests pull the release's image, by the digest of the image index in its archive, and
+	// nothing else.
+	pinned := DefaultImage + ":" + version + "@" + indexDigest(t, archive)
 	for _, m := range Manifests {
 		y := string(must(os.ReadFile(filepath.Join(out, m.File))))
-		images := ref.FindAllStringSubmatch(y, -1)
-		if len(images) < 2 {
+		if images := imageLine.FindAllString(y, -1); len(images) < 2 {
 			t.Errorf("%s: images %v", m.File, images)
 		}
-		for _, i := range images {
-			if i[1] != DefaultImage+":"+version {
-				t.Errorf("%s pulls %s", m.File, i[1])
-			}
-		}
+		checkPinned(t, m.File, y, pinned)
 	}
 
 	// The chart loads, has the release's version, and renders with the release's image: the same
@@ -324,11 +328,7 @@ func TestRelease(t *testing.T) {
 		t.Fatalf("the packaged chart does not render: %v", err)
 	}
 	manifest := r.(*release.Release).Manifest
-	for _, i := range ref.FindAllStringSubmatch(manifest, -1) {
-		if i[1] != DefaultImage+":"+version {
-			t.Errorf("the chart pulls %s", i[1])
-		}
-	}
+	checkPinned(t, "the chart", manifest, pinned)
 	if a, b := kinds(manifest), kinds(string(must(os.ReadFile(filepath.Join(out, "install.yaml"))))); !slices.Equal(a, b) {
 		t.Errorf("chart objects %v\ninstall.yaml objects %v", a, b)
 	}
@@ -395,8 +395,8 @@ func components(bom *cdx.BOM) []string {
 	return out
 }
 
-// imagePlatforms reads an OCI image layout archive: the platforms of the image index index.json names.
-func imagePlatforms(t *testing.T, path string) []string {
+// ociFiles are the files of an OCI image layout archive by name.
+func ociFiles(t *testing.T, path string) map[string][]byte {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -415,6 +415,12 @@ func imagePlatforms(t *testing.T, path string) []string {
 		}
 		files[strings.TrimPrefix(h.Name, "./")] = must(io.ReadAll(tr))
 	}
+	return files
+}
+
+// imagePlatforms are the platforms of the image index an OCI image layout's index.json names.
+func imagePlatforms(t *testing.T, files map[string][]byte) []string {
+	t.Helper()
 	type desc struct {
 		MediaType string `json:"mediaType"`
 		Digest    string `json:"digest"`
