@@ -172,6 +172,7 @@ func TestRenderedRBAC(t *testing.T) {
 			{"list", "", "nodes", "", "", true}, {"patch", "", "nodes", "", "", true},
 			{"list", "", "pods", "", "", true}, {"watch", "", "pods", "", "", true}, {"create", "", "pods", "eviction", "default", true},
 			{"get", "apps", "daemonsets", "", "kube-system", true}, {"create", "", "events", "", "default", true},
+			{"get", "", "persistentvolumeclaims", "", "default", true}, {"list", "", "persistentvolumeclaims", "", "default", false},
 			{"update", "coordination.k8s.io", "leases", "", ns, true}, {"update", "coordination.k8s.io", "leases", "", "default", false},
 			{"delete", "", "pods", "", "default", false}, {"delete", "", "nodes", "", "", false},
 			{"get", "", "secrets", "", ns, false}, {"update", "", "nodes", "status", "", false},

@@ -65,8 +65,9 @@ type DrainConfig struct {
 	// UndrainableRetry: under DrainSkip, how long a skipped node waits before it is admitted again
 	// (DefaultUndrainableRetry when 0).
 	UndrainableRetry time.Duration
-	// WaitForVolumeDetach: after the drain, reboot-ok waits until no VolumeAttachment names the node,
-	// at most VolumeDetachTimeout (DefaultVolumeDetachTimeout when 0); then it counts as a failed drain.
+	// WaitForVolumeDetach: after the drain, reboot-ok waits until no VolumeAttachment names the node
+	// but those of volumes pods that stay on it use (pods PodSelector leaves, DaemonSet pods), at most
+	// VolumeDetachTimeout (DefaultVolumeDetachTimeout when 0); then it counts as a failed drain.
 	WaitForVolumeDetach bool
 	VolumeDetachTimeout time.Duration
 	// PodSelector is kured's --drain-pod-selector: only pods matching this label selector are evicted;
@@ -89,6 +90,10 @@ type drainResult struct {
 	reported bool // the failure is on the Node already
 	// waitingSince: the attempt's wait for volume detach was announced (its at); zero not yet.
 	waitingSince time.Time
+	// staying: the PersistentVolumes that pods still on the node after a successful attempt use
+	// (--wait-for-volume-detach only). They stay attached through the reboot, so the wait for volume
+	// detach does not wait for them.
+	staying map[string]bool
 }
 
 // drainer runs drains in the background, at most one per node, through kubectl's drain package: the
@@ -124,14 +129,14 @@ func (d *drainer) start(ctx context.Context, node, cycle string, notReady bool) 
 	ctx, cancel := context.WithCancel(ctx)
 	d.running[node] = cancel
 	go func() {
-		err := d.drain(ctx, node, notReady)
+		staying, err := d.drain(ctx, node, notReady)
 		cancelled := ctx.Err() != nil
 		cancel()
 		if cancelled {
 			// forget() or shutdown: nobody waits for this attempt any more.
 			return
 		}
-		r := &drainResult{cycle: cycle, err: err, at: time.Now(), failures: failures}
+		r := &drainResult{cycle: cycle, err: err, at: time.Now(), failures: failures, staying: staying}
 		if err != nil {
 			r.failures++
 		}
@@ -211,7 +216,9 @@ func (d *drainer) forget(node string) {
 	delete(d.results, node)
 }
 
-func (d *drainer) drain(ctx context.Context, node string, notReady bool) error {
+// drain evicts node's pods; with --wait-for-volume-detach it then returns the PersistentVolumes the
+// pods left on the node use (staying).
+func (d *drainer) drain(ctx context.Context, node string, notReady bool) (staying map[string]bool, err error) {
 	log := d.log.WithValues("node", node)
 	var out logWriter
 	out.log = log
@@ -248,20 +255,25 @@ func (d *drainer) drain(ctx context.Context, node string, notReady bool) error {
 		for i, e := range errs {
 			msgs[i] = e.Error()
 		}
-		return fmt.Errorf("listing pods to evict: %s", strings.Join(msgs, "; "))
+		return nil, fmt.Errorf("listing pods to evict: %s", strings.Join(msgs, "; "))
 	}
 	if w := list.Warnings(); w != "" {
 		log.Info("drain warnings", "warnings", w)
 	}
-	pods := list.Pods()
-	if len(pods) == 0 {
-		return nil
+	if pods := list.Pods(); len(pods) > 0 {
+		log.Info("evicting pods", "count", len(pods))
+		if err := h.DeleteOrEvictPods(pods); err != nil {
+			return nil, fmt.Errorf("evicting pods: %w", err)
+		}
 	}
-	log.Info("evicting pods", "count", len(pods))
-	if err := h.DeleteOrEvictPods(pods); err != nil {
-		return fmt.Errorf("evicting pods: %w", err)
+	if !d.cfg.WaitForVolumeDetach {
+		return nil, nil
 	}
-	return nil
+	staying, err = stayingVolumes(ctx, d.client, node)
+	if err != nil {
+		return nil, fmt.Errorf("finding the volumes of the pods that stay on the node: %w", err)
+	}
+	return staying, nil
 }
 
 // skipWaitForDelete is the bound after which a deleted pod is taken as gone (0: wait for it): kured's
