@@ -397,7 +397,7 @@ func TestFleetLockServersConfined(t *testing.T) {
 		})
 	}
 
-	bin, err := operatorproc.BuildAgent(ctx, filepath.Join(t.TempDir(), "bin"))
+	bin, err := operatorproc.BuildAgent(ctx, filepath.Join(t.TempDir(), "bin"), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,11 @@ type Config struct {
 	// under the same name (a new UID) 1-3 s later, or when the machine is back from its reboot.
 	ReregisterEvery time.Duration
 	AgentKillEvery  time.Duration // kill the agent of a node in its cycle for 1-4 s
+	// UpgradeFrom, when set, is the commit whose update-operator and update-agent the run starts with
+	// ("previous": PreviousRelease); once UpgradeAt cycles are done and a node is in its cycle, both are rolled
+	// to this tree's build (upgrade.go). The agents then run as processes, not in this one.
+	UpgradeFrom string
+	UpgradeAt   int
 	UERestartEvery  time.Duration // restart update_engine on an idle node
 	APIRestarts     int           // kube-apiserver restarts, spread over the run's progress
 	EtcdRestarts    int           // etcd SIGKILLed and restarted (the API server stays up), spread likewise
@@ -98,6 +103,7 @@ func Full() Config {
 		RebootDelay: time.Second, StageDelay: 4 * time.Second, Lead: 2,
 		LeaderKillEvery: 20 * time.Second, AgentKillEvery: 5 * time.Second, UERestartEvery: 7 * time.Second,
 		LeaderCutEvery: 45 * time.Second, LeaderCutFor: 8 * time.Second, ReregisterEvery: 15 * time.Second,
+		UpgradeFrom: "previous", UpgradeAt: 30,
 		APIRestarts: 2, EtcdRestarts: 2, NeverBack: true, DeleteLostNode: true, PDBBlock: 45 * time.Second, RebootTimeout: 30 * time.Second,
 		CanaryNodes: 1, CanaryBake: 3 * time.Second,
 		SettleTimeout: 3 * time.Minute, ProgressEvery: 10 * time.Second}
@@ -115,6 +121,7 @@ func Short() Config {
 		RebootDelay: 300 * time.Millisecond, StageDelay: 2 * time.Second, Lead: 2,
 		LeaderKillEvery: 30 * time.Second, AgentKillEvery: 6 * time.Second, UERestartEvery: 8 * time.Second,
 		LeaderCutEvery: 35 * time.Second, LeaderCutFor: 7 * time.Second, ReregisterEvery: 12 * time.Second,
+		UpgradeFrom: "previous", UpgradeAt: 5,
 		APIRestarts: 1, EtcdRestarts: 1, NeverBack: true, DeleteLostNode: true, PDBBlock: 15 * time.Second, RebootTimeout: 10 * time.Second,
 		CanaryNodes: 1, CanaryBake: 2 * time.Second,
 		SettleTimeout: 90 * time.Second, ProgressEvery: 10 * time.Second}
@@ -136,7 +143,7 @@ type Result struct {
 }
 
 // Fault names, in the order progress lines show them.
-var faultNames = []string{"leader-kill", "leader-cut", "node-reregistered", "agent-kill", "apiserver-restart", "etcd-restart", "ue-restart", "pdb-block", "never-back", "failed-node-deleted"}
+var faultNames = []string{"operator-upgraded", "agent-upgraded", "leader-kill", "leader-cut", "node-reregistered", "agent-kill", "apiserver-restart", "etcd-restart", "ue-restart", "pdb-block", "never-back", "failed-node-deleted"}
 
 type runner struct {
 	cfg     Config
@@ -152,6 +159,10 @@ type runner struct {
 	stalled bool // operators run with --reboot-timeout
 	logf    func(format string, args ...interface{})
 	bin     string // the update-operator binary (also the person's `resume --version`)
+	// The upgrade (UpgradeFrom): the previous release's binaries, this tree's agent, and whether the
+	// roll is over (the lost machine waits for it: the previous release cannot keep a halt).
+	oldOperator, oldAgent, newAgent string
+	upgraded                        atomic.Bool
 	guarded *app
 	runCtx  context.Context
 	// neverBack is the index of the machine that will not come back (-1: none chosen yet).
@@ -181,7 +192,7 @@ func (r *runner) everyFaultInjected() bool {
 	f := r.faultCounts()
 	c := r.cfg
 	return (c.LeaderKillEvery == 0 || f["leader-kill"] > 0) && (c.AgentKillEvery == 0 || f["agent-kill"] > 0) &&
-		(c.LeaderCutEvery == 0 || f["leader-cut"] > 0) && (c.ReregisterEvery == 0 || f["node-reregistered"] > 0) &&
+		(c.LeaderCutEvery == 0 || f["leader-cut"] > 0) && (c.UpgradeFrom == "" || f["agent-upgraded"] > 0) && (c.ReregisterEvery == 0 || f["node-reregistered"] > 0) &&
 		(c.UERestartEvery == 0 || f["ue-restart"] > 0) && f["apiserver-restart"] >= c.APIRestarts && f["etcd-restart"] >= c.EtcdRestarts &&
 		(c.PDBBlock == 0 || f["pdb-block"] > 0) && (!c.NeverBack || f["never-back"] > 0) &&
 		(!c.NeverBack || !c.DeleteLostNode || f["failed-node-deleted"] > 0)
@@ -242,6 +253,28 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 	bin := op.Path
 	r.bin = bin
+	if cfg.UpgradeFrom == "previous" {
+		if cfg.UpgradeFrom, err = PreviousRelease(ctx); err != nil {
+			return res, err
+		}
+		r.cfg.UpgradeFrom = cfg.UpgradeFrom
+	}
+	if cfg.UpgradeFrom != "" {
+		r.say("building the previous release %s (update-operator, update-agent) and this tree's update-agent", cfg.UpgradeFrom)
+		old, err := operatorproc.Build(ctx, filepath.Join(cfg.Dir, "bin-previous"), cfg.UpgradeFrom)
+		if err != nil {
+			return res, err
+		}
+		oldAgent, err := operatorproc.BuildAgent(ctx, filepath.Join(cfg.Dir, "bin-previous-agent"), cfg.UpgradeFrom)
+		if err != nil {
+			return res, err
+		}
+		newAgent, err := operatorproc.BuildAgent(ctx, filepath.Join(cfg.Dir, "bin"), "")
+		if err != nil {
+			return res, err
+		}
+		bin, r.oldOperator, r.oldAgent, r.newAgent = old.Path, old.Commit[:12], oldAgent.Path, newAgent.Path
+	}
 	r.stalled, err = operatorproc.SupportsFlag(bin, fmt.Sprintf("--reboot-timeout=%s", cfg.RebootTimeout))
 	if err != nil {
 		return res, err
@@ -295,7 +328,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		name := fmt.Sprintf("chaos-%02d", i)
 		delay := time.Duration(float64(cfg.RebootDelay) * (0.5 + rng.Float64()))
 		sn, err := simnode.New(runCtx, name, simnode.Options{Client: r.client, Dir: filepath.Join(cfg.Dir, "nodes", name),
-			Log: klog.Background(), RebootDelay: delay})
+			Log: klog.Background(), RebootDelay: delay, AgentBinary: r.oldAgent, Kubeconfig: cp.Kubeconfig})
 		if err != nil {
 			return res, err
 		}
@@ -378,7 +411,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		}(n)
 	}
 	var injectors sync.WaitGroup
-	for i, f := range []func(context.Context, *rand.Rand){r.leaderKiller, r.leaderCutter, r.reregisterer, r.agentKiller, r.ueRestarter, r.apiRestarter, r.etcdRestarter, r.neverBackInjector, r.pdbRelaxer} {
+	for i, f := range []func(context.Context, *rand.Rand){r.upgrader, r.leaderKiller, r.leaderCutter, r.reregisterer, r.agentKiller, r.ueRestarter, r.apiRestarter, r.etcdRestarter, r.neverBackInjector, r.pdbRelaxer} {
 		injectors.Add(1)
 		go func(f func(context.Context, *rand.Rand), seed uint64) {
 			defer injectors.Done()
@@ -658,12 +691,21 @@ func (r *runner) leaderCutter(ctx context.Context, rng *rand.Rand) {
 // same name. The operator must end the old object's cycle (replaced) and never act on the new object
 // with what it computed for the old one; the machine reboots once per update all the same.
 func (r *runner) reregisterer(ctx context.Context, rng *rand.Rand) {
+	last := map[string]time.Time{}
 	every(ctx, r.cfg.ReregisterEvery, rng, func() {
-		c := r.inCycle(ctx)
+		// Not the same machine again soon: a node whose drain is held (a PDB) would otherwise be the
+		// only one in a cycle each time, its cycle begun anew over and over.
+		var c []*simNode
+		for _, n := range r.inCycle(ctx) {
+			if time.Since(last[n.Name]) > 3*r.cfg.ReregisterEvery {
+				c = append(c, n)
+			}
+		}
 		if len(c) == 0 {
 			return
 		}
 		n := c[rng.IntN(len(c))]
+		last[n.Name] = time.Now()
 		if !n.mu.TryLock() {
 			return // being staged or its agent being killed
 		}
@@ -775,7 +817,7 @@ func (r *runner) neverBackInjector(ctx context.Context, _ *rand.Rand) {
 	if !r.cfg.NeverBack {
 		return
 	}
-	for r.check.Stats().Cycles < r.cfg.Cycles/5 {
+	for r.check.Stats().Cycles < r.cfg.Cycles/5 || r.cfg.UpgradeFrom != "" && !r.upgraded.Load() {
 		if testenv.WaitCtx(ctx, 500*time.Millisecond) != nil {
 			return
 		}

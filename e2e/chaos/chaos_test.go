@@ -52,7 +52,7 @@ func TestChaosShort(t *testing.T) {
 	if res.Cycles < cfg.Cycles {
 		t.Errorf("only %d of %d cycles completed", res.Cycles, cfg.Cycles)
 	}
-	for _, f := range []string{"leader-kill", "agent-kill", "apiserver-restart", "etcd-restart", "never-back"} {
+	for _, f := range []string{"leader-kill", "leader-cut", "node-reregistered", "operator-upgraded", "agent-upgraded", "agent-kill", "apiserver-restart", "etcd-restart", "never-back", "failed-node-deleted"} {
 		if res.Faults[f] == 0 {
 			t.Errorf("fault %s was never injected", f)
 		}

@@ -90,6 +90,7 @@ func (o *operators) start() (string, *operatorproc.Proc, error) {
 	o.mu.Lock()
 	o.next++
 	id := fmt.Sprintf("op-%d", o.next)
+	bin := o.bin
 	o.mu.Unlock()
 	args := append(append([]string{}, o.args...), "--identity="+id)
 	if o.cp != nil {
@@ -107,7 +108,7 @@ func (o *operators) start() (string, *operatorproc.Proc, error) {
 		o.mu.Unlock()
 		args = append(args, "--kubeconfig="+kc) // the last --kubeconfig wins
 	}
-	p, err := operatorproc.Start(o.bin, args, filepath.Join(o.logDir, id+".log"))
+	p, err := operatorproc.Start(bin, args, filepath.Join(o.logDir, id+".log"))
 	if err != nil {
 		return "", nil, err
 	}
@@ -127,6 +128,34 @@ func (o *operators) kill(id string) bool {
 	}
 	o.killed[id] = true
 	go p.Kill()
+	return true
+}
+
+// setBin makes every process started from now on run bin (a new release rolled out).
+func (o *operators) setBin(bin string) { o.mu.Lock(); o.bin = bin; o.mu.Unlock() }
+
+// ids lists the running processes.
+func (o *operators) ids() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []string
+	for id := range o.running {
+		out = append(out, id)
+	}
+	return out
+}
+
+// terminate ends process id as a Deployment's rollout does (SIGTERM: it releases its Lease); its slot
+// starts a replacement.
+func (o *operators) terminate(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := o.running[id]
+	if p == nil {
+		return false
+	}
+	o.killed[id] = true
+	go p.Stop(10 * time.Second)
 	return true
 }
 

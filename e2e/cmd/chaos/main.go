@@ -28,6 +28,7 @@ func main() {
 	opArgs := flag.String("operator-args", "", "extra update-operator flags, space-separated (a flag given again wins), e.g. \"--drain-failure-policy=force --drain-timeout=5s\" to see the checker catch an unsafe drain")
 	free := flag.Bool("free-running", false, "every node asks for its next update as soon as it is back (default: updates roll over the fleet as releases, a node at most 2 ahead of the slowest)")
 	seed := flag.Uint64("seed", 0, "random seed (default: from the clock; printed)")
+	upgradeFrom := flag.String("upgrade-from", "previous", "start with the update-operator and update-agent of this commit and roll both to this tree's build mid-run (\"previous\": the last release tag, or wave 3's main while there is none; \"\": no upgrade)")
 	keep := flag.Bool("keep", false, "keep the scratch directory with every log even after a clean run")
 	flag.Parse()
 
@@ -55,6 +56,7 @@ func main() {
 		cfg.Seed = uint64(time.Now().UnixNano())
 	}
 	cfg.Keep = *keep
+	cfg.UpgradeFrom = *upgradeFrom
 	cfg.Out = os.Stdout
 	fmt.Printf("chaos: %d nodes, budget %d, target %d cycles, cap %s, seed %d\n", cfg.Nodes, cfg.MaxUnavailable, cfg.Cycles, cfg.Duration, cfg.Seed)
 

@@ -33,10 +33,11 @@ func Build(ctx context.Context, dir, rev string) (Binary, error) {
 	return build(ctx, dir, rev, "update-operator")
 }
 
-// BuildAgent builds update-agent from the working tree the same way, for tests that run its
-// subcommands as real processes (update-agent fleetlock); Start and Proc serve it as well.
-func BuildAgent(ctx context.Context, dir string) (Binary, error) {
-	return build(ctx, dir, "", "update-agent")
+// BuildAgent builds update-agent the same way (from the working tree when rev is "", else from commit
+// rev alone), for tests that run it as a real process: its subcommands (update-agent fleetlock), or
+// the agent itself on a simulated node (chaos's upgrade); Start and Proc serve it as well.
+func BuildAgent(ctx context.Context, dir, rev string) (Binary, error) {
+	return build(ctx, dir, rev, "update-agent")
 }
 
 // build builds command name (update-operator or update-agent) from its cmd/ package.
@@ -109,12 +110,21 @@ type Proc struct {
 
 // Start runs bin with args, appending its output to logPath.
 func Start(bin string, args []string, logPath string) (*Proc, error) {
+	return StartEnv(bin, args, nil, logPath)
+}
+
+// StartEnv is Start with env added to this process's environment (an agent's
+// DBUS_SYSTEM_BUS_ADDRESS, say).
+func StartEnv(bin string, args, env []string, logPath string) (*Proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	p := &Proc{log: logPath, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
+	if len(env) > 0 {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/slipway-dev/slipway/agent"
 	"github.com/slipway-dev/slipway/internal/login1"
+	"github.com/slipway-dev/slipway/internal/testsupport/operatorproc"
 	"github.com/slipway-dev/slipway/internal/testsupport/standin"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/internal/updateengine"
@@ -59,6 +60,10 @@ type Node struct {
 	neverBack bool
 	// rollBack: the next reboot comes back on the old version (a failed update rolls back).
 	rollBack bool
+	// agentBin, when set, is an update-agent binary the node runs as a process (the DaemonSet's pod)
+	// instead of the agent package in this process; kubeconfig is its API server. A later
+	// SetAgentBinary takes effect at the next start (an agent restart or the next boot).
+	agentBin, kubeconfig string
 	// life serializes what stops and starts the agent (a simulated reboot, an agent restart), so an
 	// agent restarted by a test never outlives the boot it was started in.
 	life sync.Mutex
@@ -74,12 +79,18 @@ type Options struct {
 	Log         klog.Logger
 	RebootDelay time.Duration
 	Version     string // OS version before the update
+	// AgentBinary, when set, runs this update-agent binary as the node's agent process (talking to the
+	// node's bus through DBUS_SYSTEM_BUS_ADDRESS and to the API server through Kubeconfig) instead of
+	// the agent package in this process: another build of the agent, as a DaemonSet roll brings.
+	AgentBinary string
+	Kubeconfig  string
 }
 
 // New starts the node's bus and stand-ins, registers its Node object (Ready, with a boot ID) and
 // starts its agent.
 func New(ctx context.Context, name string, o Options) (*Node, error) {
-	n := &Node{Name: name, Dir: o.Dir, client: o.Client, log: o.Log.WithValues("simnode", name), RebootDelay: o.RebootDelay, ctx: ctx, version: o.Version}
+	n := &Node{Name: name, Dir: o.Dir, client: o.Client, log: o.Log.WithValues("simnode", name), RebootDelay: o.RebootDelay, ctx: ctx, version: o.Version,
+		agentBin: o.AgentBinary, kubeconfig: o.Kubeconfig}
 	if n.version == "" {
 		n.version = "4459.2.1"
 	}
@@ -158,9 +169,19 @@ func (n *Node) Version() string { n.mu.Lock(); defer n.mu.Unlock(); return n.ver
 func (n *Node) BootID() string { n.mu.Lock(); defer n.mu.Unlock(); return n.bootID }
 func (n *Node) Boots() int     { n.mu.Lock(); defer n.mu.Unlock(); return n.boot }
 
+// SetAgentBinary makes the node run bin as its agent from the next start on (its next boot, or
+// RestartAgent: what a DaemonSet roll does to the pod); "" goes back to the in-process agent.
+func (n *Node) SetAgentBinary(bin string) { n.mu.Lock(); n.agentBin = bin; n.mu.Unlock() }
+
+// AgentBinary is what the node's agent runs ("" the in-process agent) from its next start on.
+func (n *Node) AgentBinary() string { n.mu.Lock(); defer n.mu.Unlock(); return n.agentBin }
+
 func (n *Node) startAgent() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.agentBin != "" {
+		return n.startAgentProcess()
+	}
 	rebootConn, err := n.Bus.Connect()
 	if err != nil {
 		return err
@@ -192,6 +213,40 @@ func (n *Node) startAgent() error {
 		defer rebootConn.Close()
 		if err := a.Run(ctx); err != nil {
 			n.log.Error(err, "agent stopped with an error")
+		}
+	}()
+	return nil
+}
+
+// startAgentProcess runs the agent binary as this boot's agent (n.mu held): the flags and environment
+// the DaemonSet gives it, pointed at the node's bus, host files and boot ID.
+func (n *Node) startAgentProcess() error {
+	run := filepath.Join(n.Dir, "run")
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		return err
+	}
+	bootFile := filepath.Join(run, "boot_id")
+	if err := os.WriteFile(bootFile, []byte(n.bootID+"\n"), 0o644); err != nil {
+		return err
+	}
+	args := []string{"--node=" + n.Name, "--kubeconfig=" + n.kubeconfig, "--host-root=" + filepath.Join(n.Dir, "host"),
+		"--boot-id-file=" + bootFile, "--reboot-required-file=" + filepath.Join(run, fmt.Sprintf("reboot-required-%d", n.boot)),
+		"--reboot-required-poll=1s"}
+	p, err := operatorproc.StartEnv(n.agentBin, args, []string{"DBUS_SYSTEM_BUS_ADDRESS=" + n.Bus.Address},
+		filepath.Join(n.Dir, "agent.log"))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(n.ctx)
+	done := make(chan struct{})
+	n.cancel, n.done = cancel, done
+	go func() {
+		defer close(done)
+		select {
+		case <-ctx.Done():
+			p.Stop(5 * time.Second) // SIGTERM, as the kubelet ends a pod
+		case <-p.Done():
+			n.log.Error(p.Err(), "agent process exited on its own", "log", p.Log())
 		}
 	}()
 	return nil
