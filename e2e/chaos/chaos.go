@@ -64,12 +64,12 @@ type Config struct {
 	// UpgradeFrom, when set, is the commit whose update-operator and update-agent the run starts with
 	// ("previous": PreviousRelease); once UpgradeAt cycles are done and a node is in its cycle, both are rolled
 	// to this tree's build (upgrade.go). The agents then run as processes, not in this one.
-	UpgradeFrom string
-	UpgradeAt   int
-	UERestartEvery  time.Duration // restart update_engine on an idle node
-	APIRestarts     int           // kube-apiserver restarts, spread over the run's progress
-	EtcdRestarts    int           // etcd SIGKILLed and restarted (the API server stays up), spread likewise
-	NeverBack       bool          // one machine does not come back from its next reboot
+	UpgradeFrom    string
+	UpgradeAt      int
+	UERestartEvery time.Duration // restart update_engine on an idle node
+	APIRestarts    int           // kube-apiserver restarts, spread over the run's progress
+	EtcdRestarts   int           // etcd SIGKILLed and restarted (the API server stays up), spread likewise
+	NeverBack      bool          // one machine does not come back from its next reboot
 	// DeleteLostNode: once the lost machine is marked stalled, its Node is deleted (what an autoscaler
 	// or a machine health check does) before a person resumes its release, which must stay held.
 	DeleteLostNode bool
@@ -163,8 +163,8 @@ type runner struct {
 	// roll is over (the lost machine waits for it: the previous release cannot keep a halt).
 	oldOperator, oldAgent, newAgent string
 	upgraded                        atomic.Bool
-	guarded *app
-	runCtx  context.Context
+	guarded                         *app
+	runCtx                          context.Context
 	// neverBack is the index of the machine that will not come back (-1: none chosen yet).
 	neverBack atomic.Int32
 }
