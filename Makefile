@@ -138,7 +138,8 @@ butane:
 ##          install-fleetlock.yaml at that tag, the packaged chart, kubectl-slipway (linux/darwin x
 ##          amd64/arm64) and update-agent (linux) archives, a CycloneDX SBOM per binary, the krew
 ##          manifest, SHA256SUMS. make release VERSION=v0.4.0 [IMAGE=registry.example/slipway]: the
-##          manifests and the chart pull IMAGE:VERSION (hack/release; its test checks every file)
+##          manifests and the chart pull IMAGE:VERSION@sha256:<the digest it built> (hack/release; its
+##          test checks every file). Refused on a dirty tree: commit or stash first.
 IMAGE ?= ghcr.io/slipway-dev/slipway
 release:
 	go run -C hack/release . -version $(VERSION) -image $(IMAGE) -repo $(CURDIR) -out $(CURDIR)/dist
