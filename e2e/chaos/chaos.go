@@ -485,6 +485,11 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	res.Faults = r.faultCounts()
 	res.Notes = append(res.Notes, r.check.Notes()...)
 	res.Notes = append(res.Notes, r.spread())
+	for _, n := range r.nodes {
+		if c := r.check.CyclesOf(n.Name); c != n.Boots() {
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: the machine rebooted %d times, the checker counted %d cycles", n.Name, n.Boots(), c))
+		}
+	}
 	started, exits, _ := r.ops.status()
 	res.Notes = append(res.Notes, fmt.Sprintf("update-operator processes started: %d; exits not caused by the scenario: %d %v", started, len(exits), exits))
 	res.Notes = append(res.Notes, fmt.Sprintf("peak unavailable %d (budget %d); checker relists (watch gaps) %d", st.Peak, cfg.MaxUnavailable, st.Relists))

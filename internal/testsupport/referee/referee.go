@@ -120,9 +120,9 @@ type nodeState struct {
 	// pairs this machine rebooted for under a grant. Each pair reboots once.
 	grantVersion string
 	rebootedFor  map[string]bool
-	// What the scenario says happened to the machine.
-	staged, boots int
-	neverBack     bool
+	// What the scenario says happened to the machine; cycles: completed cycles the checker counted.
+	staged, boots, cycles int
+	neverBack             bool
 	// cycleFor: the OS version the node's current cycle is for, as the canary check saw it.
 	cycleFor string
 }
@@ -288,10 +288,10 @@ func (c *Checker) observeNode(n *corev1.Node, fromWatch bool) {
 		// coalesced): the old object is gone.
 		c.gone(s)
 	}
-	if s.last == nil && s.carried && n.Status.NodeInfo.BootID != s.carriedBoot {
+	if s.last == nil && s.carried && n.Status.NodeInfo.BootID != "" && n.Status.NodeInfo.BootID != s.carriedBoot {
 		// The carried grant's reboot happened while no Node was there to see: its cycle is done.
 		s.carried = false
-		c.cycles++
+		c.cycle(s)
 	}
 	s.uid = n.UID
 	prev := s.last
@@ -309,13 +309,13 @@ func (c *Checker) observeNode(n *corev1.Node, fromWatch bool) {
 				// A whole cycle may have passed unseen: granted, rebooted, finished.
 				s.bootChanges++
 				if !ok && !s.granted {
-					c.cycles++
+					c.cycle(s)
 				}
 			case !ok && s.carried && prevBoot == s.carriedBoot:
 				// The reboot of the grant the deleted Node object had (see carried): that cycle is
 				// done, the machine is back.
 				s.carried = false
-				c.cycles++
+				c.cycle(s)
 			case !ok:
 				c.violate(Reboot, n.Name, "boot ID changed %s -> %s while reboot-ok=%q (a reboot without a grant)", prevBoot, boot, n.Annotations[KeyRebootOK])
 			case s.granted && s.bootChanges >= 1:
@@ -329,7 +329,7 @@ func (c *Checker) observeNode(n *corev1.Node, fromWatch bool) {
 		if prevOK && !ok && s.granted {
 			// A grant ended: a completed cycle if the machine came back in another boot.
 			if boot != s.grantBoot || s.bootChanges > 0 {
-				c.cycles++
+				c.cycle(s)
 			}
 			s.granted = false
 		}
@@ -361,6 +361,20 @@ func (c *Checker) observeNode(n *corev1.Node, fromWatch bool) {
 		c.observeCanary(s, n, prev, fromWatch)
 	}
 	c.checkGrants()
+}
+
+// cycle counts one completed cycle of s's machine.
+func (c *Checker) cycle(s *nodeState) { c.cycles++; s.cycles++ }
+
+// CyclesOf is how many completed cycles the checker counted for node's machine (for a scenario that
+// compares them with the reboots it made).
+func (c *Checker) CyclesOf(node string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.nodes[node]; s != nil {
+		return s.cycles
+	}
+	return 0
 }
 
 // rebootedFor records the reboot of s's current grant under its (Node UID, version) and reports a

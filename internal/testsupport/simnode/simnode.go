@@ -370,7 +370,9 @@ func (n *Node) reboot() {
 	// registers its Node again if someone deleted it meanwhile.
 	for {
 		_, err := testenv.SetNodeStatus(n.ctx, n.client, n.Name, id, !n.BackNotReady)
-		if apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) && !n.BackNotReady {
+			_, err = testenv.RegisterNode(n.ctx, n.client, n.Name, id)
+		} else if apierrors.IsNotFound(err) {
 			_, err = testenv.CreateNode(n.ctx, n.client, n.Name, id, nil)
 		}
 		if err == nil {
