@@ -117,9 +117,10 @@ func TestKeysPolicy(t *testing.T) {
 		t.Fatalf("a plain patch-nodes user's reboot-ok is not refused by the policy after 1m (last answer: %v)", last)
 	}
 
-	// The operator's marks as a cycle leaves them, put there by the break-glass admin.
+	// The operator's marks as a cycle leaves them, put there by the break-glass admin (who says who and why).
 	seed := map[string]string{protocol.FailedVersion: "4600.0.0", protocol.RebootFailed: "2026-11-26T03:00:00Z old-version: ...",
-		protocol.AdmittedGroup: "zone-a", protocol.Cordoned: protocol.True}
+		protocol.AdmittedGroup: "zone-a", protocol.Cordoned: protocol.True,
+		protocol.Override: whoAmI(ctx, t, admin).Username + ": seeding the test"}
 	for _, n := range []string{"keys-a", "keys-b"} {
 		var p nodes.Patch
 		for k, v := range seed {
@@ -215,7 +216,21 @@ func TestKeysPolicy(t *testing.T) {
 		refused("agent", agent, "keys-a", annotate(protocol.RebootOK, protocol.False), "ValidatingAdmissionPolicy 'slipway-update-agent'")
 	})
 	t.Run("break-glass", func(t *testing.T) {
-		allowed("oncall", oncall, "keys-b", unannotate(protocol.FailedVersion))
-		allowed("oncall", oncall, "keys-b", annotate(protocol.RebootOK, protocol.False))
+		// An override says who (the API server checks the username) and why, set anew in the same write.
+		with := func(w write, override string) write {
+			return write{w.what + " with override " + override, func(p *nodes.Patch, n *corev1.Node) {
+				w.do(p, n)
+				p.SetAnnotation(n, protocol.Override, override)
+			}}
+		}
+		allowed("oncall", oncall, "keys-b", with(unannotate(protocol.FailedVersion), "oncall: the release was fine, INC-42"))
+		allowed("oncall", oncall, "keys-b", with(annotate(protocol.RebootOK, protocol.False), "oncall: stop this reboot, INC-43"))
+		mustSay := "must say who and why in the same write: update.slipway.dev/override=\"oncall: <why>\""
+		refused("oncall", oncall, "keys-b", unannotate(protocol.RebootFailed), mustSay)                                           // no override at all
+		refused("oncall", oncall, "keys-b", with(unannotate(protocol.RebootFailed), "oncall: stop this reboot, INC-43"), mustSay) // the last one's, not set anew
+		refused("oncall", oncall, "keys-b", with(unannotate(protocol.RebootFailed), "admin: as if someone else"), mustSay)        // another name
+		refused("oncall", oncall, "keys-b", with(unannotate(protocol.RebootFailed), "oncall: "), mustSay)                         // no why
+		// Without the group, an override changes nothing: the operator's keys stay the operator's.
+		refused("patcher", patcher, "keys-b", with(unannotate(protocol.RebootFailed), "patcher: please"), byOperator)
 	})
 }

@@ -38,15 +38,17 @@ type Metrics struct {
 	selfPauses   prometheus.Counter
 	// settleTimeouts: nodes whose PDBs were not back within --settle-timeout.
 	settleTimeouts prometheus.Counter
-	paused         *prometheus.Desc
-	nodesByState   *prometheus.Desc
-	stalled        *prometheus.Desc
-	blocked        *prometheus.Desc
-	limitDesc      *prometheus.Desc
-	usedDesc       *prometheus.Desc
-	longestWait    *prometheus.Desc
-	halted         *prometheus.Desc
-	failedNow      *prometheus.Desc
+	// overrides: break-glass changes of Slipway's keys (update.slipway.dev/override) reported.
+	overrides    prometheus.Counter
+	paused       *prometheus.Desc
+	nodesByState *prometheus.Desc
+	stalled      *prometheus.Desc
+	blocked      *prometheus.Desc
+	limitDesc    *prometheus.Desc
+	usedDesc     *prometheus.Desc
+	longestWait  *prometheus.Desc
+	halted       *prometheus.Desc
+	failedNow    *prometheus.Desc
 	// now is the scrape's clock (time.Now; tests set it).
 	now  func() time.Time
 	view FleetView
@@ -100,6 +102,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		settleTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slipway_operator_settle_timeouts_total", Help: "Finished nodes whose PodDisruptionBudgets were not back within --settle-timeout.",
 		}),
+		overrides: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "slipway_operator_overrides_total", Help: "Break-glass changes of Slipway's keys on a Node by a person (update.slipway.dev/override, each also an Override Warning Event).",
+		}),
 		selfPauses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slipway_operator_self_pauses_total", Help: "Times the operator paused the fleet because --max-failed-reboots was reached.",
 		}),
@@ -112,7 +117,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Nodes waiting to start a cycle, by what holds them (the kind in update.slipway.dev/blocked-by: budget, window, paused, order, or a blocker's name).", []string{"reason"}, nil),
 	}
 	reg.MustRegister(m.actions, m.drainFails, m.IsLeader, m.needToGrant, m.grantToBack,
-		m.drainSeconds, m.cycles, m.stalls, m.failed, m.selfPauses, m.settleTimeouts, m)
+		m.drainSeconds, m.cycles, m.stalls, m.failed, m.selfPauses, m.settleTimeouts, m.overrides, m)
 	for _, r := range []string{"finished", "aborted"} {
 		m.cycles.WithLabelValues(r)
 	}

@@ -26,6 +26,9 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		return 0, err
 	}
 	log := c.log.WithValues("node", name)
+	if n, err = c.takeOverride(ctx, n, log); err != nil {
+		return 0, err
+	}
 	f := c.observe(n, log)
 	state := protocol.Classify(f)
 	n, retry, err := c.markStall(ctx, n, state, &f, log)

@@ -138,6 +138,13 @@ const (
 	// steering-label).
 	SteeringLabels = SlipwayPrefix + "steering-labels"
 
+	// Override — set by a person in the group slipway:break-glass in the same write that changes any
+	// of the operator's keys by hand, "<their username>: <why>" (the admission policy slipway-node-keys
+	// refuses such a write without it, or with another username); the operator reports it as an
+	// `Override` Warning Event and slipway_operator_overrides_total, then removes it. The operator's
+	// key: nobody else may set it.
+	Override = SlipwayPrefix + "override"
+
 	// ExcludeFromLBs is Kubernetes' well-known label: the service controller takes a node that has it
 	// (any value) out of external load balancers' backends.
 	ExcludeFromLBs = "node.kubernetes.io/exclude-from-external-load-balancers"
@@ -219,6 +226,7 @@ var Owners = map[string]Writer{
 	PreferNoScheduleTaint:  WriterOperator,
 	LBExcluded:             WriterOperator,
 	SteeringLabels:         WriterOperator,
+	Override:               WriterOperator,
 	WaitingSince:           WriterOperator,
 	FleetLockGroup:         WriterFleetLock,
 	FleetLockID:            WriterFleetLock,
