@@ -251,7 +251,11 @@ func (c *Checker) gone(s *nodeState) {
 	if s.last != nil && s.last.Annotations[KeyStalled] != "" {
 		s.stalledWhenDeleted = true
 	}
-	if s.last != nil && (s.granted || s.last.Annotations[KeyRebootInProgress] == "true") {
+	switch {
+	case s.last != nil && s.granted && s.bootChanges > 0:
+		// Granted, rebooted and back, deleted before its grant ended: that cycle is done.
+		c.cycle(s)
+	case s.last != nil && (s.granted || s.last.Annotations[KeyRebootInProgress] == "true"):
 		s.carried, s.carriedBoot = true, s.last.Status.NodeInfo.BootID
 	}
 	s.last, s.continuous = nil, false

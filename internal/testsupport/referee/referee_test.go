@@ -373,6 +373,21 @@ func TestNodeReregisteredUnderItsName(t *testing.T) {
 	c.ObserveNode(withUID(node("d", 4, "d2", idle...), "u2"))
 	wantKinds(t, c, "reboot:d")
 
+	// Deleted after the machine came back from its grant's reboot, before the grant ended: a cycle, and
+	// nothing carried (a later ungranted reboot is one).
+	c = newChecker(5)
+	c.ReplaceNodes([]corev1.Node{*withUID(node("h", 1, "h0", idle...), "u1")})
+	c.ObserveNode(withUID(node("h", 2, "h0", append(cordoned, v...)...), "u1"))
+	c.ObserveNode(withUID(node("h", 3, "h0", append(granted, v...)...), "u1"))
+	c.ObserveNode(withUID(node("h", 4, "h1", append(granted, v...)...), "u1"))
+	c.DeleteNode("h")
+	c.ObserveNode(withUID(node("h", 6, "h1", idle...), "u2"))
+	if got := c.Stats().Cycles; got != 1 {
+		t.Errorf("cycles %d, want 1 (rebooted under its grant before the Node went)", got)
+	}
+	c.ObserveNode(withUID(node("h", 7, "h2", idle...), "u2"))
+	wantKinds(t, c, "reboot:h")
+
 	// One reboot per (UID, version): granted for 4500.1.0 twice as the same object is a violation
 	// (the machine staged the same release again: the update did not take, or it was asked twice).
 	c = newChecker(5)
