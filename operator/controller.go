@@ -479,7 +479,13 @@ func (c *Controller) processNext(ctx context.Context, slot int) bool {
 		err = c.syncFleet(ctx)
 	case waitingKey:
 		for _, n := range c.index.WaitingNames() {
-			c.queue.Add(n)
+			// A node whose last sync failed has its retry scheduled with backoff (AddRateLimited):
+			// adding it now would retry at once, and an admission the API server keeps refusing
+			// (a webhook or policy) would freeze the slot and PATCH again ~100 times a second, each
+			// failure freeing the slot that starts the next waiting pass.
+			if c.queue.NumRequeues(n) == 0 {
+				c.queue.Add(n)
+			}
 		}
 	default:
 		retryAfter, err = c.sync(ctx, name)
