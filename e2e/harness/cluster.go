@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -382,7 +383,13 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 func (c *Cluster) StartOperator(extra ...string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	args := append([]string{"--kubeconfig=" + c.Kubeconfig, "--namespace=slipway-system", "--http-address=",
+	// The operator's own identity, as in a Deployment: its ServiceAccount's token (the admin's is in
+	// the break-glass group, which the keys policy asks to say who and why).
+	kc, err := c.operatorKubeconfig()
+	if err != nil {
+		return err
+	}
+	args := append([]string{"--kubeconfig=" + kc, "--namespace=slipway-system", "--http-address=",
 		"--lease-duration=8s", "--renew-deadline=6s", "--retry-period=1s", "--drain-timeout=2m"}, c.Operator...)
 	args = append(args, extra...)
 	p, err := operatorproc.Start(filepath.Join(c.bins, "update-operator"), args, filepath.Join(c.Dir, "update-operator.log"))
@@ -392,6 +399,21 @@ func (c *Cluster) StartOperator(extra ...string) error {
 	c.operator = p
 	c.logf("update-operator started on the host (pid %d)", p.Pid())
 	return nil
+}
+
+// operatorKubeconfig writes a kubeconfig for the update-operator ServiceAccount (deploy/ created it)
+// with a TokenRequest token valid for a day.
+func (c *Cluster) operatorKubeconfig() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	day := int64(24 * 3600)
+	tok, err := c.CP.Client().CoreV1().ServiceAccounts("slipway-system").CreateToken(ctx, "slipway-update-operator",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &day}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("a token for the update-operator ServiceAccount (is deploy/ applied?): %w", err)
+	}
+	path := filepath.Join(c.Dir, "update-operator.kubeconfig")
+	return path, os.WriteFile(path, []byte(testenv.KubeconfigFor(c.CP.URL, tok.Status.Token)), 0o600)
 }
 
 // KillOperator SIGKILLs the operator (no lease release: the next one waits out the lease).

@@ -459,7 +459,11 @@ func (cp *ControlPlane) Client() kubernetes.Interface {
 	return kubernetes.NewForConfigOrDie(cp.RestConfig())
 }
 
-func (cp *ControlPlane) kubeconfig() string {
+func (cp *ControlPlane) kubeconfig() string { return KubeconfigFor(cp.URL, cp.Token) }
+
+// KubeconfigFor is a kubeconfig that reaches server (https, certificate not checked) with a bearer
+// token: the admin's, or a ServiceAccount's from the TokenRequest API.
+func KubeconfigFor(server, token string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -477,7 +481,7 @@ contexts:
     cluster: local
     user: admin
 current-context: local
-`, cp.URL, cp.Token)
+`, server, token)
 }
 
 // Stop kills every process, newest first.
@@ -510,7 +514,7 @@ func writeServiceAccountKey(keyFile, pubFile string) error {
 // WriteKubeconfig writes an admin kubeconfig to path that reaches the API server at server (a
 // https://host:port URL; through a Proxy, say) instead of its own address.
 func (cp *ControlPlane) WriteKubeconfig(path, server string) error {
-	return os.WriteFile(path, []byte(strings.Replace(cp.kubeconfig(), "server: "+cp.URL+"\n", "server: "+server+"\n", 1)), 0o600)
+	return os.WriteFile(path, []byte(KubeconfigFor(server, cp.Token)), 0o600)
 }
 
 // HostPort is the API server's host:port.
