@@ -72,7 +72,9 @@ func TestRefusedAdmissionBacksOff(t *testing.T) {
 
 	var patches atomic.Int64
 	cfg := cp.RestConfig()
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countPatches{rt: rt, path: "/nodes/hot-0", n: &patches} }
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return countPatches{rt: rt, path: "/nodes/hot-0", n: &patches}
+	}
 	counted := kubernetes.NewForConfigOrDie(cfg)
 	startOperator(t, opOptions{max: "1", tweak: func(c *operator.Config) { c.Client = counted }})
 	annotate(t, "hot-0", map[string]*string{protocol.RebootNeeded: strPtr(protocol.True)})
