@@ -177,8 +177,10 @@ func TestAgentPolicy(t *testing.T) {
 		t.Fatalf("the agent's patch of another node is not refused by the policy after 1m (last answer: %v)", last)
 	}
 
-	// Keys an admin and the operator put there, which the agent must leave alone.
-	seed := `{"metadata":{"labels":{"node-role.kubernetes.io/worker":""},"annotations":{"` + protocol.RebootPaused + `":"true","` + protocol.Cordoned + `":"false"}}}`
+	// Keys an admin and the operator put there, which the agent must leave alone (an admin writing the
+	// operator's key says who and why: the keys policy).
+	seed := `{"metadata":{"labels":{"node-role.kubernetes.io/worker":""},"annotations":{"` + protocol.RebootPaused + `":"true","` + protocol.Cordoned + `":"false","` +
+		protocol.Override + `":"` + whoAmI(ctx, t, admin).Username + `: seeding the test"}}}`
 	for _, n := range []string{"agent-a", "agent-b"} {
 		if _, err := admin.CoreV1().Nodes().Patch(ctx, n, types.MergePatchType, []byte(seed), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
