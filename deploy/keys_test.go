@@ -230,6 +230,25 @@ func TestKeysPolicy(t *testing.T) {
 		refused("oncall", oncall, "keys-b", with(unannotate(protocol.RebootFailed), "oncall: stop this reboot, INC-43"), mustSay) // the last one's, not set anew
 		refused("oncall", oncall, "keys-b", with(unannotate(protocol.RebootFailed), "admin: as if someone else"), mustSay)        // another name
 		refused("oncall", oncall, "keys-b", with(unannotate(protocol.RebootFailed), "oncall: "), mustSay)                         // no why
+		// A Node created (registered again after a delete) with the operator's keys on it is a write of
+		// them too: refused without a valid override, even to the break-glass admin.
+		adminName := whoAmI(ctx, t, admin).Username
+		create := func(name string, ann map[string]string) error {
+			_, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}
+		if err := create("keys-new", map[string]string{protocol.RebootOK: protocol.True}); err == nil || !strings.Contains(err.Error(), "must say who and why") {
+			t.Errorf("a Node created with reboot-ok=true and no override: %v, want refused", err)
+		}
+		if err := create("keys-new", map[string]string{protocol.Override: "oncall: forged"}); err == nil {
+			t.Error("a Node created with an override naming someone else was allowed")
+		}
+		if err := create("keys-new", map[string]string{protocol.RebootOK: protocol.True, protocol.Override: adminName + ": restoring a node"}); err != nil {
+			t.Errorf("a break-glass Node created with the operator's keys and its own override: %v", err)
+		}
+		if err := create("keys-new", nil); err != nil {
+			t.Errorf("a plain Node registration refused: %v", err)
+		}
 		// Without the group, an override changes nothing: the operator's keys stay the operator's.
 		refused("patcher", patcher, "keys-b", with(unannotate(protocol.RebootFailed), "patcher: please"), byOperator)
 	})

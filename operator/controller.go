@@ -501,6 +501,7 @@ func (c *Controller) processNext(ctx context.Context, slot int) bool {
 		}
 		c.queue.AddRateLimited(name)
 	case retryAfter > 0:
+		c.queue.Forget(name) // a success: the failure backoff starts over (and waiting passes see it again)
 		c.queue.AddAfter(name, retryAfter)
 	default:
 		c.queue.Forget(name)

@@ -28,8 +28,10 @@ func (c *Controller) takeOverride(ctx context.Context, n *corev1.Node, log klog.
 	}
 	why = truncate(why, 512)
 	log.Info("Slipway's keys were changed by hand (break-glass)", "override", why)
+	// The resourceVersion makes each override's message its own: the same words again later are
+	// another override, not a repeat for the Event deduplication to drop.
 	c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "Override",
-		"Slipway's keys on this node were changed by hand (group slipway:break-glass), the cycle goes on from them: %s", why)
+		"Slipway's keys on this node were changed by hand (group slipway:break-glass; Node resourceVersion %s), the cycle goes on from them: %s", n.ResourceVersion, why)
 	if c.cfg.Metrics != nil {
 		c.cfg.Metrics.overrides.Inc()
 	}
