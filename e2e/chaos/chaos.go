@@ -192,7 +192,7 @@ func (r *runner) everyFaultInjected() bool {
 	f := r.faultCounts()
 	c := r.cfg
 	return (c.LeaderKillEvery == 0 || f["leader-kill"] > 0) && (c.AgentKillEvery == 0 || f["agent-kill"] > 0) &&
-		(c.LeaderCutEvery == 0 || f["leader-cut"] > 0) && (c.UpgradeFrom == "" || f["agent-upgraded"] > 0) && (c.ReregisterEvery == 0 || f["node-reregistered"] > 0) &&
+		(c.LeaderCutEvery == 0 || f["leader-cut"] > 0) && (c.UpgradeFrom == "" || f["agent-upgraded"] > 0 && f["operator-upgraded"] > 0) && (c.ReregisterEvery == 0 || f["node-reregistered"] > 0) &&
 		(c.UERestartEvery == 0 || f["ue-restart"] > 0) && f["apiserver-restart"] >= c.APIRestarts && f["etcd-restart"] >= c.EtcdRestarts &&
 		(c.PDBBlock == 0 || f["pdb-block"] > 0) && (!c.NeverBack || f["never-back"] > 0) &&
 		(!c.NeverBack || !c.DeleteLostNode || f["failed-node-deleted"] > 0)
@@ -672,23 +672,27 @@ func (r *runner) leaderCutter(ctx context.Context, rng *rand.Rand) {
 	every(ctx, r.cfg.LeaderCutEvery, rng, func() {
 		// The lease may still name a leader just killed: try until a live one holds it.
 		var id string
-		var heal func()
+		var px *testenv.Proxy
 		for ok := false; !ok; {
 			if id = leaseHolder(ctx, r.client, "slipway-system", "slipway-update-operator"); id != "" {
-				heal, ok = r.ops.cut(id)
+				px, ok = r.ops.cut(id)
 			}
 			if !ok && testenv.WaitCtx(ctx, 500*time.Millisecond) != nil {
 				return
 			}
 		}
 		r.say("cut the leader %s off from the API server for %s (its process lives)", id, r.cfg.LeaderCutFor)
+		before := px.Held()
 		err := testenv.WaitCtx(ctx, r.cfg.LeaderCutFor)
-		heal()
-		if err != nil {
-			return // the run ended first: a cut this short proves nothing, it does not count
+		held := px.Held() - before
+		px.Heal()
+		if err != nil || held == 0 {
+			// The run ended first, or the leader sent nothing (it was on its way out): no cut to count.
+			r.say("the cut of %s held nothing or was cut short: not counted", id)
+			return
 		}
 		r.fault("leader-cut")
-		r.say("healed the cut of %s: what it sent meanwhile is delivered now", id)
+		r.say("healed the cut of %s (%d chunks and connections held): what it sent meanwhile is delivered now", id, held)
 	})
 }
 

@@ -29,12 +29,13 @@ type operators struct {
 	// (the leader partitioned from the API server while its process lives).
 	cp      *testenv.ControlPlane
 	proxies map[string]*testenv.Proxy
-	cutOff  map[string]bool // processes the scenario partitioned: their exit (lease lost) is expected
+	cutOff  map[string]bool   // processes the scenario partitioned: their exit (lease lost) is expected
+	bins    map[string]string // the binary each process runs (an upgrade replaces every old one)
 }
 
 func newOperators(bin, logDir string, args []string) *operators {
 	return &operators{bin: bin, logDir: logDir, args: args, running: map[string]*operatorproc.Proc{}, killed: map[string]bool{},
-		proxies: map[string]*testenv.Proxy{}, cutOff: map[string]bool{}}
+		proxies: map[string]*testenv.Proxy{}, cutOff: map[string]bool{}, bins: map[string]string{}}
 }
 
 // run starts replicas slots; each keeps one process alive until ctx ends.
@@ -91,6 +92,7 @@ func (o *operators) start() (string, *operatorproc.Proc, error) {
 	o.next++
 	id := fmt.Sprintf("op-%d", o.next)
 	bin := o.bin
+	o.bins[id] = bin
 	o.mu.Unlock()
 	args := append(append([]string{}, o.args...), "--identity="+id)
 	if o.cp != nil {
@@ -134,13 +136,15 @@ func (o *operators) kill(id string) bool {
 // setBin makes every process started from now on run bin (a new release rolled out).
 func (o *operators) setBin(bin string) { o.mu.Lock(); o.bin = bin; o.mu.Unlock() }
 
-// ids lists the running processes.
-func (o *operators) ids() []string {
+// notOn lists the processes running (or starting) another binary than bin.
+func (o *operators) notOn(bin string) []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var out []string
-	for id := range o.running {
-		out = append(out, id)
+	for id, b := range o.bins {
+		if b != bin && !o.killed[id] && !o.cutOff[id] {
+			out = append(out, id)
+		}
 	}
 	return out
 }
@@ -159,17 +163,17 @@ func (o *operators) terminate(id string) bool {
 	return true
 }
 
-// cut partitions process id from the API server (its Proxy holds every byte) until heal is called.
-func (o *operators) cut(id string) (heal func(), ok bool) {
+// cut partitions process id from the API server (its Proxy holds every byte) until px.Heal is called.
+func (o *operators) cut(id string) (px *testenv.Proxy, ok bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	px := o.proxies[id]
-	if px == nil || o.running[id] == nil {
+	px = o.proxies[id]
+	if px == nil || o.running[id] == nil || o.killed[id] {
 		return nil, false
 	}
 	o.cutOff[id] = true
 	px.Cut()
-	return px.Heal, true
+	return px, true
 }
 
 // stop kills every process and waits for the slots to end (ctx must be cancelled first).

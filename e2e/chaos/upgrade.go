@@ -51,9 +51,15 @@ func (r *runner) upgrader(ctx context.Context, _ *rand.Rand) {
 	r.say("upgrade: %s (%s) -> this tree: operator Deployment first, then the agent DaemonSet; nodes in a cycle: %s",
 		r.cfg.UpgradeFrom[:min(12, len(r.cfg.UpgradeFrom))], r.oldOperator, r.stages(ctx))
 	r.ops.setBin(r.bin)
-	for _, id := range r.ops.ids() {
+	// Until no process runs the previous release (one its slot was restarting while the roll began
+	// would otherwise be left leading).
+	for old := r.ops.notOn(r.bin); len(old) > 0; old = r.ops.notOn(r.bin) {
+		id := old[0]
 		started, _, _ := r.ops.status()
 		if !r.ops.terminate(id) {
+			if testenv.WaitCtx(ctx, 100*time.Millisecond) != nil {
+				return
+			}
 			continue
 		}
 		// The replacement is started by the slot; wait for it to be up a moment (readiness) before the next.

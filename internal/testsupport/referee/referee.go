@@ -255,7 +255,7 @@ func (c *Checker) gone(s *nodeState) {
 	case s.last != nil && s.granted && s.bootChanges > 0:
 		// Granted, rebooted and back, deleted before its grant ended: that cycle is done.
 		c.cycle(s)
-	case s.last != nil && (s.granted || s.last.Annotations[KeyRebootInProgress] == "true"):
+	case s.last != nil && s.granted:
 		s.carried, s.carriedBoot = true, s.last.Status.NodeInfo.BootID
 	}
 	s.last, s.continuous = nil, false

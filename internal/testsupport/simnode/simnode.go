@@ -414,6 +414,9 @@ func (n *Node) Reregister(ctx context.Context, gap time.Duration) (bool, error) 
 		return false, err
 	}
 	for {
+		if n.Down() {
+			return false, nil // it went down meanwhile: its kubelet registers it when it is back
+		}
 		// Registered Ready in one request: the machine never stopped running, and a Node that is
 		// NotReady for a moment would count against the budget for something Slipway did not do.
 		_, err := testenv.RegisterNode(ctx, n.client, n.Name, n.BootID())
