@@ -392,6 +392,9 @@ func (c *Cluster) StartOperator(extra ...string) error {
 	args := append([]string{"--kubeconfig=" + kc, "--namespace=slipway-system", "--http-address=",
 		"--lease-duration=8s", "--renew-deadline=6s", "--retry-period=1s", "--drain-timeout=2m"}, c.Operator...)
 	args = append(args, extra...)
+	if err := c.allowHooks(args); err != nil {
+		return err
+	}
 	p, err := operatorproc.Start(filepath.Join(c.bins, "update-operator"), args, filepath.Join(c.Dir, "update-operator.log"))
 	if err != nil {
 		return err
@@ -399,6 +402,47 @@ func (c *Cluster) StartOperator(extra ...string) error {
 	c.operator = p
 	c.logf("update-operator started on the host (pid %d)", p.Pid())
 	return nil
+}
+
+// allowHooks does what docs/install.md asks of a kustomize user who starts the operator with hooks: list
+// the hook annotations of its flags in the operator's admission policy (variable hookAnnotations), which
+// otherwise refuses the operator's removal of them. Helm renders the list from its values.
+func (c *Cluster) allowHooks(args []string) error {
+	var hooks []string
+	for _, a := range args {
+		for _, f := range []string{"--before-reboot-annotations=", "--after-reboot-annotations="} {
+			if v, ok := strings.CutPrefix(a, f); ok {
+				for _, h := range strings.Split(v, ",") {
+					if h = strings.TrimSpace(h); h != "" {
+						hooks = append(hooks, fmt.Sprintf("%q", h))
+					}
+				}
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	vaps := c.CP.Client().AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	p, err := vaps.Get(ctx, "slipway-update-operator", metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("the operator's admission policy (is deploy/ applied?): %w", err)
+	}
+	want := "[" + strings.Join(hooks, ", ") + "]"
+	for i, v := range p.Spec.Variables {
+		if v.Name != "hookAnnotations" {
+			continue
+		}
+		if v.Expression == want {
+			return nil
+		}
+		p.Spec.Variables[i].Expression = want
+		if _, err := vaps.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("listing the hook annotations %s in the operator's admission policy: %w", want, err)
+		}
+		c.logf("operator admission policy: hookAnnotations = %s", want)
+		return nil
+	}
+	return fmt.Errorf("the operator's admission policy has no hookAnnotations variable")
 }
 
 // operatorKubeconfig writes a kubeconfig for the update-operator ServiceAccount (deploy/ created it)
