@@ -100,24 +100,8 @@ func TestRebootOneNodeWithPDB(t *testing.T) {
 			c := clientset(t, cfg)
 			target := nodeNames(t, ctx, c)[0]
 			labels := map[string]string{"app": "web"}
-			replicas := int32(2)
-			dep := &appsv1.Deployment{
-				ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-				Spec: appsv1.DeploymentSpec{
-					Replicas: &replicas,
-					Selector: &metav1.LabelSelector{MatchLabels: labels},
-					Template: corev1.PodTemplateSpec{
-						ObjectMeta: metav1.ObjectMeta{Labels: labels},
-						Spec: corev1.PodSpec{
-							// Start on the node that will reboot, so the drain has something to evict.
-							Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-								Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{target}}}},
-							}}}},
-							Containers: []corev1.Container{{Name: "web", Image: "registry.k8s.io/pause:3.10", ImagePullPolicy: corev1.PullIfNotPresent}},
-						},
-					},
-				},
-			}
+			// Start on the node that will reboot, so the drain has something to evict.
+			dep := pauseDeployment(ns, "web", labels, 2, target)
 			if _, err := c.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -383,24 +367,9 @@ func TestAgentRolledMidCycle(t *testing.T) {
 			// 1. A one-replica Deployment on the target under a PDB that allows no disruption: the
 			// drain cannot finish until the PDB goes.
 			labels := map[string]string{"app": "held-drain"}
-			one, zero := int32(1), intstr.FromInt32(0)
-			dep := &appsv1.Deployment{
-				ObjectMeta: metav1.ObjectMeta{Name: "held-drain", Namespace: ns},
-				Spec: appsv1.DeploymentSpec{
-					Replicas: &one,
-					Selector: &metav1.LabelSelector{MatchLabels: labels},
-					Template: corev1.PodTemplateSpec{
-						ObjectMeta: metav1.ObjectMeta{Labels: labels},
-						Spec: corev1.PodSpec{
-							// On the node that will reboot; once it is evicted, its replacement goes elsewhere.
-							Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-								Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{target}}}},
-							}}}},
-							Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10", ImagePullPolicy: corev1.PullIfNotPresent}},
-						},
-					},
-				},
-			}
+			zero := intstr.FromInt32(0)
+			// On the node that will reboot; once it is evicted, its replacement goes elsewhere.
+			dep := pauseDeployment(ns, "held-drain", labels, 1, target)
 			if _, err := c.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -712,4 +681,25 @@ func (w *bootIDWatcher) seen() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]string(nil), w.ids...)
+}
+
+// pauseDeployment is a Deployment of replicas pause pods that prefer to start on node (so that its
+// drain has something to evict; replacements go wherever they fit).
+func pauseDeployment(ns, name string, labels map[string]string, replicas int32, node string) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+						Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}},
+					}}}},
+					Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10", ImagePullPolicy: corev1.PullIfNotPresent}},
+				},
+			},
+		},
+	}
 }

@@ -121,7 +121,10 @@ func (o *operators) start() (string, *operatorproc.Proc, error) {
 }
 
 // kill SIGKILLs the process with identity id (no lease release, as a crash or a node loss would).
-func (o *operators) kill(id string) bool {
+func (o *operators) kill(id string) bool { return o.end(id, (*operatorproc.Proc).Kill) }
+
+// end ends process id the way how does, as the scenario's doing (not an unexpected exit).
+func (o *operators) end(id string, how func(*operatorproc.Proc)) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	p := o.running[id]
@@ -129,7 +132,7 @@ func (o *operators) kill(id string) bool {
 		return false
 	}
 	o.killed[id] = true
-	go p.Kill()
+	go how(p)
 	return true
 }
 
@@ -152,15 +155,7 @@ func (o *operators) notOn(bin string) []string {
 // terminate ends process id as a Deployment's rollout does (SIGTERM: it releases its Lease); its slot
 // starts a replacement.
 func (o *operators) terminate(id string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	p := o.running[id]
-	if p == nil {
-		return false
-	}
-	o.killed[id] = true
-	go p.Stop(10 * time.Second)
-	return true
+	return o.end(id, func(p *operatorproc.Proc) { p.Stop(10 * time.Second) })
 }
 
 // cut partitions process id from the API server (its Proxy holds every byte) until px.Heal is called.
