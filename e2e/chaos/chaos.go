@@ -163,6 +163,7 @@ type runner struct {
 	// roll is over (the lost machine waits for it: the previous release cannot keep a halt).
 	oldOperator, oldAgent, newAgent string
 	upgraded                        atomic.Bool
+	agentExits                      atomic.Int64 // agent processes that exited on their own
 	guarded                         *app
 	runCtx                          context.Context
 	// neverBack is the index of the machine that will not come back (-1: none chosen yet).
@@ -333,6 +334,12 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 			return res, err
 		}
 		n := &simNode{Node: sn, idx: i, agentUp: time.Now(), rebooted: make(chan struct{}, 1)}
+		sn.OnAgentExit = func(_ *simnode.Node, err error, log string) {
+			// A crash the scenario did not cause: reported, and restarted as a DaemonSet's kubelet would.
+			r.agentExits.Add(1)
+			r.say("the agent of %s exited on its own (%v): %s", name, err, testenv.LogTail(log))
+			_ = n.RestartAgentAfter(time.Second)
+		}
 		sn.OnReboot = func(_ *simnode.Node, boot int) {
 			r.check.Rebooted(name, boot)
 			select {
@@ -492,6 +499,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 	started, exits, _ := r.ops.status()
 	res.Notes = append(res.Notes, fmt.Sprintf("update-operator processes started: %d; exits not caused by the scenario: %d %v", started, len(exits), exits))
+	if x := r.agentExits.Load(); x > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("update-agent processes that exited on their own (crashes; restarted): %d", x))
+	}
 	res.Notes = append(res.Notes, fmt.Sprintf("peak unavailable %d (budget %d); checker relists (watch gaps) %d", st.Peak, cfg.MaxUnavailable, st.Relists))
 	if res.Faults["apiserver-restart"] < cfg.APIRestarts {
 		res.Notes = append(res.Notes, fmt.Sprintf("only %d of %d API server restarts happened", res.Faults["apiserver-restart"], cfg.APIRestarts))

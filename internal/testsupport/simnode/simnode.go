@@ -40,6 +40,9 @@ type Node struct {
 
 	// Hooks for tests and the demo.
 	OnReboot func(n *Node, boot int) // after the simulated reboot completed (new agent running)
+	// OnAgentExit: the agent process (AgentBinary) exited on its own, not stopped by the node: a crash
+	// a DaemonSet's kubelet would restart. Called in a goroutine of its own.
+	OnAgentExit func(n *Node, err error, log string)
 	// RebootDelay is how long the simulated machine is "down".
 	RebootDelay time.Duration
 	// BackNotReady: the simulated kubelet reports the new boot as NotReady; the test says when it is
@@ -247,6 +250,9 @@ func (n *Node) startAgentProcess() error {
 			p.Stop(5 * time.Second) // SIGTERM, as the kubelet ends a pod
 		case <-p.Done():
 			n.log.Error(p.Err(), "agent process exited on its own", "log", p.Log())
+			if n.OnAgentExit != nil {
+				go n.OnAgentExit(n, p.Err(), p.Log())
+			}
 		}
 	}()
 	return nil
