@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/slipway-dev/slipway/internal/testsupport/referee"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
@@ -84,7 +86,7 @@ func (r *runner) upgrader(ctx context.Context, _ *rand.Rand) {
 		if int32(n.idx) == r.neverBack.Load() {
 			continue
 		}
-		stage := r.stage(n)
+		stage := r.stage(n, r.pdbAllows(ctx))
 		n.mu.Lock()
 		n.SetAgentBinary(r.newAgent)
 		err := n.RestartAgentAfter(300 * time.Millisecond)
@@ -118,8 +120,11 @@ func contains(ns []*simNode, n *simNode) bool {
 	return false
 }
 
-// stage says where n stands in its cycle, from the referee's view of its Node and the machine.
-func (r *runner) stage(n *simNode) string {
+// stage says where n stands in its cycle, from the referee's view of its Node and the machine, and
+// allows: the disruptions each PodDisruptionBudget allows now ("ns/name"; nil: not known). A node out
+// of its cycle is settling while a PDB its drain recorded (settle-pdbs) allows none (the operator also
+// lets --settle-timeout end it; the runs here are shorter).
+func (r *runner) stage(n *simNode, allows map[string]int32) string {
 	switch {
 	case n.Down():
 		return "rebooting"
@@ -127,18 +132,36 @@ func (r *runner) stage(n *simNode) string {
 		return "granted"
 	case r.check.Annotation(n.Name, referee.KeyCordoned) == "true":
 		return "draining"
-	case r.check.Annotation(n.Name, "update.slipway.dev/settle-pdbs") != "":
-		return "settling" // back, its slot held until its PDBs allow a disruption again
-	default:
-		return "idle"
 	}
+	for _, e := range strings.Split(r.check.Annotation(n.Name, "update.slipway.dev/settle-pdbs"), ",") {
+		if key, _, ok := strings.Cut(e, "="); ok {
+			if a, known := allows[key]; known && a == 0 {
+				return "settling" // back, its slot held until its PDBs allow a disruption again
+			}
+		}
+	}
+	return "idle"
+}
+
+// pdbAllows reads the disruptions every PDB of the chaos workloads allows now.
+func (r *runner) pdbAllows(ctx context.Context) map[string]int32 {
+	l, err := r.client.PolicyV1().PodDisruptionBudgets(Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	out := map[string]int32{}
+	for _, p := range l.Items {
+		out[p.Namespace+"/"+p.Name] = p.Status.DisruptionsAllowed
+	}
+	return out
 }
 
 // stages lists the nodes in a cycle or settling, with their stage.
-func (r *runner) stages(_ context.Context) string {
+func (r *runner) stages(ctx context.Context) string {
 	var out []string
+	allows := r.pdbAllows(ctx)
 	for _, n := range r.nodes {
-		if st := r.stage(n); st != "idle" {
+		if st := r.stage(n, allows); st != "idle" {
 			out = append(out, n.Name+"="+st)
 		}
 	}
