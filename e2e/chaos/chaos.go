@@ -140,6 +140,8 @@ type Result struct {
 	Kept       bool
 	// StalledChecked: the operators had --reboot-timeout, so the lost machine had to be marked stalled.
 	StalledChecked bool
+	// UpgradedFrom: the commit the run started on and upgraded from ("": no upgrade).
+	UpgradedFrom string
 }
 
 // Fault names, in the order progress lines show them.
@@ -255,11 +257,15 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	bin := op.Path
 	r.bin = bin
 	if cfg.UpgradeFrom == "previous" {
-		if cfg.UpgradeFrom, err = PreviousRelease(ctx); err != nil {
-			return res, err
+		prev, err := PreviousRelease(ctx)
+		if err != nil {
+			// A clone without the history (shallow): the run goes on without the upgrade, and says so.
+			res.Notes = append(res.Notes, "NO UPGRADE: "+err.Error())
+			r.say("no upgrade in this run: %v", err)
 		}
-		r.cfg.UpgradeFrom = cfg.UpgradeFrom
+		cfg.UpgradeFrom, r.cfg.UpgradeFrom = prev, prev
 	}
+	res.UpgradedFrom = cfg.UpgradeFrom
 	if cfg.UpgradeFrom != "" {
 		r.say("building the previous release %s (update-operator, update-agent) and this tree's update-agent", cfg.UpgradeFrom)
 		old, err := operatorproc.Build(ctx, filepath.Join(cfg.Dir, "bin-previous"), cfg.UpgradeFrom)
