@@ -341,6 +341,10 @@ func New(cfg Config) (*Controller, error) {
 			return nil, err
 		}
 		c.gateSynced = append(c.gateSynced, gateInformer{c.volumes, "VolumeAttachment informer never synced: check the operator's RBAC (list/watch volumeattachments), or turn --wait-for-volume-detach off"})
+		c.drains.attached = func(node string) bool {
+			objs, err := c.volumes.GetIndexer().ByIndex(byNode, node)
+			return err != nil || len(objs) > 0
+		}
 	}
 	if cfg.Settle.PDBs {
 		if cfg.Settle.Timeout <= 0 {

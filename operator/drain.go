@@ -100,13 +100,16 @@ type drainResult struct {
 // Eviction API, PDBs respected, DaemonSet and mirror pods skipped. Results wait in memory until the
 // controller picks them up; losing them on restart only means draining again, which is idempotent.
 type drainer struct {
-	client  kubernetes.Interface
-	cfg     DrainConfig
-	log     klog.Logger
-	done    func(node string) // called when an attempt ends
-	mu      sync.Mutex
-	running map[string]context.CancelFunc
-	results map[string]*drainResult
+	client kubernetes.Interface
+	cfg    DrainConfig
+	log    klog.Logger
+	done   func(node string) // called when an attempt ends
+	// attached reports whether any VolumeAttachment names node (nil: assume so). Without one there is
+	// nothing to wait for, and no need to read the pods that stay.
+	attached func(node string) bool
+	mu       sync.Mutex
+	running  map[string]context.CancelFunc
+	results  map[string]*drainResult
 }
 
 func newDrainer(c kubernetes.Interface, cfg DrainConfig, log klog.Logger, done func(string)) *drainer {
@@ -266,7 +269,7 @@ func (d *drainer) drain(ctx context.Context, node string, notReady bool) (stayin
 			return nil, fmt.Errorf("evicting pods: %w", err)
 		}
 	}
-	if !d.cfg.WaitForVolumeDetach {
+	if !d.cfg.WaitForVolumeDetach || d.attached != nil && !d.attached(node) {
 		return nil, nil
 	}
 	staying, err = stayingVolumes(ctx, d.client, node)
