@@ -392,20 +392,24 @@ func TestNodeReregisteredUnderItsName(t *testing.T) {
 	// (the machine staged the same release again: the update did not take, or it was asked twice).
 	c = newChecker(5)
 	c.ReplaceNodes([]corev1.Node{*withUID(node("e", 1, "e0", idle...), "u1")})
-	cycle := func(rv int, from, to, uid string) {
-		c.ObserveNode(withUID(node("e", rv, from, append(cordoned, v...)...), uid))
-		c.ObserveNode(withUID(node("e", rv+1, from, append(granted, v...)...), uid))
-		c.ObserveNode(withUID(node("e", rv+2, to, append(granted, v...)...), uid))
-		c.ObserveNode(withUID(node("e", rv+3, to, idle...), uid))
+	// cycle shows one granted reboot of name from boot from to boot to, each Node passed through as.
+	cycle := func(name string, rv int, from, to string, as func(*corev1.Node) *corev1.Node) {
+		c.ObserveNode(as(node(name, rv, from, append(cordoned, v...)...)))
+		c.ObserveNode(as(node(name, rv+1, from, append(granted, v...)...)))
+		c.ObserveNode(as(node(name, rv+2, to, append(granted, v...)...)))
+		c.ObserveNode(as(node(name, rv+3, to, idle...)))
 	}
-	cycle(2, "e0", "e1", "u1")
+	uid := func(u string) func(*corev1.Node) *corev1.Node {
+		return func(n *corev1.Node) *corev1.Node { return withUID(n, u) }
+	}
+	cycle("e", 2, "e0", "e1", uid("u1"))
 	wantKinds(t, c)
-	cycle(6, "e1", "e2", "u1")
+	cycle("e", 6, "e1", "e2", uid("u1"))
 	wantKinds(t, c, "reboot:e")
 	// As a new object the same version may take its one reboot.
 	c.DeleteNode("e")
 	c.ObserveNode(withUID(node("e", 11, "e2", idle...), "u3"))
-	cycle(12, "e2", "e3", "u3")
+	cycle("e", 12, "e2", "e3", uid("u3"))
 	wantKinds(t, c, "reboot:e")
 	// A grant for the version the node already runs (a simulation staging it again) is not judged.
 	c = newChecker(5)
@@ -414,16 +418,7 @@ func TestNodeReregisteredUnderItsName(t *testing.T) {
 		return withUID(n, "u1")
 	}
 	c.ReplaceNodes([]corev1.Node{*run(node("f", 1, "f0", idle...))})
-	for i, b := range []string{"f0", "f1", "f2"} {
-		if i == 0 {
-			continue
-		}
-		rv := 10 * i
-		prev := []string{"f0", "f1", "f2"}[i-1]
-		c.ObserveNode(run(node("f", rv, prev, append(cordoned, v...)...)))
-		c.ObserveNode(run(node("f", rv+1, prev, append(granted, v...)...)))
-		c.ObserveNode(run(node("f", rv+2, b, append(granted, v...)...)))
-		c.ObserveNode(run(node("f", rv+3, b, idle...)))
-	}
+	cycle("f", 10, "f0", "f1", run)
+	cycle("f", 20, "f1", "f2", run)
 	wantKinds(t, c)
 }
