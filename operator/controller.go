@@ -296,15 +296,13 @@ func New(cfg Config) (*Controller, error) {
 		}})
 	}
 	c.admitter = admission.NewAdmitter(admission.Config{
-		Limits:       c.limits(),
-		Order:        cfg.ControlPlaneOrder,
-		Schedule:     cfg.Schedule,
+		Limits: c.limits(),
+		Order:  cfg.ControlPlaneOrder,
+		// The retry bound is the drain's: --undrainable-retry.
+		Policy:       &admission.Policy{Schedule: cfg.Schedule, Canary: cfg.Canary, UndrainableRetry: cfg.Drain.UndrainableRetry},
 		Blockers:     blockers,
 		CheckTimeout: cfg.BlockerTimeout,
 		BlockerRetry: cfg.BlockerRetry,
-		Canary:       cfg.Canary,
-		// The retry bound is the drain's: --undrainable-retry.
-		UndrainableRetry: cfg.Drain.UndrainableRetry,
 	}, c.index)
 	for _, inf := range cfg.BlockerInformers {
 		if _, err := inf.AddEventHandler(onAnyChange(c.enqueueWaiting)); err != nil {

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,6 +18,16 @@ func TestREADMEEffectsTable(t *testing.T) {
 	if want := EffectsTable(); !strings.Contains(string(readme), want) {
 		t.Errorf("README has no exact copy of the effects table; it should contain:\n%s", want)
 	}
+}
+
+// docs/concepts.md lists the admission chain as the code runs it: every gate in order, what it looks
+// at (scope) and what the budget plan does with it.
+func TestGateTable(t *testing.T) {
+	var rows [][]string
+	for i, g := range admission.Gates {
+		rows = append(rows, []string{strconv.Itoa(i + 1), "`" + g.Name + "`", string(g.Scope), string(g.Plan), g.Doc})
+	}
+	docs.CheckSection(t, "../docs/concepts.md", "gate table", docs.Table([]string{"", "gate", "scope", "in the plan", "holds a node when"}, rows))
 }
 
 // docs/troubleshooting.md has an entry for every kind of blocked-by and every stall reason.

@@ -10,23 +10,22 @@ import (
 
 // Config configures an Admitter.
 type Config struct {
-	Limits   Limits
-	Order    Order
-	Schedule Schedule // nil: always open
+	Limits Limits
+	Order  Order
+	// Policy is the reboot policy of every node (nil: no window, no canaries).
+	Policy *Policy
+	// Blockers are the fleet's (its flags'): fleet-wide ones hold every node, per-node ones are asked
+	// by the plan.
 	Blockers []Blocker
 	// CheckTimeout bounds one blocker's Check (DefaultCheckTimeout when 0).
 	CheckTimeout time.Duration
 	// BlockerRetry: how soon a node held by a blocker is asked about again (DefaultBlockerRetry when 0).
 	BlockerRetry time.Duration
-	// Canary: per-version canaries and halts (zero: off).
-	Canary Canary
-	// UndrainableRetry: how long a node whose drain failed under --drain-failure-policy=skip waits
-	// before it is admitted again.
-	UndrainableRetry time.Duration
 }
 
-// planTTL bounds how long one plan is reused while nothing it reads changed: per-node blockers (pods,
-// min-ready) may change without the index noticing.
+// planTTL bounds how long one plan, and the fleet-wide blockers' answers it was built with, are reused
+// while nothing it reads changed: blockers (pods, alerts, min-ready) may change without the index
+// noticing.
 const planTTL = time.Second
 
 // Admitter decides admissions one at a time against its Index.
@@ -35,13 +34,15 @@ type Admitter struct {
 	limits  Limits
 	order   Order
 	chain   Chain
+	policy  *Policy
 	perNode []Blocker
-	fleet   []Blocker // fleet-wide
-	canary  Canary
+	fleet   []Blocker     // fleet-wide
 	retry   time.Duration // a blocker's hold
-	// own: gates that hold one node for reasons of its own (agent-version, failed-version, undrainable); the plan
-	// asks them too, so a node they hold takes no budget from the others.
-	own []Gate
+
+	// answersMu guards answers: the fleet-wide blockers' answers, gathered at most once per plan
+	// generation and without holding mu (blockers may take up to CheckTimeout).
+	answersMu sync.Mutex
+	answers   fleetAnswers
 
 	mu   sync.Mutex // one decision at a time; guards snap and plan
 	snap *Snapshot  // the index as last copied, reused while its generation has not moved
@@ -51,8 +52,16 @@ type Admitter struct {
 	versionsGen uint64
 }
 
-// NewAdmitter builds the chain of cfg over index: window, pause, fleet-wide blockers, order, budget,
-// per-node blockers. Every blocker is Bounded by cfg.CheckTimeout.
+// fleetAnswers are the fleet-wide blockers' answers for one index generation, taken at At.
+type fleetAnswers struct {
+	gen     uint64
+	at      time.Time
+	ok      bool
+	results []Result
+}
+
+// NewAdmitter builds the chain (Gates) over index for cfg. Every blocker is Bounded by
+// cfg.CheckTimeout.
 func NewAdmitter(cfg Config, index *Index) *Admitter {
 	var bs []Blocker
 	for _, b := range cfg.Blockers {
@@ -65,29 +74,30 @@ func NewAdmitter(cfg Config, index *Index) *Admitter {
 	if cfg.BlockerRetry <= 0 {
 		cfg.BlockerRetry = DefaultBlockerRetry
 	}
-	a := &Admitter{index: index, limits: cfg.Limits, order: cfg.Order, perNode: perNode, fleet: fleetWide, canary: cfg.Canary, retry: cfg.BlockerRetry}
-	a.own = []Gate{AgentProtocolGate(), FailedVersionGate(), UndrainableGate(cfg.UndrainableRetry)}
-	a.chain = append(append(Chain{WindowGate(cfg.Schedule), PauseGate()}, a.own...),
-		a.versionHaltGate(),
-		FleetBlockersGate(fleetWide, cfg.BlockerRetry),
-		OrderGate(cfg.Order),
-		BudgetGate(),
-		NodeBlockersGate(),
-	)
-	return a
+	if cfg.Policy == nil {
+		cfg.Policy = &Policy{}
+	}
+	return &Admitter{index: index, limits: cfg.Limits, order: cfg.Order, chain: Gates, policy: cfg.Policy,
+		perNode: perNode, fleet: fleetWide, retry: cfg.BlockerRetry}
 }
 
 // Index is the index the Admitter decides against.
 func (a *Admitter) Index() *Index { return a.index }
 
 // Fleet is what the gates of one decision share: the index as it was when the decision began, the
-// pause switch, and the plan (built on first use).
+// pause switch, the fleet's settings and answers, and the plan (built on first use).
 type Fleet struct {
 	Snapshot *Snapshot
 	Switch   Switch
+	// Order is --control-plane-order.
+	Order Order
 	// ActiveBlockers are the fleet-wide blockers that block (name -> reason), set by
 	// FleetBlockersGate; nil when the chain stopped before it.
 	ActiveBlockers map[string]string
+	blocking       []Result // the fleet-wide blockers' answers for this decision
+	perNode        []Blocker
+	retry          time.Duration
+	lookup         func(name string) (*corev1.Node, bool)
 	plan           func() *Plan
 	versions       func() map[string]*VersionStats
 }
@@ -121,6 +131,7 @@ func (d Decision) Admitted() bool { return d.Passes() }
 // returns, so the next decision counts it even before its write lands.
 func (a *Admitter) Decide(ctx context.Context, name string, obj *corev1.Node, sw Switch, now time.Time,
 	lookup func(name string) (*corev1.Node, bool)) Decision {
+	blocking := a.fleetBlocking(ctx, obj, now)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.snap == nil || a.snap.Gen != a.index.Gen() {
@@ -132,9 +143,9 @@ func (a *Admitter) Decide(ctx context.Context, name string, obj *corev1.Node, sw
 	if !ok {
 		return Decision{Verdict: Held(KindGone, "no longer waiting", 0)}
 	}
-	f := &Fleet{Snapshot: s, Switch: sw}
+	f := &Fleet{Snapshot: s, Switch: sw, Order: a.order, blocking: blocking, perNode: a.perNode, retry: a.retry, lookup: lookup}
 	f.versions = func() map[string]*VersionStats {
-		if !a.canary.On() {
+		if !a.policy.Canary.On() {
 			return nil
 		}
 		if a.versions == nil || a.versionsGen != s.Gen {
@@ -146,37 +157,36 @@ func (a *Admitter) Decide(ctx context.Context, name string, obj *corev1.Node, sw
 		if p := a.plan; p != nil && p.Gen == s.Gen && !now.Before(p.At) && now.Sub(p.At) < planTTL {
 			return p
 		}
-		extra := map[string]int{} // nodes this plan admits, by the version they ask for
-		a.plan = BuildPlan(s, a.limits, a.order, sw, now, func(cand string) Verdict {
-			e := s.Waiting[cand]
-			for _, g := range a.own {
-				if v := g.Check(ctx, Input{Name: cand, Node: e, Now: now, Fleet: f}); !v.Passes() {
-					return v
-				}
-			}
-			if v := a.versionCheck(e, sw, now, f.Versions(), extra); !v.Passes() {
-				return v
-			}
-			n, ok := lookup(cand)
-			if !ok {
-				return Held(KindGone, "node gone", 0)
-			}
-			if rs := CheckAll(ctx, a.perNode, n); len(rs) > 0 {
-				return Held(Kind(rs[0].Name), rs[0].Reason, a.retry)
-			}
-			if e.AskedVersion != "" {
-				extra[e.AskedVersion]++ // admitted: a canary the next candidates see
-			}
-			return Pass
-		})
+		a.plan = a.chain.Plan(ctx, s, a.limits, f, now, a.policyOf)
 		return a.plan
 	}
-	v := a.chain.Run(ctx, Input{Name: name, Node: e, Obj: obj, Now: now, Fleet: f})
+	v := a.chain.Run(ctx, Input{Name: name, Node: e, Obj: obj, Now: now, Policy: a.policyOf(name, e), Fleet: f})
 	d := Decision{Verdict: v, ActiveBlockers: f.ActiveBlockers}
 	if v.Passes() {
 		d.Release = a.index.Reserve(name)
 	}
 	return d
+}
+
+// policyOf is the reboot policy of a node: the one there is, for now.
+func (a *Admitter) policyOf(string, Node) *Policy { return a.policy }
+
+// fleetBlocking asks every fleet-wide blocker once per plan generation (the index's generation, for
+// at most planTTL) and returns the answers; it holds no admission lock while they run, only its own,
+// so that two decisions do not ask a blocker twice (a Bounded blocker still running would hold the
+// second).
+func (a *Admitter) fleetBlocking(ctx context.Context, obj *corev1.Node, now time.Time) []Result {
+	if len(a.fleet) == 0 {
+		return nil
+	}
+	a.answersMu.Lock()
+	defer a.answersMu.Unlock()
+	gen := a.index.Gen()
+	if c := a.answers; c.ok && c.gen == gen && !now.Before(c.at) && now.Sub(c.at) < planTTL {
+		return c.results
+	}
+	a.answers = fleetAnswers{gen: gen, at: now, ok: true, results: CheckAll(ctx, a.fleet, obj)}
+	return a.answers.results
 }
 
 // Pools are the budgets as admission counts them now (reservations included).

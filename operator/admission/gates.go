@@ -31,26 +31,82 @@ type Switch interface {
 // when 0.
 const DefaultBlockerRetry = 10 * time.Second
 
+// Policy is what admission reads of one reboot policy: the rules a node's pool puts on when its cycle
+// may start. Built once (package policy compiles it from the flags) and never changed: gates and plans
+// read it concurrently.
+type Policy struct {
+	// Name is the policy's name ("" the default policy, which the flags configure).
+	Name string
+	// Schedule: the reboot windows minus exclusions (nil: always open).
+	Schedule Schedule
+	// Canary: per-version canaries and halts (zero: off).
+	Canary Canary
+	// UndrainableRetry: how long a node whose drain failed under --drain-failure-policy=skip waits
+	// before it is admitted again.
+	UndrainableRetry time.Duration
+}
+
 // Input is what every gate sees for one decision.
 type Input struct {
 	Name string
 	Node Node         // its entry
 	Obj  *corev1.Node // the Node as the controller sees it, for blockers
 	Now  time.Time
+	// Policy is the node's reboot policy.
+	Policy *Policy
 	// Fleet is the rest of the fleet, shared by the gates of one decision.
 	Fleet *Fleet
+	// Planning is set when the budget plan asks (a PlanCheck gate about a node the budget has room
+	// for); nil when the chain decides the node itself.
+	Planning *Planning
 }
+
+// Planning is what one budget plan's checks share while it admits nodes in queue order.
+type Planning struct {
+	// Extra counts the nodes this plan admitted so far, by the OS version they ask for: canaries the
+	// next candidates see.
+	Extra map[string]int
+}
+
+// Scope says for which nodes a gate's answer is the same: every node at once (fleet), every node of
+// one policy (pool: the plan asks it once per policy), or each node on its own.
+type Scope string
+
+const (
+	ScopeFleet Scope = "fleet"
+	ScopePool  Scope = "pool"
+	ScopeNode  Scope = "node"
+)
+
+// PlanUse says what the budget plan does with a gate. The plan admits waiting nodes in queue order
+// while every pool has room; a node a gate holds must take no budget from the others.
+type PlanUse string
+
+const (
+	// PlanFilter: a node the gate holds is not a candidate: no budget, no place in the queue.
+	PlanFilter PlanUse = "filter"
+	// PlanCheck: asked, in queue order, about each node the budget has room for; a node it holds
+	// keeps its place and uses nothing.
+	PlanCheck PlanUse = "check"
+	// PlanNone: not asked by the plan: it holds every node alike (the plan does not matter while
+	// it holds), or it is the plan's own answer.
+	PlanNone PlanUse = "-"
+)
 
 // Gate is one condition of admission: it lets the node pass (Pass) or holds it. Gates run in order;
 // the first that holds decides.
 type Gate struct {
 	Name  string
+	Scope Scope
+	Plan  PlanUse
+	// Doc says when it holds a node, in a line of docs/concepts.md's gate table.
+	Doc   string
 	Check func(ctx context.Context, in Input) Verdict
 }
 
 // Chain is the ordered gates. The order is the order a person would want to read them: when
-// (window), whether at all (pause, fleet-wide blockers), then who (control-plane order, budgets), then
-// per-node blockers in admission order.
+// (window), whether at all (pauses, the node's own state, fleet-wide blockers), then who
+// (control-plane order, budgets), then per-node blockers in admission order.
 type Chain []Gate
 
 // Run returns the first verdict that holds the node, or Pass.
@@ -63,9 +119,16 @@ func (c Chain) Run(ctx context.Context, in Input) Verdict {
 	return Pass
 }
 
-// WindowGate holds every node while s is closed (s nil: always open).
-func WindowGate(s Schedule) Gate {
-	return Gate{"window", func(_ context.Context, in Input) Verdict {
+// Gates is the chain every decision runs, in order; docs/concepts.md's gate table is generated from
+// it (TestGateTable).
+var Gates = Chain{WindowGate, PauseGate, RebootPausedGate, AgentProtocolGate, FailedVersionGate, UndrainableGate,
+	VersionGate, FleetBlockersGate, OrderGate, BudgetGate, NodeBlockersGate}
+
+// WindowGate holds every node of a policy while its schedule is closed.
+var WindowGate = Gate{Name: "window", Scope: ScopePool, Plan: PlanFilter,
+	Doc: "its policy's reboot windows are closed, or an exclusion is in force (`--reboot-window`, `--reboot-exclusion`, FLUO's window)",
+	Check: func(_ context.Context, in Input) Verdict {
+		s := in.Policy.Schedule
 		if s == nil || s.Open(in.Now) {
 			return Pass
 		}
@@ -75,11 +138,11 @@ func WindowGate(s Schedule) Gate {
 		}
 		return Held(KindWindow, "closed until "+next.UTC().Format(time.RFC3339), next.Sub(in.Now)+time.Second)
 	}}
-}
 
 // PauseGate holds a node while the switch pauses the fleet or its group.
-func PauseGate() Gate {
-	return Gate{"pause", func(_ context.Context, in Input) Verdict {
+var PauseGate = Gate{Name: "pause", Scope: ScopeNode, Plan: PlanFilter,
+	Doc: "the fleet or the node's budget group is paused (`kubectl slipway pause`, the failure budget)",
+	Check: func(_ context.Context, in Input) Verdict {
 		for _, g := range in.Node.Groups() {
 			if held, why := in.Fleet.Switch.Holds(g); held {
 				return Held(KindPaused, why, 0)
@@ -87,20 +150,30 @@ func PauseGate() Gate {
 		}
 		return Pass
 	}}
-}
+
+// RebootPausedGate holds a node a person paused (FLUO's reboot-paused annotation). The controller
+// does not ask about such a node; the plan leaves it out, so it takes no budget.
+var RebootPausedGate = Gate{Name: "reboot-paused", Scope: ScopeNode, Plan: PlanFilter,
+	Doc: "the node is reboot-paused (annotation `" + protocol.RebootPaused + "`)",
+	Check: func(_ context.Context, in Input) Verdict {
+		if in.Node.Paused {
+			return Held(KindPaused, "node: annotation "+protocol.RebootPaused+" is set", 0)
+		}
+		return Pass
+	}}
 
 // AgentProtocolGate holds a node whose agent speaks a node protocol this operator does not: an agent
 // upgraded before the operator may mean something else by the keys it writes, and a reboot is not
 // the place to find out. The previous protocol is spoken too, so agents may also lag the operator.
-func AgentProtocolGate() Gate {
-	return Gate{"agent-version", func(_ context.Context, in Input) Verdict {
+var AgentProtocolGate = Gate{Name: "agent-version", Scope: ScopeNode, Plan: PlanCheck,
+	Doc: "its agent speaks a node protocol this operator does not",
+	Check: func(_ context.Context, in Input) Verdict {
 		v := in.Node.AgentProtocol
 		if v == "" || slices.Contains(protocol.AgentProtocols, v) {
 			return Pass
 		}
 		return Held(KindAgentVersion, fmt.Sprintf("its agent speaks node protocol %q; this operator speaks %s: upgrade the operator first, or roll the agent back (docs/install.md, Upgrade)", truncateValue(v, 32), strings.Join(protocol.AgentProtocols, " and ")), 0)
 	}}
-}
 
 // truncateValue cuts a value a node wrote to n bytes for a reason text.
 func truncateValue(v string, n int) string {
@@ -113,19 +186,21 @@ func truncateValue(v string, n int) string {
 // FailedVersionGate holds a node asking for the OS version it once rebooted for and came back without
 // (a rolled-back update): rebooting it again for that version would roll back again. A person removes
 // failed-version to let it try again; a node asking for another version goes.
-func FailedVersionGate() Gate {
-	return Gate{"failed-version", func(_ context.Context, in Input) Verdict {
+var FailedVersionGate = Gate{Name: "failed-version", Scope: ScopeNode, Plan: PlanCheck,
+	Doc: "it asks for the OS version it once rebooted for and came back without",
+	Check: func(_ context.Context, in Input) Verdict {
 		if v := in.Node.FailedVersion; v == "" || in.Node.AskedVersion != v {
 			return Pass
 		}
 		return Held(KindFailedVersion, fmt.Sprintf("came back on its old version after rebooting for %s; not asked again for %s until a person removes annotation %s", in.Node.FailedVersion, in.Node.FailedVersion, protocol.FailedVersion), 0)
 	}}
-}
 
 // UndrainableGate holds a node whose last drain failed under --drain-failure-policy=skip until
-// retry has passed since; it then goes behind the nodes that waited longer (its wait began anew).
-func UndrainableGate(retry time.Duration) Gate {
-	return Gate{"undrainable", func(_ context.Context, in Input) Verdict {
+// its policy's UndrainableRetry has passed since; it then goes behind the nodes that waited longer (its wait began anew).
+var UndrainableGate = Gate{Name: "undrainable", Scope: ScopeNode, Plan: PlanCheck,
+	Doc: "its last drain failed under `--drain-failure-policy=skip` less than `--undrainable-retry` ago",
+	Check: func(_ context.Context, in Input) Verdict {
+		retry := in.Policy.UndrainableRetry
 		at := in.Node.UndrainableAt
 		if at.IsZero() || !in.Now.Before(at.Add(retry)) {
 			return Pass
@@ -134,25 +209,24 @@ func UndrainableGate(retry time.Duration) Gate {
 		return Held(KindUndrainable, fmt.Sprintf("its drain failed at %s (--drain-failure-policy=skip); retried after %s (--undrainable-retry)",
 			at.UTC().Format(time.RFC3339), next.UTC().Format(time.RFC3339)), next.Sub(in.Now)+10*time.Millisecond)
 	}}
-}
 
-// FleetBlockersGate asks every fleet-wide blocker (not only up to the first that blocks, so the
-// published status lists all that are active) and holds the node on the first that blocks.
-func FleetBlockersGate(blockers []Blocker, retry time.Duration) Gate {
-	return Gate{"fleet-blockers", func(ctx context.Context, in Input) Verdict {
-		active := map[string]string{}
+// FleetBlockersGate holds the node on the first fleet-wide blocker that blocks. Every one was asked
+// (not only up to the first that blocks, so the published status lists all that are active), once for
+// the decision, before the Admitter's lock (Fleet.blocking).
+var FleetBlockersGate = Gate{Name: "fleet-blockers", Scope: ScopeFleet, Plan: PlanNone,
+	Doc: "a fleet-wide blocker blocks: a Prometheus alert, a pod anywhere in the cluster, a health check",
+	Check: func(_ context.Context, in Input) Verdict {
+		in.Fleet.ActiveBlockers = map[string]string{}
 		first := Pass
-		for _, r := range CheckAll(ctx, blockers, in.Obj) {
-			active[r.Name] = r.Reason
+		for _, r := range in.Fleet.blocking {
+			in.Fleet.ActiveBlockers[r.Name] = r.Reason
 			if first.Passes() {
 				// Alerts clear without any Node changing: look again after the blockers' cache TTL.
-				first = Held(Kind(r.Name), r.Reason, retry)
+				first = Held(Kind(r.Name), r.Reason, in.Fleet.retry)
 			}
 		}
-		in.Fleet.ActiveBlockers = active
 		return first
 	}}
-}
 
 // Order says whether workers or control-plane nodes go first (--control-plane-order).
 type Order string
@@ -178,8 +252,10 @@ func (o Order) keptBack(e Node, s *Snapshot) bool {
 }
 
 // OrderGate holds control-plane nodes while workers are busy, or the other way round.
-func OrderGate(o Order) Gate {
-	return Gate{"order", func(_ context.Context, in Input) Verdict {
+var OrderGate = Gate{Name: "order", Scope: ScopeNode, Plan: PlanFilter,
+	Doc: "`--control-plane-order` keeps it back while the others wait or are in their cycle",
+	Check: func(_ context.Context, in Input) Verdict {
+		o := in.Fleet.Order
 		if !o.keptBack(in.Node, in.Fleet.Snapshot) {
 			return Pass
 		}
@@ -188,13 +264,13 @@ func OrderGate(o Order) Gate {
 		}
 		return Held(KindOrder, "control plane first (--control-plane-order=control-plane-first)", 0)
 	}}
-}
 
 // BudgetGate lets a node pass when the plan (every waiting node ordered, each admitted while all its
 // pools have room) admits it or found room for it but a per-node blocker holds it. Waiting for budget
 // needs no timer: the node that frees it makes the controller look again.
-func BudgetGate() Gate {
-	return Gate{"budget", func(_ context.Context, in Input) Verdict {
+var BudgetGate = Gate{Name: "budget", Scope: ScopeFleet, Plan: PlanNone,
+	Doc: "the plan (waiting nodes in queue order, each admitted while all its pools have room) does not admit it: a pool is full, or settling nodes hold its slots",
+	Check: func(_ context.Context, in Input) Verdict {
 		p := in.Fleet.Plan()
 		if p.Admitted[in.Name] {
 			return Pass
@@ -221,7 +297,6 @@ func BudgetGate() Gate {
 		}
 		return Held(KindBudget, "full ("+strings.Join(full, ", ")+")", 0)
 	}}
-}
 
 // settlingVerdict holds the node with KindSettling when every full pool it is in would have room but
 // for nodes settling after their cycle; the reason says why they settle (not which they are, so it
@@ -252,13 +327,25 @@ func settlingVerdict(in Input) Verdict {
 	return Held(KindSettling, "nodes that finished their cycle hold their slots: "+strings.Join(slices.Compact(whys), "; "), 0)
 }
 
-// NodeBlockersGate holds a node a per-node blocker holds (asked by the plan, in admission order, only
-// for nodes the budget has room for: a held node takes no budget from the others).
-func NodeBlockersGate() Gate {
-	return Gate{"node-blockers", func(_ context.Context, in Input) Verdict {
+// NodeBlockersGate holds a node a per-node blocker holds. The plan asks the blockers, in admission
+// order, only about nodes the budget has room for (a held node takes no budget from the others); the
+// decision reads the plan's answer, which is also that of the checks above that only the plan asks
+// (its canaries).
+var NodeBlockersGate = Gate{Name: "node-blockers", Scope: ScopeNode, Plan: PlanCheck,
+	Doc: "a per-node blocker holds it (pods on the node, minimum Ready nodes, a steering label), or its version's canaries go first; asked by the plan only while the budget has room for it",
+	Check: func(ctx context.Context, in Input) Verdict {
+		if in.Planning != nil {
+			n, ok := in.Fleet.lookup(in.Name)
+			if !ok {
+				return Held(KindGone, "node gone", 0)
+			}
+			if rs := CheckAll(ctx, in.Fleet.perNode, n); len(rs) > 0 {
+				return Held(Kind(rs[0].Name), rs[0].Reason, in.Fleet.retry)
+			}
+			return Pass
+		}
 		if v, ok := in.Fleet.Plan().HeldBy[in.Name]; ok {
 			return v
 		}
 		return Pass
 	}}
-}

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +41,9 @@ func fleetOf(entries map[string]Node, sw Switch) (*Index, *Fleet) {
 	return x, &Fleet{Snapshot: &s, Switch: sw}
 }
 
+// notPaused keeps the waiting nodes that are not reboot-paused as the plan's candidates.
+func notPaused(_ string, e Node) bool { return !e.Paused }
+
 var (
 	waiting = Node{State: protocol.NeedsReboot}
 	cycling = Node{State: protocol.Draining, Counts: true}
@@ -67,7 +71,7 @@ func TestWindowGate(t *testing.T) {
 		{"open", window.NewSchedule(thu, nil, nil), t0.Add(5*time.Hour + 30*time.Minute), "", 0},
 		{"never opens", window.NewSchedule(nil, nil, []window.Exclusion{never}), t0, "window: no reboot window opens in the next 400 days (", 0},
 	} {
-		v := WindowGate(c.s).Check(context.Background(), Input{Name: "a", Now: c.now})
+		v := WindowGate.Check(context.Background(), Input{Name: "a", Now: c.now, Policy: &Policy{Schedule: c.s}})
 		if !strings.HasPrefix(v.String(), c.want) || (c.want == "") != v.Passes() || v.Retry != c.retry {
 			t.Errorf("%s: %q retry %s, want %q retry %s", c.name, v, v.Retry, c.want, c.retry)
 		}
@@ -87,7 +91,7 @@ func TestPauseGate(t *testing.T) {
 		{"other group paused", fleetswitch.Switch{Groups: map[string]string{"b": "x"}}, "a", ""},
 	} {
 		_, f := fleetOf(nil, c.sw)
-		if v := PauseGate().Check(context.Background(), Input{Node: Node{Group: c.group}, Fleet: f}); v.String() != c.want {
+		if v := PauseGate.Check(context.Background(), Input{Node: Node{Group: c.group}, Fleet: f}); v.String() != c.want {
 			t.Errorf("%s: %q, want %q", c.name, v, c.want)
 		}
 	}
@@ -98,9 +102,10 @@ func TestFleetBlockersGateAsksEveryBlocker(t *testing.T) {
 	fire := func(name, reason string) Blocker {
 		return Func{N: name, Fleet: true, F: func(context.Context, *corev1.Node) (bool, string) { asked++; return reason != "", reason }}
 	}
-	_, f := fleetOf(nil, fleetswitch.Switch{})
-	v := FleetBlockersGate([]Blocker{fire("quiet", ""), fire("prometheus-alerts", "NodeDown firing"), fire("min-ready-nodes", "2 of 5 Ready")}, DefaultBlockerRetry).
-		Check(context.Background(), Input{Obj: obj("a"), Fleet: f})
+	x, f := fleetOf(map[string]Node{"a": waiting}, fleetswitch.Switch{})
+	a := NewAdmitter(Config{Blockers: []Blocker{fire("quiet", ""), fire("prometheus-alerts", "NodeDown firing"), fire("min-ready-nodes", "2 of 5 Ready")}}, x)
+	f.blocking, f.retry = a.fleetBlocking(context.Background(), obj("a"), t0), DefaultBlockerRetry
+	v := FleetBlockersGate.Check(context.Background(), Input{Obj: obj("a"), Fleet: f})
 	if v.String() != "prometheus-alerts: NodeDown firing" || v.Retry != DefaultBlockerRetry {
 		t.Errorf("verdict %q retry %s", v, v.Retry)
 	}
@@ -126,7 +131,8 @@ func TestOrderGate(t *testing.T) {
 		{"control plane first, all idle", OrderControlPlaneFirst, map[string]Node{"w": worker, "c": {State: protocol.Idle, ControlPlane: true}}, worker, ""},
 	} {
 		_, f := fleetOf(c.fleet, fleetswitch.Switch{})
-		if v := OrderGate(c.o).Check(context.Background(), Input{Node: c.node, Fleet: f}); v.Kind != c.want {
+		f.Order = c.o
+		if v := OrderGate.Check(context.Background(), Input{Node: c.node, Fleet: f}); v.Kind != c.want {
 			t.Errorf("%s: %q, want kind %q", c.name, v, c.want)
 		}
 	}
@@ -182,7 +188,7 @@ func TestBudgetAndNodeBlockerGates(t *testing.T) {
 		s := x.Snapshot()
 		f := &Fleet{Snapshot: &s, Switch: fleetswitch.Switch{}}
 		f.plan = func() *Plan {
-			return BuildPlan(&s, c.limits, OrderNone, f.Switch, t0, func(name string) Verdict {
+			return BuildPlan(&s, c.limits, t0, notPaused, func(name string) Verdict {
 				if r, ok := c.held[name]; ok {
 					k, reason, _ := strings.Cut(r, ": ")
 					return Held(Kind(k), reason, DefaultBlockerRetry)
@@ -191,10 +197,10 @@ func TestBudgetAndNodeBlockerGates(t *testing.T) {
 			})
 		}
 		in := Input{Name: c.node, Node: c.fleet[c.node], Now: t0, Fleet: f}
-		if v := BudgetGate().Check(context.Background(), in); v.String() != c.want {
+		if v := BudgetGate.Check(context.Background(), in); v.String() != c.want {
 			t.Errorf("%s: budget %q, want %q", c.name, v, c.want)
 		}
-		if v := NodeBlockersGate().Check(context.Background(), in); v.String() != c.nodeGot {
+		if v := NodeBlockersGate.Check(context.Background(), in); v.String() != c.nodeGot {
 			t.Errorf("%s: node blockers %q, want %q", c.name, v, c.nodeGot)
 		}
 	}
@@ -252,7 +258,7 @@ func TestQueue(t *testing.T) {
 	}
 	q := Queue(&s, OrderNone, sw, t0)
 	for limit := 1; limit <= len(q); limit++ {
-		p := BuildPlan(&s, Limits{Fleet: max(t, fmt.Sprint(limit)), ControlPlane: max(t, "5")}, OrderNone, sw, t0, func(string) Verdict { return Pass })
+		p := BuildPlan(&s, Limits{Fleet: max(t, fmt.Sprint(limit)), ControlPlane: max(t, "5")}, t0, func(name string, _ Node) bool { return slices.Contains(q, name) }, func(string) Verdict { return Pass })
 		var got []string
 		for _, name := range q {
 			if p.Admitted[name] {
@@ -269,7 +275,7 @@ func TestQueue(t *testing.T) {
 // AgentProtocolGate: FLUO's protocol (announced or not) and the current one go; anything else is held,
 // with the value cut short in the reason (a node writes it).
 func TestAgentProtocolGate(t *testing.T) {
-	g := AgentProtocolGate()
+	g := AgentProtocolGate
 	for _, k := range []struct {
 		v    string
 		pass bool

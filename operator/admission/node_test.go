@@ -86,7 +86,7 @@ func TestAGroupHopFreesNoSlot(t *testing.T) {
 	if d.Admitted() || d.Kind != KindBudget {
 		t.Fatalf("next of group a: %v, want held by the budget of group a", d.Verdict)
 	}
-	if got := PauseGate().Check(t.Context(), Input{Name: "hopper", Node: hopper, Fleet: &Fleet{Switch: fleetswitch.Switch{Groups: map[string]string{"a": "maintenance"}}}}); got.Kind != KindPaused {
+	if got := PauseGate.Check(t.Context(), Input{Name: "hopper", Node: hopper, Fleet: &Fleet{Switch: fleetswitch.Switch{Groups: map[string]string{"a": "maintenance"}}}}); got.Kind != KindPaused {
 		t.Errorf("pause of group a, node admitted in a now in b: %v, want paused", got)
 	}
 }

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"time"
 
 	"github.com/slipway-dev/slipway/operator/budget"
@@ -18,16 +19,14 @@ type Plan struct {
 	Settled map[string]bool
 }
 
-// candidates are the waiting nodes the plan considers: all but those reboot-paused, kept back by the
-// control-plane order or held by the switch (their fleet or group is paused), which must not take budget
-// from the others. A node's wait began when the index first saw it asking (now when not known).
-func candidates(s *Snapshot, o Order, sw Switch, now time.Time) []budget.Candidate {
+// candidates are the waiting nodes the plan considers: those keep lets through (the chain's PlanFilter
+// gates: not reboot-paused, not kept back by the control-plane order, not held by the switch, their
+// policy's window open), which must not take budget from the others. A node's wait began when the index
+// first saw it asking (now when not known).
+func candidates(s *Snapshot, now time.Time, keep func(name string, e Node) bool) []budget.Candidate {
 	var cands []budget.Candidate
 	for name, e := range s.Waiting {
-		if e.Paused || o.keptBack(e, s) {
-			continue
-		}
-		if held, _ := sw.Holds(e.Group); held {
+		if !keep(name, e) {
 			continue
 		}
 		since, ok := s.Since[name]
@@ -40,11 +39,14 @@ func candidates(s *Snapshot, o Order, sw Switch, now time.Time) []budget.Candida
 	return cands
 }
 
-// Queue is the order in which BuildPlan admits the waiting nodes while the budget has room (budget.Order
-// over candidates): first the nodes already unavailable, then the longest waiting, then by name. A node a
-// check holds (a per-node blocker, its canaries, its failed version) keeps its place and is passed over.
+// Queue is the order in which the plan admits the waiting nodes while the budget has room (budget.Order
+// over the candidates of Gates' filters under order o, switch sw and no window): first the nodes already
+// unavailable, then the longest waiting, then by name. A node a check holds (a per-node blocker, its
+// canaries, its failed version) keeps its place and is passed over.
 func Queue(s *Snapshot, o Order, sw Switch, now time.Time) []string {
-	cands := candidates(s, o, sw, now)
+	f := &Fleet{Snapshot: s, Switch: sw, Order: o}
+	none := &Policy{}
+	cands := candidates(s, now, Gates.filter(context.Background(), f, now, func(string, Node) *Policy { return none }))
 	budget.Order(cands)
 	out := make([]string, len(cands))
 	for i, c := range cands {
@@ -53,17 +55,80 @@ func Queue(s *Snapshot, o Order, sw Switch, now time.Time) []string {
 	return out
 }
 
-// BuildPlan takes the candidates in admission order (budget.Order: already unavailable first, then the
-// longest waiting; Queue) and admits each while every pool it is in has room. check is asked, in that
-// order, about each node the budget has room for; a node it holds is not admitted and uses nothing.
-func BuildPlan(s *Snapshot, l Limits, o Order, sw Switch, now time.Time, check func(name string) Verdict) *Plan {
+// filter is the chain's PlanFilter gates as the plan's candidate filter. A gate whose answer is the
+// same for the whole fleet is asked once, one whose answer is the same for a policy's nodes once per
+// policy.
+func (c Chain) filter(ctx context.Context, f *Fleet, now time.Time, policyOf func(string, Node) *Policy) func(string, Node) bool {
+	type key struct {
+		gate int
+		p    *Policy
+	}
+	memo := map[key]bool{}
+	return func(name string, e Node) bool {
+		in := Input{Name: name, Node: e, Now: now, Policy: policyOf(name, e), Fleet: f}
+		for i, g := range c {
+			if g.Plan != PlanFilter {
+				continue
+			}
+			var k key
+			switch g.Scope {
+			case ScopeFleet:
+				k = key{gate: i}
+			case ScopePool:
+				k = key{gate: i, p: in.Policy}
+			default:
+				if !g.Check(ctx, in).Passes() {
+					return false
+				}
+				continue
+			}
+			pass, ok := memo[k]
+			if !ok {
+				pass = g.Check(ctx, in).Passes()
+				memo[k] = pass
+			}
+			if !pass {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// Plan builds the budget plan of the chain: the candidates its PlanFilter gates let through, each asked
+// of its PlanCheck gates in queue order while the budget has room for it.
+func (c Chain) Plan(ctx context.Context, s *Snapshot, l Limits, f *Fleet, now time.Time, policyOf func(string, Node) *Policy) *Plan {
+	planning := &Planning{Extra: map[string]int{}}
+	return BuildPlan(s, l, now, c.filter(ctx, f, now, policyOf), func(name string) Verdict {
+		e := s.Waiting[name]
+		in := Input{Name: name, Node: e, Now: now, Policy: policyOf(name, e), Fleet: f, Planning: planning}
+		for _, g := range c {
+			if g.Plan != PlanCheck {
+				continue
+			}
+			if v := g.Check(ctx, in); !v.Passes() {
+				return v
+			}
+		}
+		if e.AskedVersion != "" {
+			planning.Extra[e.AskedVersion]++ // admitted: a canary the next candidates see
+		}
+		return Pass
+	})
+}
+
+// BuildPlan takes the waiting nodes keep lets through, in admission order (budget.Order: already
+// unavailable first, then the longest waiting; Queue), and admits each while every pool it is in has
+// room. check is asked, in that order, about each node the budget has room for; a node it holds is not
+// admitted and uses nothing.
+func BuildPlan(s *Snapshot, l Limits, now time.Time, keep func(name string, e Node) bool, check func(name string) Verdict) *Plan {
 	pools := map[string]budget.Pool{}
 	for _, p := range s.Pools(l) {
 		if p.Limited {
 			pools[p.Key] = budget.Pool{Limit: p.Limit, Used: p.Used}
 		}
 	}
-	cands := candidates(s, o, sw, now)
+	cands := candidates(s, now, keep)
 	p := &Plan{Gen: s.Gen, At: now, Admitted: map[string]bool{}, HeldBy: map[string]Verdict{}, Full: map[string]bool{}, Settled: map[string]bool{}}
 	skip := func(name string) bool {
 		if v := check(name); !v.Passes() {

@@ -157,11 +157,12 @@ func CanaryOf(s VersionStats, c Canary, resumed, now time.Time, inFlightExtra in
 	return CanaryState{State: "waiting", Failures: failures}
 }
 
-// versionGate is the canary and halt decision for one node: pass when it asks for no version or
-// canaries and halts are off. extra counts the nodes the plan admitted for that version already.
-func (a *Admitter) versionCheck(e Node, sw Switch, now time.Time, stats map[string]*VersionStats, extra map[string]int) Verdict {
+// versionCheck is the canary and halt decision for one node under canary c: pass when it asks for no
+// version or canaries and halts are off. extra counts the nodes the plan admitted for that version
+// already.
+func versionCheck(e Node, c Canary, sw Switch, now time.Time, stats map[string]*VersionStats, extra map[string]int) Verdict {
 	v := e.AskedVersion
-	if !a.canary.On() || v == "" {
+	if !c.On() || v == "" {
 		return Pass
 	}
 	mem, _ := sw.(Memory) // a switch without memory: no failures, no proofs (canaries wait, fail closed)
@@ -174,19 +175,25 @@ func (a *Admitter) versionCheck(e Node, sw Switch, now time.Time, stats map[stri
 		s = *p
 	}
 	s = WithMemory(s, v, mem)
-	return versionVerdict(v, CanaryOf(s, a.canary, resumed, now, extra[v]), a.canary, now)
+	return versionVerdict(v, CanaryOf(s, c, resumed, now, extra[v]), c, now)
 }
 
-// VersionHaltGate holds a node asking for a halted version whatever the budget says, so the reason
-// it shows is the halt.
-func (a *Admitter) versionHaltGate() Gate {
-	return Gate{"version-halted", func(_ context.Context, in Input) Verdict {
-		if v := a.versionCheck(in.Node, in.Fleet.Switch, in.Now, in.Fleet.Versions(), nil); v.Kind == KindVersionHalted {
+// VersionGate holds a node asking for a halted version whatever the budget says, so the reason it
+// shows is the halt; the plan also asks it about each node the budget has room for, where a version
+// whose canaries have not proven it holds the others (their reason then comes from the plan, after the
+// budget's).
+var VersionGate = Gate{Name: "version", Scope: ScopeNode, Plan: PlanCheck,
+	Doc: "its OS version is halted (`--max-failed-per-version`: whatever the budget says), or, asked by the plan, that version's canaries go first (`--canary-nodes`, `--canary-bake`)",
+	Check: func(_ context.Context, in Input) Verdict {
+		c := in.Policy.Canary
+		if in.Planning != nil {
+			return versionCheck(in.Node, c, in.Fleet.Switch, in.Now, in.Fleet.Versions(), in.Planning.Extra)
+		}
+		if v := versionCheck(in.Node, c, in.Fleet.Switch, in.Now, in.Fleet.Versions(), nil); v.Kind == KindVersionHalted {
 			return v
 		}
 		return Pass
 	}}
-}
 
 // versionVerdict holds a node asking for v unless v's canary state lets it go.
 func versionVerdict(v string, st CanaryState, c Canary, now time.Time) Verdict {

@@ -73,3 +73,30 @@ func Cell(s string) string {
 func Prose(s string) string {
 	return strings.ReplaceAll(s, "<", `\<`)
 }
+
+// CheckSection holds the part of a hand-written page between the lines `<!-- BEGIN name -->` and
+// `<!-- END name -->` to want (generated from the code), as CheckGenerated holds a whole page: with
+// UpdateVar set it writes want there instead.
+func CheckSection(t testing.TB, path, name, want string) {
+	t.Helper()
+	page, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin, end := "<!-- BEGIN "+name+" (make docs) -->\n", "<!-- END "+name+" -->\n"
+	before, rest, ok := strings.Cut(string(page), begin)
+	got, after, ok2 := strings.Cut(rest, end)
+	if !ok || !ok2 {
+		t.Fatalf("%s has no section between %q and %q: add those two lines where the generated %s goes, then run `make docs`", path, strings.TrimSpace(begin), strings.TrimSpace(end), name)
+	}
+	if got == want {
+		return
+	}
+	if os.Getenv(UpdateVar) != "" {
+		if err := os.WriteFile(path, []byte(before+begin+want+end+after), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("%s: the %s is stale: run `make docs` (it is generated from the code). It should be:\n%s", path, name, want)
+}
