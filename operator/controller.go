@@ -46,39 +46,33 @@ import (
 	"github.com/slipway-dev/slipway/operator/blocker"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/fence"
-	"github.com/slipway-dev/slipway/operator/health"
 	"github.com/slipway-dev/slipway/operator/notify"
+	"github.com/slipway-dev/slipway/operator/policy"
 	"github.com/slipway-dev/slipway/operator/stall"
-	"github.com/slipway-dev/slipway/operator/steer"
 )
 
 // Defaults, one per setting: New and the update-operator's flags both use these.
 const (
 	DefaultWorkers        = 4
 	DefaultStuckAfter     = 2 * time.Minute
-	DefaultDrainRetryBase = 10 * time.Second
-	DefaultDrainRetryMax  = 5 * time.Minute
+	DefaultDrainRetryBase = policy.DefaultDrainRetryBase
+	DefaultDrainRetryMax  = policy.DefaultDrainRetryMax
 )
 
 // Config wires a Controller.
 type Config struct {
-	Client         kubernetes.Interface
-	Hooks          protocol.Hooks
-	MaxUnavailable budget.Max
-	Drain          DrainConfig
-	Recorder       record.EventRecorder
-	Metrics        *Metrics // may be nil
-	Log            klog.Logger
-	Now            func() time.Time
+	// Policy is the reboot policy (package policy: compiled from the flags); its fields are Config's.
+	policy.Policy
+
+	Client   kubernetes.Interface
+	Recorder record.EventRecorder
+	Metrics  *Metrics // may be nil
+	Log      klog.Logger
+	Now      func() time.Time
 
 	// Fence, when set, is asked before every admission; it refuses unless this instance leads (see
 	// package fence). Nil only when leader election is off.
 	Fence func(context.Context) (fence.Term, error)
-	// RebootTimeout is how long a node may stay in one stage of its cycle before it is reported
-	// stalled (annotation, Warning Event, metric); 0 never.
-	RebootTimeout time.Duration
-	// StallPolicy says whether a stalled node keeps its budget slot.
-	StallPolicy stall.Policy
 	// StuckAfter: /healthz and /readyz fail when one sync has run this long, or nodes have waited in
 	// the queue this long without any sync finishing (DefaultStuckAfter).
 	StuckAfter time.Duration
@@ -88,50 +82,25 @@ type Config struct {
 	// node to two workers), so a hundred nodes' round trips to the API server overlap.
 	Workers int
 
-	// Policies. GroupLabel names the node label whose values are budget groups (FleetLock's group for
-	// nodes without it); MaxUnavailablePerGroup (nil: none) limits each group as MaxUnavailable limits
-	// the fleet. Control-plane nodes have their own budget (default 1) and an order.
-	GroupLabel                 string
-	MaxUnavailablePerGroup     *budget.Max
-	MaxUnavailableControlPlane budget.Max
-	ControlPlaneOrder          admission.Order
-	// Schedule gates new cycles (windows, FLUO's window, exclusions); nil: always open.
-	Schedule admission.Schedule
-	// Blockers are checked before a node is admitted. BlockerInformers feed them (e.g. the pod
-	// informer); Run starts them, waits for them, and looks at waiting nodes again when they change.
+	// Blockers are checked before a node is admitted (the policy's, wired to their informers).
+	// BlockerInformers feed them (e.g. the pod informer); Run starts them, waits for them, and looks at
+	// waiting nodes again when they change.
 	Blockers         []admission.Blocker
 	BlockerInformers []cache.SharedIndexInformer
-	// HealthChecks are the parsed --health-check flags (the health blocker in Blockers evaluates them;
-	// kept here for the published status).
-	HealthChecks []*health.Check
 	// BlockerTimeout bounds one blocker's check (admission.DefaultCheckTimeout when 0).
 	BlockerTimeout time.Duration
 	// BlockerRetry: how soon a node held by a blocker is asked about again although nothing it watches
 	// changed (admission.DefaultBlockerRetry when 0).
 	BlockerRetry time.Duration
-	// MinReady, when set, adds the min-ready-nodes blocker over this controller's own view of the
-	// Nodes (its writes included, so two admissions in a row see each other).
-	MinReady *blocker.MinReadyNodes
 	// Namespace holds the fleet switch (ConfigMap slipway-fleet); "" turns the switch off.
 	Namespace string
 	// Notify sends --notify-url notifications; nil: none (its methods are nil-safe).
 	Notify *notify.Sender
 	// Identity is this instance's leader-election identity, published as the fleet status's leader.
 	Identity string
-	// Settle keeps a finished node's budget slots held for a while (settle.go).
-	Settle SettleConfig
-	// Steer: the PreferNoSchedule taint on waiting nodes, the load-balancer exclusion and kured's
-	// node labels around the cycle (package steer); zero: none.
-	Steer steer.Config
-	// Canary: per-OS-version canaries and halts (--canary-nodes, --canary-bake,
-	// --max-failed-per-version); zero: off.
-	Canary admission.Canary
 	// StartPaused: on a fresh install (no slipway-fleet ConfigMap in Namespace yet) the leader
 	// creates it paused before its first admission (--start-paused).
 	StartPaused bool
-	// MaxFailedReboots pauses the fleet when that many nodes of the current roll-out stalled after
-	// their grant or came back with a fleet-wide blocker firing; 0 never.
-	MaxFailedReboots int
 }
 
 // Controller is the update-operator's reconcile loop (informer → workqueue → one sync per node).
@@ -299,7 +268,7 @@ func New(cfg Config) (*Controller, error) {
 		Limits: c.limits(),
 		Order:  cfg.ControlPlaneOrder,
 		// The retry bound is the drain's: --undrainable-retry.
-		Policy:       &admission.Policy{Schedule: cfg.Schedule, Canary: cfg.Canary, UndrainableRetry: cfg.Drain.UndrainableRetry},
+		Policy:       cfg.Admission(),
 		Blockers:     blockers,
 		CheckTimeout: cfg.BlockerTimeout,
 		BlockerRetry: cfg.BlockerRetry,

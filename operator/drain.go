@@ -14,72 +14,23 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/policy"
 )
 
-// DrainPolicy says what happens when a drain fails or times out.
-type DrainPolicy string
+// The drain's configuration is part of the policy (package policy); these names are kept for the
+// package's callers.
+type (
+	DrainPolicy = policy.DrainPolicy
+	DrainConfig = policy.DrainConfig
+)
 
 const (
-	// DrainRetry keeps the node cordoned, records the error and retries with backoff. No reboot-ok.
-	DrainRetry DrainPolicy = "retry"
-	// DrainSkip ends the cycle of a node whose drain failed (uncordoned if Slipway cordoned it) and
-	// lets the next node go; the node is retried after every other waiting node, at most once per
-	// --undrainable-retry.
-	DrainSkip DrainPolicy = "skip"
-	// DrainForce grants reboot-ok anyway after a failed drain (FLUO's behaviour, which Slipway does
-	// not default to: pods protected by a PDB would go down with the node).
-	DrainForce DrainPolicy = "force"
+	DrainRetry               = policy.DrainRetry
+	DrainSkip                = policy.DrainSkip
+	DrainForce               = policy.DrainForce
+	DefaultUndrainableRetry  = policy.DefaultUndrainableRetry
+	DefaultSkipWaitForDelete = policy.DefaultSkipWaitForDelete
 )
-
-// ParseDrainPolicy reads --drain-failure-policy.
-func ParseDrainPolicy(s string) (DrainPolicy, error) {
-	switch p := DrainPolicy(s); p {
-	case DrainRetry, DrainForce, DrainSkip:
-		return p, nil
-	}
-	return "", fmt.Errorf("drain failure policy %q: want %q, %q or %q", s, DrainRetry, DrainForce, DrainSkip)
-}
-
-// DrainConfig configures how nodes are drained.
-type DrainConfig struct {
-	// Timeout bounds one drain attempt (eviction retries on PDB refusals included); 0 means none.
-	Timeout time.Duration
-	// GracePeriod overrides each pod's termination grace period; negative uses the pod's own.
-	GracePeriod time.Duration
-	// Force also evicts pods no controller manages (they will not come back).
-	Force bool
-	// Policy decides what a failed attempt leads to.
-	Policy DrainPolicy
-	// RetryBase and RetryMax bound the backoff between failed attempts.
-	RetryBase, RetryMax time.Duration
-	// SkipWaitForDelete: on a NotReady node, a pod deleted (evicted) longer ago than this is taken as
-	// gone (kubectl drain's --skip-wait-for-delete-timeout). A NotReady node's kubelet cannot finish
-	// its pods, so they stay Terminating for ever and the drain could never end. Ready nodes always
-	// wait. 0: DefaultSkipWaitForDelete.
-	SkipWaitForDelete time.Duration
-	// SkipWaitForDeleteAll is kured's --skip-wait-for-delete-timeout: on every node, Ready or not, a
-	// pod deleted longer ago than this is taken as gone (a Ready node's pod stuck Terminating on a
-	// finalizer would otherwise time every attempt out). 0: Ready nodes always wait. On a NotReady
-	// node the shorter of the two applies.
-	SkipWaitForDeleteAll time.Duration
-	// UndrainableRetry: under DrainSkip, how long a skipped node waits before it is admitted again
-	// (DefaultUndrainableRetry when 0).
-	UndrainableRetry time.Duration
-	// WaitForVolumeDetach: after the drain, reboot-ok waits until no VolumeAttachment names the node
-	// but those of volumes pods that stay on it use (pods PodSelector leaves, DaemonSet pods), at most
-	// VolumeDetachTimeout (DefaultVolumeDetachTimeout when 0); then it counts as a failed drain.
-	WaitForVolumeDetach bool
-	VolumeDetachTimeout time.Duration
-	// PodSelector is kured's --drain-pod-selector: only pods matching this label selector are evicted;
-	// the others stay on the node through its reboot. "": every pod.
-	PodSelector string
-}
-
-// DefaultUndrainableRetry is DrainConfig.UndrainableRetry's default.
-const DefaultUndrainableRetry = time.Hour
-
-// DefaultSkipWaitForDelete is DrainConfig.SkipWaitForDelete's default.
-const DefaultSkipWaitForDelete = time.Minute
 
 // drainResult is the outcome of the last drain attempt of one cycle of one node.
 type drainResult struct {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/budget"
+	"github.com/slipway-dev/slipway/operator/policy"
 )
 
 // The same Warning again within the window is dropped; another reason, another message or another
@@ -64,7 +65,7 @@ func TestReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(Config{Client: client, MaxUnavailable: max, StuckAfter: 300 * time.Millisecond})
+	c, err := New(Config{Client: client, Policy: policy.Policy{MaxUnavailable: max}, StuckAfter: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/fence"
+	"github.com/slipway-dev/slipway/operator/policy"
 	"github.com/slipway-dev/slipway/operator/stall"
 )
 
@@ -140,17 +141,19 @@ func startOperator(t *testing.T, o opOptions) context.CancelFunc {
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	cfg := operator.Config{
-		Client:         client,
-		Hooks:          protocol.Hooks{Before: o.before, After: o.after},
-		MaxUnavailable: max,
-		Drain:          operator.DrainConfig{Timeout: o.drainTO, GracePeriod: -1, Force: o.forceDrain, Policy: o.policy, RetryBase: o.retryBase, RetryMax: 2 * time.Second},
-		Recorder:       tapRecorder{broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "slipway-update-operator"})},
-		Log:            klog.Background().WithName(t.Name()),
-		Now:            o.now,
-		RebootTimeout:  o.rebootTimeout,
-		StallPolicy:    o.stallPolicy,
-		Fence:          o.fence,
-		Metrics:        o.metrics,
+		Policy: policy.Policy{
+			Hooks:          protocol.Hooks{Before: o.before, After: o.after},
+			MaxUnavailable: max,
+			Drain:          operator.DrainConfig{Timeout: o.drainTO, GracePeriod: -1, Force: o.forceDrain, Policy: o.policy, RetryBase: o.retryBase, RetryMax: 2 * time.Second},
+			RebootTimeout:  o.rebootTimeout,
+			StallPolicy:    o.stallPolicy,
+		},
+		Client:   client,
+		Recorder: tapRecorder{broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "slipway-update-operator"})},
+		Log:      klog.Background().WithName(t.Name()),
+		Now:      o.now,
+		Fence:    o.fence,
+		Metrics:  o.metrics,
 		// Held nodes are asked about again after 1 s, not 10: the tests that change what a blocker
 		// reads (a Deployment's status, an alert) see the answer within their waits at once.
 		BlockerRetry: time.Second,
@@ -431,8 +434,8 @@ func benchOperator(b *testing.B, max string) func() {
 		b.Fatal(err)
 	}
 	c, err := operator.New(operator.Config{
-		Client: client, MaxUnavailable: m, Log: klog.Background(),
-		Drain: operator.DrainConfig{Timeout: 30 * time.Second, GracePeriod: -1, Policy: operator.DrainRetry},
+		Client: client, Log: klog.Background(),
+		Policy: policy.Policy{MaxUnavailable: m, Drain: operator.DrainConfig{Timeout: 30 * time.Second, GracePeriod: -1, Policy: operator.DrainRetry}},
 	})
 	if err != nil {
 		b.Fatal(err)

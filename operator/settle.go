@@ -14,28 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/policy"
 )
 
-// SettleConfig says how long a node that finished its cycle keeps its budget slots, so that what
-// its reboot disturbed (a quorum re-syncing, replicas rescheduled) recovers before the next node of
-// its pools goes down.
-type SettleConfig struct {
-	// Time: at least this long after the node finished (--settle-time); 0 none.
-	Time time.Duration
-	// PDBs: until every PodDisruptionBudget its pods fell under when its drain began allows a
-	// disruption again, if it allowed any then (--settle-pdbs). Not "as many as then": another lasting
-	// disruption (a node down for repair, a crash-looping replica) takes headroom this node's drain
-	// never gave back, and would hold every settle to --settle-timeout (docs/concepts.md).
-	PDBs bool
-	// Timeout bounds the wait for PDBs (--settle-timeout, DefaultSettleTimeout); then a Warning and,
-	// with Hold, the slots stay held until they recover (--settle-timeout-policy=hold), else the
-	// roll-out proceeds.
-	Timeout time.Duration
-	Hold    bool
-}
+// SettleConfig is the policy's (package policy).
+type SettleConfig = policy.SettleConfig
 
 // DefaultSettleTimeout is SettleConfig.Timeout's default.
-const DefaultSettleTimeout = 15 * time.Minute
+const DefaultSettleTimeout = policy.DefaultSettleTimeout
 
 // settling says why node n, out of its cycle, still holds its slots now ("" it does not) and until
 // when only time can end that (zero: a PDB recovering will; the PDB informer looks again then).

@@ -17,6 +17,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/budget"
+	"github.com/slipway-dev/slipway/operator/policy"
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
@@ -61,7 +62,7 @@ func newFixture(t *testing.T, tweak func(*Config), objs ...*corev1.Node) *fixtur
 	}
 	rec := record.NewFakeRecorder(100)
 	one, _ := budget.ParseMax("1")
-	cfg := Config{Client: client, Recorder: rec, MaxUnavailable: one, Now: func() time.Time { return now0 }}
+	cfg := Config{Client: client, Recorder: rec, Policy: policy.Policy{MaxUnavailable: one}, Now: func() time.Time { return now0 }}
 	if tweak != nil {
 		tweak(&cfg)
 	}

@@ -16,10 +16,10 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/policy"
 )
 
-// DefaultVolumeDetachTimeout is DrainConfig.VolumeDetachTimeout's default.
-const DefaultVolumeDetachTimeout = 10 * time.Minute
+const DefaultVolumeDetachTimeout = policy.DefaultVolumeDetachTimeout
 
 // byNode indexes VolumeAttachments by the node they name.
 const byNode = "node"

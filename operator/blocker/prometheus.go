@@ -247,3 +247,6 @@ func blockingAlerts(alerts []promv1.Alert, include, exclude *regexp.Regexp, incl
 	sort.Strings(names)
 	return names
 }
+
+// URL is the Prometheus URL without its secrets (redact.URL), as reasons and the published policy show it.
+func (a *Alerts) URL() string { return a.addr }

@@ -38,6 +38,7 @@ import (
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/budget"
+	"github.com/slipway-dev/slipway/operator/policy"
 )
 
 func main() {
@@ -126,13 +127,15 @@ func run(count int, maxUnavail string, timeout time.Duration, keep bool) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	ctrl, err := operator.New(operator.Config{
-		Client:         client,
-		MaxUnavailable: max,
-		Drain:          operator.DrainConfig{Timeout: time.Minute, GracePeriod: -1, Policy: operator.DrainRetry, RetryBase: time.Second, RetryMax: 5 * time.Second},
-		Recorder:       broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "slipway-update-operator"}),
-		Log:            klog.Background(),
-		Canary:         canary,
-		Settle:         settle,
+		Policy: policy.Policy{
+			MaxUnavailable: max,
+			Drain:          operator.DrainConfig{Timeout: time.Minute, GracePeriod: -1, Policy: operator.DrainRetry, RetryBase: time.Second, RetryMax: 5 * time.Second},
+			Canary:         canary,
+			Settle:         settle,
+		},
+		Client:   client,
+		Recorder: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "slipway-update-operator"}),
+		Log:      klog.Background(),
 	})
 	if err != nil {
 		return err

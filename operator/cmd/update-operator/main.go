@@ -14,9 +14,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
-	"regexp"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,9 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -46,19 +42,14 @@ import (
 	"github.com/slipway-dev/slipway/internal/fluoflags"
 	"github.com/slipway-dev/slipway/internal/httpserve"
 	"github.com/slipway-dev/slipway/internal/kubeclient"
-	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/version"
 	"github.com/slipway-dev/slipway/operator"
-	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/blocker"
-	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/fence"
 	"github.com/slipway-dev/slipway/operator/health"
 	"github.com/slipway-dev/slipway/operator/notify"
-	"github.com/slipway-dev/slipway/operator/stall"
+	"github.com/slipway-dev/slipway/operator/policy"
 	"github.com/slipway-dev/slipway/operator/status"
-	"github.com/slipway-dev/slipway/operator/steer"
-	"github.com/slipway-dev/slipway/operator/window"
 )
 
 const usage = `update-operator: coordinates safe reboots of Flatcar nodes (FLUO-compatible).
@@ -94,46 +85,13 @@ func (l *selectorFlag) Set(s string) error {
 }
 
 type options struct {
+	// spec is the reboot policy: the policy flags bind straight into it (package policy).
+	spec                                      policy.Spec
 	kubeconfig                                string
 	limits                                    kubeclient.Limits
 	profiling                                 bool
-	maxUnavailable                            string
-	windowStart, windowLength, windowTZ       string
-	before, after                             listFlag
-	drainTimeout                              time.Duration
-	drainGrace                                graceFlag
-	forceDrain                                bool
-	drainPolicy                               string
-	stallPolicy                               string
-	groupLabel, maxPerGroup, maxControlPlane  string
-	controlPlaneOrder                         string
-	maxFailedReboots                          int
-	podsOnNode, podsInCluster                 selectorFlag
-	prometheusURL, alertInclude, alertExclude string
-	alertFiringOnly                           bool
-	alertRequire                              selectorFlag
-	alertAcceptEmpty                          bool
-	minReady                                  string
-	windows, exclusions                       multiFlag
 	notifyURLs                                urlsFlag
 	notifyBlockedAfter                        time.Duration
-	rebootTimeout                             time.Duration
-	drainRetryBase, drainRetryMax             time.Duration
-	drainSkipWait                             time.Duration
-	skipWaitAll                               secondsFlag
-	drainPodSelector                          string
-	settleTime, settleTimeout                 time.Duration
-	settlePDBs                                bool
-	settlePolicy                              string
-	waitVolumes                               bool
-	canaryNodes, maxFailedPerVersion          int
-	canaryBake                                time.Duration
-	healthChecks                              selectorFlag
-	volumeTimeout                             time.Duration
-	undrainableRetry                          time.Duration
-	preferNoScheduleTaint                     string
-	excludeLBs                                bool
-	preLabels, postLabels                     listFlag
 	namespace, leaseName, identity            string
 	leaderElect                               bool
 	leaseDuration, renewDeadline, retryPeriod time.Duration
@@ -150,61 +108,62 @@ func main() {
 
 func parse(args []string) (*options, *flag.FlagSet, error) {
 	o := &options{}
+	def := policy.Defaults() // the policy flags' defaults
 	fs := flag.NewFlagSet("update-operator", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; empty means in-cluster config (or $KUBECONFIG)")
 	o.limits.AddFlags(fs, kubeclient.OperatorLimits)
-	fs.StringVar(&o.maxUnavailable, "max-unavailable", "1", "nodes that may be unavailable at once: a count or a percentage of all nodes (rounded down, at least 1). Nodes in a reboot cycle, NotReady nodes and nodes cordoned by others all count")
-	fs.StringVar(&o.groupLabel, "group-label", "", "node label whose values are budget groups, e.g. topology.kubernetes.io/zone; nodes without it form one group (a FleetLock node without it: the group its Zincati asks in)")
-	fs.StringVar(&o.maxPerGroup, "max-unavailable-per-group", "", "nodes of one group that may be unavailable at once (count or % of the group); empty: groups share --max-unavailable only. Both limits hold at every instant")
-	fs.StringVar(&o.maxControlPlane, "max-unavailable-control-plane", "1", "control-plane nodes (label node-role.kubernetes.io/control-plane) that may be unavailable at once (count or %)")
-	fs.StringVar(&o.controlPlaneOrder, "control-plane-order", string(admission.OrderNone), "\"none\" (workers and control plane compete for the budget), \"workers-first\" (no control-plane node starts while a worker waits or is in its cycle) or \"control-plane-first\"")
-	fs.IntVar(&o.maxFailedReboots, "max-failed-reboots", 0, "pause the whole fleet (failures-paused) once this many nodes of the current roll-out stalled after their reboot was granted (see --reboot-timeout) or came back on their old OS version (only a node's own evidence counts: a fleet-wide blocker holds the fleet, it fails no node); a person resumes it (kubectl slipway resume --failures, which starts a new count); 0 never")
-	fs.Var(&o.podsOnNode, "blocking-pod-selector", "label selector (kubectl syntax, e.g. app=backup or 'app=db,tier in (primary,replica)'): a node waits while an unfinished pod matching it runs on that node; one whole selector per flag, repeat the flag for several (kured's flag, same meaning)")
-	fs.Var(&o.podsInCluster, "blocking-pod-selector-in-cluster", "label selector: no node starts a reboot while an unfinished matching pod exists anywhere in the cluster; one whole selector per flag, repeat the flag for several")
-	fs.StringVar(&o.prometheusURL, "prometheus-url", "", "Prometheus (or Thanos Querier) base URL: no node starts a reboot while a matching alert fires; unreachable means wait too (fail closed); empty disables")
-	fs.StringVar(&o.alertInclude, "alert-include", "", "regexp (unanchored) on alert names: only matching alerts block; empty: all")
-	fs.StringVar(&o.alertExclude, "alert-exclude", "", "regexp (unanchored) on alert names: matching alerts never block, e.g. ^(Watchdog|InfoInhibitor)$")
-	fs.BoolVar(&o.alertFiringOnly, "alert-firing-only", true, "only firing alerts block; false also counts pending ones (kured's default)")
-	fs.Var(&o.alertRequire, "alert-require", "alert name that must be firing for any node to start (default with --prometheus-url: Watchdog, kube-prometheus' always-firing alert): an empty answer from a Prometheus that just started or lost its rules then holds the fleet; it never blocks itself; repeatable")
-	fs.BoolVar(&o.alertAcceptEmpty, "alert-accept-empty", false, "with --prometheus-url and no --alert-require: admit on an answer without any alert (fail open: a Prometheus that lost its rules lets every node go); default false, which requires Watchdog")
-	fs.StringVar(&o.minReady, "min-ready-nodes", "", "admit a node only if at least this many other nodes stay Ready, schedulable and out of a cycle: a count or % of all nodes (rounded up); empty disables")
+	fs.StringVar(&o.spec.MaxUnavailable, "max-unavailable", def.MaxUnavailable, "nodes that may be unavailable at once: a count or a percentage of all nodes (rounded down, at least 1). Nodes in a reboot cycle, NotReady nodes and nodes cordoned by others all count")
+	fs.StringVar(&o.spec.GroupLabel, "group-label", "", "node label whose values are budget groups, e.g. topology.kubernetes.io/zone; nodes without it form one group (a FleetLock node without it: the group its Zincati asks in)")
+	fs.StringVar(&o.spec.MaxUnavailablePerGroup, "max-unavailable-per-group", "", "nodes of one group that may be unavailable at once (count or % of the group); empty: groups share --max-unavailable only. Both limits hold at every instant")
+	fs.StringVar(&o.spec.MaxUnavailableControlPlane, "max-unavailable-control-plane", def.MaxUnavailableControlPlane, "control-plane nodes (label node-role.kubernetes.io/control-plane) that may be unavailable at once (count or %)")
+	fs.StringVar(&o.spec.ControlPlaneOrder, "control-plane-order", def.ControlPlaneOrder, "\"none\" (workers and control plane compete for the budget), \"workers-first\" (no control-plane node starts while a worker waits or is in its cycle) or \"control-plane-first\"")
+	fs.IntVar(&o.spec.MaxFailedReboots, "max-failed-reboots", 0, "pause the whole fleet (failures-paused) once this many nodes of the current roll-out stalled after their reboot was granted (see --reboot-timeout) or came back on their old OS version (only a node's own evidence counts: a fleet-wide blocker holds the fleet, it fails no node); a person resumes it (kubectl slipway resume --failures, which starts a new count); 0 never")
+	fs.Var((*selectorFlag)(&o.spec.BlockingPodSelectors), "blocking-pod-selector", "label selector (kubectl syntax, e.g. app=backup or 'app=db,tier in (primary,replica)'): a node waits while an unfinished pod matching it runs on that node; one whole selector per flag, repeat the flag for several (kured's flag, same meaning)")
+	fs.Var((*selectorFlag)(&o.spec.BlockingPodSelectorsInCluster), "blocking-pod-selector-in-cluster", "label selector: no node starts a reboot while an unfinished matching pod exists anywhere in the cluster; one whole selector per flag, repeat the flag for several")
+	fs.StringVar(&o.spec.Alerts.PrometheusURL, "prometheus-url", "", "Prometheus (or Thanos Querier) base URL: no node starts a reboot while a matching alert fires; unreachable means wait too (fail closed); empty disables")
+	fs.StringVar(&o.spec.Alerts.Include, "alert-include", "", "regexp (unanchored) on alert names: only matching alerts block; empty: all")
+	fs.StringVar(&o.spec.Alerts.Exclude, "alert-exclude", "", "regexp (unanchored) on alert names: matching alerts never block, e.g. ^(Watchdog|InfoInhibitor)$")
+	fs.BoolVar(&o.spec.Alerts.FiringOnly, "alert-firing-only", def.Alerts.FiringOnly, "only firing alerts block; false also counts pending ones (kured's default)")
+	fs.Var((*selectorFlag)(&o.spec.Alerts.Require), "alert-require", "alert name that must be firing for any node to start (default with --prometheus-url: Watchdog, kube-prometheus' always-firing alert): an empty answer from a Prometheus that just started or lost its rules then holds the fleet; it never blocks itself; repeatable")
+	fs.BoolVar(&o.spec.Alerts.AcceptEmpty, "alert-accept-empty", false, "with --prometheus-url and no --alert-require: admit on an answer without any alert (fail open: a Prometheus that lost its rules lets every node go); default false, which requires Watchdog")
+	fs.StringVar(&o.spec.MinReadyNodes, "min-ready-nodes", "", "admit a node only if at least this many other nodes stay Ready, schedulable and out of a cycle: a count or % of all nodes (rounded up); empty disables")
 	fs.Var(&o.notifyURLs, "notify-url", "send notifications (cycle started, finished or aborted; stalled; fleet paused; blocked longer than --notify-blocked-after) to this shoutrrr URL, as kured's --notify-url: slack://, teams://, telegram://, ntfy://, smtp://, generic://host/path?template=json, logger:// ...; repeatable (several in UPDATE_OPERATOR_NOTIFY_URL separated by spaces); none: off")
 	fs.DurationVar(&o.notifyBlockedAfter, "notify-blocked-after", time.Hour, "notify once when nodes have been held this long by a pause or a blocker (not the plan: the budget, a window, the control-plane order, settling, canaries); once per episode, once per blocker fleet-wide; 0 never")
-	fs.Var(&o.windows, "reboot-window", "a reboot window \"[DAYS ]HH:MM-HH:MM[ ZONE]\", e.g. \"Mon-Fri 22:00-05:00 Europe/Berlin\"; DAYS like Mon-Fri, Sat,Sun, Mon,Wed-Fri, Fri-Mon or * (default every day), or days of each month: 3rd-Tue, last-Fri, 16 (mixable: 1st-Sat,15), naming the day the window starts; an end at or before the start is on the next day; ZONE an IANA name (default UTC). Repeat for more windows: new cycles start only while one is open (FLUO's --reboot-window-start/length is one more); none means always")
-	fs.Var(&o.exclusions, "reboot-exclusion", "a change freeze during which no new cycle starts, \"FROM/TO[ ZONE]\" with FROM and TO as YYYY-MM-DD (whole days, inclusive) or YYYY-MM-DDTHH:MM, or a single YYYY-MM-DD; e.g. \"2026-11-27/2026-12-01 America/New_York\". Wins over every window; cycles in flight finish. Repeatable")
-	fs.StringVar(&o.windowStart, "reboot-window-start", "", "start of the reboot window, FLUO format: \"14:00\" (daily) or \"Thu 14:00\" (weekly)")
-	fs.StringVar(&o.windowLength, "reboot-window-length", "", "length of the reboot window, e.g. \"1h30m\"")
-	fs.StringVar(&o.windowTZ, "reboot-window-timezone", "UTC", "IANA time zone the reboot window is in, e.g. \"Europe/Berlin\"")
-	fs.Var(&o.before, "before-reboot-annotations", "annotations (comma-separated) that must all be \"true\" before a node with the before-reboot label is drained")
-	fs.Var(&o.after, "after-reboot-annotations", "annotations (comma-separated) that must all be \"true\" before a rebooted node with the after-reboot label is finished")
-	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Minute, "time one drain attempt may take (PDB refusals are retried within it); 0 means no limit")
-	o.drainGrace = graceFlag(-time.Second)
-	fs.Var(&o.drainGrace, "drain-grace-period", "termination grace period for evicted pods: a duration (30s) or whole seconds as kured takes it (30); negative uses each pod's own (default -1s)")
-	fs.BoolVar(&o.forceDrain, "force-drain", false, "also evict pods that no controller manages (they are gone for good)")
-	fs.StringVar(&o.drainPolicy, "drain-failure-policy", string(operator.DrainRetry), "after a failed or timed-out drain: \"retry\" (keep cordoned, no reboot-ok, retry with backoff), \"skip\" (end the cycle, uncordon what Slipway cordoned, let the next node go; this one is retried after the other waiting nodes, not before --undrainable-retry) or \"force\" (grant reboot-ok anyway)")
-	fs.DurationVar(&o.undrainableRetry, "undrainable-retry", operator.DefaultUndrainableRetry, "--drain-failure-policy=skip: how long a node whose drain failed waits before it is admitted again")
-	fs.DurationVar(&o.drainRetryBase, "drain-retry-base", operator.DefaultDrainRetryBase, "first delay before retrying a failed drain (doubles per failure)")
-	fs.DurationVar(&o.drainRetryMax, "drain-retry-max", operator.DefaultDrainRetryMax, "longest delay between drain retries")
-	fs.DurationVar(&o.drainSkipWait, "drain-skip-wait-for-delete-timeout", operator.DefaultSkipWaitForDelete, "NotReady nodes only: a pod deleted longer ago than this is taken as gone (its kubelet cannot finish it), as kubectl drain's --skip-wait-for-delete-timeout; Ready nodes always wait")
-	fs.Var(&o.skipWaitAll, "skip-wait-for-delete-timeout", "every node, Ready or not: a pod deleted longer ago than this is taken as gone, so a pod stuck Terminating (a finalizer nobody removes) does not time every drain attempt out; seconds (kured's form, e.g. 300) or a duration (5m); 0 (default) waits for every pod on Ready nodes. On NotReady nodes the shorter of this and --drain-skip-wait-for-delete-timeout applies")
-	fs.StringVar(&o.drainPodSelector, "drain-pod-selector", "", "label selector (kubectl syntax): only pods matching it are evicted, the others stay on the node through its reboot (kured's flag, same meaning); empty: every pod")
-	fs.Var(&o.healthChecks, "health-check", "'RESOURCE.GROUP/NAME[@NAMESPACE]: CEL': no node starts a reboot unless the CEL expression over that live object (`object`) is true, e.g. 'deployments.apps/web@shop: object.status.availableReplicas >= object.spec.replicas'; fails closed (object missing, expression error, not a bool, RBAC refusal); the operator needs get on the resource (docs/concepts.md \"Health gates\"); repeatable")
-	fs.IntVar(&o.canaryNodes, "canary-nodes", 0, "for each OS version nodes ask to reboot for, the first N go alone (within the budget); the others asking for it wait (blocked-by canary) until N nodes finished on it and --canary-bake passed with no failure for it; 0 off")
-	fs.DurationVar(&o.canaryBake, "canary-bake", 0, "how long after the canaries of a version finished the others still wait for a failure to show (see --canary-nodes)")
-	fs.IntVar(&o.maxFailedPerVersion, "max-failed-per-version", 0, "after N failed cycles for one OS version (stalled after the grant, or back on the old version), no node asking for it is admitted (blocked-by version-halted) while nodes asking for other versions go on; kubectl slipway resume --version V releases it; 0 off")
-	fs.BoolVar(&o.waitVolumes, "wait-for-volume-detach", true, "after the drain, grant reboot-ok only once no VolumeAttachment names the node (the CSI driver detached its volumes), so the reboot does not outrun the detach; not those of volumes pods that stay on the node use (pods --drain-pod-selector leaves, DaemonSet pods), which stay attached")
-	fs.DurationVar(&o.volumeTimeout, "volume-detach-timeout", operator.DefaultVolumeDetachTimeout, "longest wait for --wait-for-volume-detach; then it counts as a failed drain (drain-error, DrainFailed Event, retried; --drain-failure-policy=force grants anyway)")
-	fs.DurationVar(&o.settleTime, "settle-time", 0, "after a node finishes its cycle it keeps its budget slots this long: no node of its pools is admitted in its place before (time for quorums to re-sync, kured's --lock-release-delay); 0 none")
-	fs.BoolVar(&o.settlePDBs, "settle-pdbs", true, "after a node finishes its cycle it also keeps its budget slots until every PodDisruptionBudget its pods fell under that allowed a disruption when its drain began allows one again (so the next drain is not refused by it; not as many as before: another lasting disruption must not hold every settle), bounded by --settle-timeout")
-	fs.DurationVar(&o.settleTimeout, "settle-timeout", operator.DefaultSettleTimeout, "longest wait for the PodDisruptionBudgets of --settle-pdbs after a node finished; then a SettleTimeout Warning Event, slipway_operator_settle_timeouts_total, and --settle-timeout-policy")
-	fs.StringVar(&o.settlePolicy, "settle-timeout-policy", "proceed", "when --settle-timeout passes with PodDisruptionBudgets still short: \"proceed\" (the next node goes; its drain still respects every PDB) or \"hold\" (the slots stay held until they are back)")
-	fs.StringVar(&o.preferNoScheduleTaint, "prefer-no-schedule-taint", "", "taint key: while a node waits for its turn it carries KEY:PreferNoSchedule, so new pods prefer other nodes and fewer are moved twice; removed when its cycle ends or it stops waiting, never when someone else set it (kured's flag, same meaning); empty: off. The operator's admission policy must allow the key (Helm does; docs/operate.md \"Steering\")")
-	fs.BoolVar(&o.excludeLBs, "exclude-from-load-balancers", false, "label a node node.kubernetes.io/exclude-from-external-load-balancers for its cycle, so the service controller takes it out of external load balancers before the drain; removed after only if Slipway added it")
-	fs.Var(&o.preLabels, "pre-reboot-node-labels", "labels KEY=VALUE (comma-separated, repeatable) written when a node's cycle starts, before the cordon (kured's flag, same meaning); KEY- removes a label. The operator's admission policy must allow the keys (Helm does)")
-	fs.Var(&o.postLabels, "post-reboot-node-labels", "labels KEY=VALUE or KEY- written when a node's cycle ends, with the uncordon (kured's flag; also when a cycle ends without a reboot, so a pre-reboot label never outlives its cycle)")
-	fs.DurationVar(&o.rebootTimeout, "reboot-timeout", 30*time.Minute, "time a node may spend in one stage of its cycle (hooks, drain, reboot, coming back Ready) before it is reported stalled: annotation update.slipway.dev/stalled, a Stalled Warning Event, slipway_operator_stalled_nodes; 0 never")
-	fs.StringVar(&o.stallPolicy, "stall-policy", string(stall.Hold), "a stalled node: \"hold\" keeps its budget slot (safe); \"release\" frees it once the node stalled after its reboot was granted, so the roll-out goes on without it")
+	fs.Var((*multiFlag)(&o.spec.Windows), "reboot-window", "a reboot window \"[DAYS ]HH:MM-HH:MM[ ZONE]\", e.g. \"Mon-Fri 22:00-05:00 Europe/Berlin\"; DAYS like Mon-Fri, Sat,Sun, Mon,Wed-Fri, Fri-Mon or * (default every day), or days of each month: 3rd-Tue, last-Fri, 16 (mixable: 1st-Sat,15), naming the day the window starts; an end at or before the start is on the next day; ZONE an IANA name (default UTC). Repeat for more windows: new cycles start only while one is open (FLUO's --reboot-window-start/length is one more); none means always")
+	fs.Var((*multiFlag)(&o.spec.Exclusions), "reboot-exclusion", "a change freeze during which no new cycle starts, \"FROM/TO[ ZONE]\" with FROM and TO as YYYY-MM-DD (whole days, inclusive) or YYYY-MM-DDTHH:MM, or a single YYYY-MM-DD; e.g. \"2026-11-27/2026-12-01 America/New_York\". Wins over every window; cycles in flight finish. Repeatable")
+	fs.StringVar(&o.spec.FLUOWindow.Start, "reboot-window-start", "", "start of the reboot window, FLUO format: \"14:00\" (daily) or \"Thu 14:00\" (weekly)")
+	fs.StringVar(&o.spec.FLUOWindow.Length, "reboot-window-length", "", "length of the reboot window, e.g. \"1h30m\"")
+	fs.StringVar(&o.spec.FLUOWindow.TimeZone, "reboot-window-timezone", def.FLUOWindow.TimeZone, "IANA time zone the reboot window is in, e.g. \"Europe/Berlin\"")
+	fs.Var((*listFlag)(&o.spec.Hooks.Before), "before-reboot-annotations", "annotations (comma-separated) that must all be \"true\" before a node with the before-reboot label is drained")
+	fs.Var((*listFlag)(&o.spec.Hooks.After), "after-reboot-annotations", "annotations (comma-separated) that must all be \"true\" before a rebooted node with the after-reboot label is finished")
+	fs.DurationVar(&o.spec.Drain.Timeout.Duration, "drain-timeout", def.Drain.Timeout.Duration, "time one drain attempt may take (PDB refusals are retried within it); 0 means no limit")
+	o.spec.Drain.GracePeriod = def.Drain.GracePeriod
+	fs.Var((*graceFlag)(&o.spec.Drain.GracePeriod.Duration), "drain-grace-period", "termination grace period for evicted pods: a duration (30s) or whole seconds as kured takes it (30); negative uses each pod's own (default -1s)")
+	fs.BoolVar(&o.spec.Drain.Force, "force-drain", false, "also evict pods that no controller manages (they are gone for good)")
+	fs.StringVar(&o.spec.Drain.FailurePolicy, "drain-failure-policy", def.Drain.FailurePolicy, "after a failed or timed-out drain: \"retry\" (keep cordoned, no reboot-ok, retry with backoff), \"skip\" (end the cycle, uncordon what Slipway cordoned, let the next node go; this one is retried after the other waiting nodes, not before --undrainable-retry) or \"force\" (grant reboot-ok anyway)")
+	fs.DurationVar(&o.spec.Drain.UndrainableRetry.Duration, "undrainable-retry", def.Drain.UndrainableRetry.Duration, "--drain-failure-policy=skip: how long a node whose drain failed waits before it is admitted again")
+	fs.DurationVar(&o.spec.Drain.RetryBase.Duration, "drain-retry-base", def.Drain.RetryBase.Duration, "first delay before retrying a failed drain (doubles per failure)")
+	fs.DurationVar(&o.spec.Drain.RetryMax.Duration, "drain-retry-max", def.Drain.RetryMax.Duration, "longest delay between drain retries")
+	fs.DurationVar(&o.spec.Drain.SkipWaitForDelete.Duration, "drain-skip-wait-for-delete-timeout", def.Drain.SkipWaitForDelete.Duration, "NotReady nodes only: a pod deleted longer ago than this is taken as gone (its kubelet cannot finish it), as kubectl drain's --skip-wait-for-delete-timeout; Ready nodes always wait")
+	fs.Var((*secondsFlag)(&o.spec.Drain.SkipWaitForDeleteAll.Duration), "skip-wait-for-delete-timeout", "every node, Ready or not: a pod deleted longer ago than this is taken as gone, so a pod stuck Terminating (a finalizer nobody removes) does not time every drain attempt out; seconds (kured's form, e.g. 300) or a duration (5m); 0 (default) waits for every pod on Ready nodes. On NotReady nodes the shorter of this and --drain-skip-wait-for-delete-timeout applies")
+	fs.StringVar(&o.spec.Drain.PodSelector, "drain-pod-selector", "", "label selector (kubectl syntax): only pods matching it are evicted, the others stay on the node through its reboot (kured's flag, same meaning); empty: every pod")
+	fs.Var((*selectorFlag)(&o.spec.HealthChecks), "health-check", "'RESOURCE.GROUP/NAME[@NAMESPACE]: CEL': no node starts a reboot unless the CEL expression over that live object (`object`) is true, e.g. 'deployments.apps/web@shop: object.status.availableReplicas >= object.spec.replicas'; fails closed (object missing, expression error, not a bool, RBAC refusal); the operator needs get on the resource (docs/concepts.md \"Health gates\"); repeatable")
+	fs.IntVar(&o.spec.Canary.Nodes, "canary-nodes", 0, "for each OS version nodes ask to reboot for, the first N go alone (within the budget); the others asking for it wait (blocked-by canary) until N nodes finished on it and --canary-bake passed with no failure for it; 0 off")
+	fs.DurationVar(&o.spec.Canary.Bake.Duration, "canary-bake", 0, "how long after the canaries of a version finished the others still wait for a failure to show (see --canary-nodes)")
+	fs.IntVar(&o.spec.Canary.MaxFailedPerVersion, "max-failed-per-version", 0, "after N failed cycles for one OS version (stalled after the grant, or back on the old version), no node asking for it is admitted (blocked-by version-halted) while nodes asking for other versions go on; kubectl slipway resume --version V releases it; 0 off")
+	fs.BoolVar(&o.spec.Drain.WaitForVolumeDetach, "wait-for-volume-detach", def.Drain.WaitForVolumeDetach, "after the drain, grant reboot-ok only once no VolumeAttachment names the node (the CSI driver detached its volumes), so the reboot does not outrun the detach; not those of volumes pods that stay on the node use (pods --drain-pod-selector leaves, DaemonSet pods), which stay attached")
+	fs.DurationVar(&o.spec.Drain.VolumeDetachTimeout.Duration, "volume-detach-timeout", def.Drain.VolumeDetachTimeout.Duration, "longest wait for --wait-for-volume-detach; then it counts as a failed drain (drain-error, DrainFailed Event, retried; --drain-failure-policy=force grants anyway)")
+	fs.DurationVar(&o.spec.Settle.Time.Duration, "settle-time", 0, "after a node finishes its cycle it keeps its budget slots this long: no node of its pools is admitted in its place before (time for quorums to re-sync, kured's --lock-release-delay); 0 none")
+	fs.BoolVar(&o.spec.Settle.PDBs, "settle-pdbs", def.Settle.PDBs, "after a node finishes its cycle it also keeps its budget slots until every PodDisruptionBudget its pods fell under that allowed a disruption when its drain began allows one again (so the next drain is not refused by it; not as many as before: another lasting disruption must not hold every settle), bounded by --settle-timeout")
+	fs.DurationVar(&o.spec.Settle.Timeout.Duration, "settle-timeout", def.Settle.Timeout.Duration, "longest wait for the PodDisruptionBudgets of --settle-pdbs after a node finished; then a SettleTimeout Warning Event, slipway_operator_settle_timeouts_total, and --settle-timeout-policy")
+	fs.StringVar(&o.spec.Settle.TimeoutPolicy, "settle-timeout-policy", def.Settle.TimeoutPolicy, "when --settle-timeout passes with PodDisruptionBudgets still short: \"proceed\" (the next node goes; its drain still respects every PDB) or \"hold\" (the slots stay held until they are back)")
+	fs.StringVar(&o.spec.Steering.PreferNoScheduleTaint, "prefer-no-schedule-taint", "", "taint key: while a node waits for its turn it carries KEY:PreferNoSchedule, so new pods prefer other nodes and fewer are moved twice; removed when its cycle ends or it stops waiting, never when someone else set it (kured's flag, same meaning); empty: off. The operator's admission policy must allow the key (Helm does; docs/operate.md \"Steering\")")
+	fs.BoolVar(&o.spec.Steering.ExcludeFromLoadBalancers, "exclude-from-load-balancers", false, "label a node node.kubernetes.io/exclude-from-external-load-balancers for its cycle, so the service controller takes it out of external load balancers before the drain; removed after only if Slipway added it")
+	fs.Var((*listFlag)(&o.spec.Steering.PreLabels), "pre-reboot-node-labels", "labels KEY=VALUE (comma-separated, repeatable) written when a node's cycle starts, before the cordon (kured's flag, same meaning); KEY- removes a label. The operator's admission policy must allow the keys (Helm does)")
+	fs.Var((*listFlag)(&o.spec.Steering.PostLabels), "post-reboot-node-labels", "labels KEY=VALUE or KEY- written when a node's cycle ends, with the uncordon (kured's flag; also when a cycle ends without a reboot, so a pre-reboot label never outlives its cycle)")
+	fs.DurationVar(&o.spec.RebootTimeout.Duration, "reboot-timeout", def.RebootTimeout.Duration, "time a node may spend in one stage of its cycle (hooks, drain, reboot, coming back Ready) before it is reported stalled: annotation update.slipway.dev/stalled, a Stalled Warning Event, slipway_operator_stalled_nodes; 0 never")
+	fs.StringVar(&o.spec.StallPolicy, "stall-policy", def.StallPolicy, "a stalled node: \"hold\" keeps its budget slot (safe); \"release\" frees it once the node stalled after its reboot was granted, so the roll-out goes on without it")
 	fs.BoolVar(&o.startPaused, "start-paused", false, "on a fresh install (no ConfigMap slipway-fleet in --namespace yet) create it paused before the first admission, so nodes that staged an update do not start rebooting the moment Slipway is installed; a person resumes (kubectl slipway resume). Never touches an existing ConfigMap. Slipway's manifests set it; off by default for FLUO's")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader-election Lease (default $POD_NAMESPACE)")
 	fs.StringVar(&o.leaseName, "lease-name", "slipway-update-operator", "name of the leader-election Lease")
@@ -234,186 +193,20 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	return o, fs, nil
 }
 
-// config validates the options into a controller configuration (everything but clients and logs).
+// config validates the options into a controller configuration (everything but clients and logs):
+// the policy compiled from its flags (policy.Compile), and what only the process needs.
 func (o *options) config() (operator.Config, error) {
 	var cfg operator.Config
-	max, err := budget.ParseMax(o.maxUnavailable)
+	p, err := policy.Compile(o.spec)
 	if err != nil {
 		return cfg, err
-	}
-	loc, err := time.LoadLocation(o.windowTZ)
-	if err != nil {
-		return cfg, fmt.Errorf("reboot-window-timezone %q: %w", o.windowTZ, err)
-	}
-	w, err := window.Parse(o.windowStart, o.windowLength, loc)
-	if err != nil {
-		return cfg, fmt.Errorf("reboot-window-start/reboot-window-length: %w", err)
-	}
-	var rules []*window.Rule
-	for _, spec := range o.windows {
-		r, err := window.ParseWindow(spec)
-		if err != nil {
-			return cfg, fmt.Errorf("reboot-window: %w", err)
-		}
-		rules = append(rules, r)
-	}
-	var excl []window.Exclusion
-	for _, spec := range o.exclusions {
-		e, err := window.ParseExclusion(spec)
-		if err != nil {
-			return cfg, fmt.Errorf("reboot-exclusion: %w", err)
-		}
-		excl = append(excl, e)
-	}
-	// FLUO's window is one more window of the one schedule (nil when there is nothing to gate on).
-	var schedule admission.Schedule
-	if w != nil || len(rules)+len(excl) > 0 {
-		schedule = window.NewSchedule(w, rules, excl)
-	}
-	policy, err := operator.ParseDrainPolicy(o.drainPolicy)
-	if err != nil {
-		return cfg, fmt.Errorf("drain-failure-policy: %w", err)
-	}
-	stall, err := stall.ParsePolicy(o.stallPolicy)
-	if err != nil {
-		return cfg, fmt.Errorf("stall-policy: %w", err)
-	}
-	if o.rebootTimeout < 0 {
-		return cfg, fmt.Errorf("reboot-timeout %s must not be negative", o.rebootTimeout)
 	}
 	if o.notifyBlockedAfter < 0 {
 		return cfg, fmt.Errorf("notify-blocked-after %s must not be negative", o.notifyBlockedAfter)
 	}
-	var perGroup *budget.Max
-	if o.maxPerGroup != "" {
-		m, err := budget.ParseMax(o.maxPerGroup)
-		if err != nil {
-			return cfg, fmt.Errorf("max-unavailable-per-group: %w", err)
-		}
-		perGroup = &m
-	}
-	maxCP, err := budget.ParseMax(o.maxControlPlane)
-	if err != nil {
-		return cfg, fmt.Errorf("max-unavailable-control-plane: %w", err)
-	}
-	order, err := admission.ParseOrder(o.controlPlaneOrder)
-	if err != nil {
-		return cfg, fmt.Errorf("control-plane-order: %w", err)
-	}
-	if o.maxFailedReboots < 0 {
-		return cfg, fmt.Errorf("max-failed-reboots %d must not be negative", o.maxFailedReboots)
-	}
-	var minReady *blocker.MinReadyNodes
-	if o.minReady != "" {
-		m, err := blocker.ParseMinReadyNodes(o.minReady)
-		if err != nil {
-			return cfg, fmt.Errorf("min-ready-nodes: %w", err)
-		}
-		minReady = &m
-	}
-	if _, err := blocker.ParseSelectors(append(append([]string{}, o.podsOnNode...), o.podsInCluster...)); err != nil {
-		return cfg, fmt.Errorf("blocking-pod-selector: %w", err)
-	}
-	var include, exclude *regexp.Regexp
-	for _, r := range []struct {
-		flag, expr string
-		dst        **regexp.Regexp
-	}{{"alert-include", o.alertInclude, &include}, {"alert-exclude", o.alertExclude, &exclude}} {
-		if r.expr == "" {
-			continue
-		}
-		re, err := regexp.Compile(r.expr)
-		if err != nil {
-			return cfg, fmt.Errorf("%s: %w", r.flag, err)
-		}
-		*r.dst = re
-	}
-	if len(o.alertRequire) > 0 && o.prometheusURL == "" {
-		return cfg, errors.New("alert-require needs --prometheus-url")
-	}
-	if o.alertAcceptEmpty && len(o.alertRequire) > 0 {
-		return cfg, errors.New("alert-accept-empty with --alert-require: an answer without the required alerts holds the fleet; give one of them")
-	}
-	if o.prometheusURL != "" {
-		require := []string(o.alertRequire)
-		if len(require) == 0 && !o.alertAcceptEmpty {
-			// Fail closed: an empty answer is what a Prometheus that lost its rules or its targets gives.
-			require = []string{DefaultAlertRequire}
-		}
-		alerts, err := blocker.NewAlerts(blocker.AlertsConfig{URL: o.prometheusURL, Include: include, Exclude: exclude, IncludePending: !o.alertFiringOnly, Require: require})
-		if err != nil {
-			return cfg, fmt.Errorf("prometheus-url: %w", err)
-		}
-		cfg.Blockers = append(cfg.Blockers, alerts)
-	}
-	if o.maxFailedReboots > 0 && o.rebootTimeout == 0 {
-		return cfg, errors.New("max-failed-reboots needs --reboot-timeout: a failed reboot is one that stalled")
-	}
-	if o.drainTimeout < 0 {
-		return cfg, fmt.Errorf("drain-timeout %s must not be negative", o.drainTimeout)
-	}
-	if o.drainSkipWait < time.Second {
-		return cfg, fmt.Errorf("drain-skip-wait-for-delete-timeout %s: must be at least 1s", o.drainSkipWait)
-	}
-	for _, spec := range o.healthChecks {
-		c, err := health.Parse(spec)
-		if err != nil {
-			return cfg, fmt.Errorf("health-check: %w", err)
-		}
-		cfg.HealthChecks = append(cfg.HealthChecks, c)
-	}
-	if o.canaryNodes < 0 || o.canaryBake < 0 || o.maxFailedPerVersion < 0 {
-		return cfg, fmt.Errorf("canary-nodes (%d), canary-bake (%s) and max-failed-per-version (%d) must not be negative", o.canaryNodes, o.canaryBake, o.maxFailedPerVersion)
-	}
-	if o.canaryBake > 0 && o.canaryNodes == 0 {
-		return cfg, errors.New("canary-bake needs --canary-nodes")
-	}
-	if o.undrainableRetry <= 0 {
-		return cfg, fmt.Errorf("undrainable-retry %s must be positive", o.undrainableRetry)
-	}
-	if o.volumeTimeout <= 0 {
-		return cfg, fmt.Errorf("volume-detach-timeout %s must be positive", o.volumeTimeout)
-	}
-	if o.settleTime < 0 || o.settleTimeout <= 0 {
-		return cfg, fmt.Errorf("settle-time (%s) must not be negative and settle-timeout (%s) must be positive", o.settleTime, o.settleTimeout)
-	}
 	if o.profiling {
 		if err := loopback(o.profilingAddr); err != nil {
 			return cfg, fmt.Errorf("profiling-address %q: %w", o.profilingAddr, err)
-		}
-	}
-	if o.settlePolicy != "proceed" && o.settlePolicy != "hold" {
-		return cfg, fmt.Errorf("settle-timeout-policy %q: want \"proceed\" or \"hold\"", o.settlePolicy)
-	}
-	if o.drainPodSelector != "" {
-		if _, err := labels.Parse(o.drainPodSelector); err != nil {
-			return cfg, fmt.Errorf("drain-pod-selector %q: %w", o.drainPodSelector, err)
-		}
-	}
-	steering, err := o.steer()
-	if err != nil {
-		return cfg, err
-	}
-	if o.drainRetryBase <= 0 || o.drainRetryMax < o.drainRetryBase {
-		return cfg, fmt.Errorf("drain-retry-base (%s) must be positive and at most drain-retry-max (%s)", o.drainRetryBase, o.drainRetryMax)
-	}
-	for _, a := range append(append([]string{}, o.before...), o.after...) {
-		if owner, ok := protocol.Owners[a]; ok {
-			return cfg, fmt.Errorf("before-reboot-annotations/after-reboot-annotations: %q is a protocol key written by the %s; pick a name of your own", a, owner)
-		}
-	}
-	if o.groupLabel != "" {
-		if errs := validation.IsQualifiedName(o.groupLabel); len(errs) > 0 {
-			return cfg, fmt.Errorf("group-label %q is not a label key: %s", o.groupLabel, strings.Join(errs, "; "))
-		}
-		// A group the node itself may write is no budget: a node could leave its group's budget or
-		// pause by relabelling itself (the agent policy lets the agent write exactly its own keys).
-		switch owner := protocol.Owners[o.groupLabel]; owner {
-		case protocol.WriterAgent, protocol.WriterFLUO, protocol.WriterFleetLock:
-			return cfg, fmt.Errorf("group-label %q is written by the %s on each node: a node could move itself out of its group's budget; use a label only an admin sets, e.g. topology.kubernetes.io/zone or node-restriction.kubernetes.io/<name> (which kubelets cannot set)", o.groupLabel, owner)
-		case "":
-		default:
-			return cfg, fmt.Errorf("group-label %q is a protocol key written by the %s; use a label of your own", o.groupLabel, owner)
 		}
 	}
 	if o.leaderElect && !(o.retryPeriod > 0 && o.retryPeriod < o.renewDeadline && o.renewDeadline < o.leaseDuration) {
@@ -425,53 +218,11 @@ func (o *options) config() (operator.Config, error) {
 	if o.leaderElect && o.namespace == "" {
 		return cfg, errors.New("no namespace for the leader-election Lease: set --namespace or POD_NAMESPACE (downward API)")
 	}
-	return operator.Config{
-		Hooks:          protocol.Hooks{Before: o.before, After: o.after},
-		MaxUnavailable: max,
-		RebootTimeout:  o.rebootTimeout,
-		StallPolicy:    stall,
-
-		GroupLabel:                 o.groupLabel,
-		MaxUnavailablePerGroup:     perGroup,
-		MaxUnavailableControlPlane: maxCP,
-		ControlPlaneOrder:          order,
-		Namespace:                  o.namespace,
-		MaxFailedReboots:           o.maxFailedReboots,
-		StartPaused:                o.startPaused,
-		Canary:                     admission.Canary{Nodes: o.canaryNodes, Bake: o.canaryBake, MaxFailed: o.maxFailedPerVersion},
-		Steer:                      steering,
-		Settle:                     operator.SettleConfig{Time: o.settleTime, PDBs: o.settlePDBs, Timeout: o.settleTimeout, Hold: o.settlePolicy == "hold"},
-		MinReady:                   minReady,
-		Schedule:                   schedule,
-		Blockers:                   cfg.Blockers,
-		HealthChecks:               cfg.HealthChecks,
-		Drain: operator.DrainConfig{
-			Timeout: o.drainTimeout, GracePeriod: time.Duration(o.drainGrace), Force: o.forceDrain, Policy: policy,
-			RetryBase: o.drainRetryBase, RetryMax: o.drainRetryMax, SkipWaitForDelete: o.drainSkipWait,
-			SkipWaitForDeleteAll: time.Duration(o.skipWaitAll), PodSelector: o.drainPodSelector,
-			WaitForVolumeDetach: o.waitVolumes, VolumeDetachTimeout: o.volumeTimeout, UndrainableRetry: o.undrainableRetry,
-		},
-	}, nil
-}
-
-// steer validates the steering flags. A pre- or post-reboot label may not be --group-label: it
-// would move the node between budget groups.
-func (o *options) steer() (steer.Config, error) {
-	c := steer.Config{PreferNoScheduleTaint: o.preferNoScheduleTaint, ExcludeFromLoadBalancers: o.excludeLBs}
-	if err := steer.ValidateTaintKey(o.preferNoScheduleTaint); err != nil {
-		return c, fmt.Errorf("prefer-no-schedule-taint: %w", err)
+	cfg = operator.Config{Policy: *p, Namespace: o.namespace, StartPaused: o.startPaused}
+	if p.Alerts != nil {
+		cfg.Blockers = append(cfg.Blockers, p.Alerts)
 	}
-	var err error
-	if c.Pre, err = steer.ParseLabels(o.preLabels); err != nil {
-		return c, fmt.Errorf("pre-reboot-node-labels: %w", err)
-	}
-	if c.Post, err = steer.ParseLabels(o.postLabels); err != nil {
-		return c, fmt.Errorf("post-reboot-node-labels: %w", err)
-	}
-	if o.groupLabel != "" && slices.Contains(c.LabelKeys(), o.groupLabel) {
-		return c, fmt.Errorf("pre-reboot-node-labels/post-reboot-node-labels: %s is --group-label; a cycle would move the node to another budget group", o.groupLabel)
-	}
-	return c, nil
+	return cfg, nil
 }
 
 func run() int {
@@ -544,7 +295,7 @@ func run() int {
 		cfg.Blockers = append(cfg.Blockers, &health.Blocker{Checks: cfg.HealthChecks, Client: dyn,
 			Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))})
 	}
-	if len(o.podsOnNode)+len(o.podsInCluster) > 0 {
+	if len(cfg.PodsOnNode)+len(cfg.PodsInCluster) > 0 {
 		// One stripped informer of unfinished pods feeds both pod blockers; started by the controller
 		// when it leads.
 		pods := blocker.NewPodInformer(client)
@@ -552,7 +303,7 @@ func run() int {
 		for _, b := range []struct {
 			sel []string
 			mk  func(blocker.PodSource, []string) (*blocker.Pods, error)
-		}{{o.podsOnNode, blocker.NewPodsOnNode}, {o.podsInCluster, blocker.NewPodsInCluster}} {
+		}{{cfg.PodsOnNode, blocker.NewPodsOnNode}, {cfg.PodsInCluster, blocker.NewPodsInCluster}} {
 			if len(b.sel) == 0 {
 				continue
 			}
@@ -663,10 +414,6 @@ func (o *options) instrument(reg prometheus.Registerer, log klog.Logger) (*opera
 	n, err := notify.New(o.notifyURLs, reg, log, notify.BlockedAfter(o.notifyBlockedAfter))
 	return m, n, err
 }
-
-// DefaultAlertRequire is the alert --prometheus-url requires unless --alert-require names others or
-// --alert-accept-empty: kube-prometheus' Watchdog, which always fires while the alerting pipeline works.
-const DefaultAlertRequire = "Watchdog"
 
 // serveHTTP serves /healthz (live: the process answers and, when it leads, its workers are not
 // wedged), /readyz (ready: also synced) and /metrics.

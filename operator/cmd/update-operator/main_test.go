@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/flagenv"
 	"github.com/slipway-dev/slipway/operator/blocker"
+	"github.com/slipway-dev/slipway/operator/policy"
 )
 
 func TestFlagsValid(t *testing.T) {
@@ -46,6 +48,25 @@ func TestFlagsValid(t *testing.T) {
 	}
 	if cfg.Drain.Timeout != 10*time.Minute || cfg.Drain.Policy != "retry" || cfg.Drain.SkipWaitForDeleteAll != 0 || cfg.Drain.PodSelector != "" {
 		t.Errorf("drain defaults: %+v", cfg.Drain)
+	}
+}
+
+// With no policy flag the update-operator runs policy.Defaults(): the flags bind straight into the
+// policy's Spec, so the two cannot drift apart.
+func TestFlagDefaultsAreThePolicyDefaults(t *testing.T) {
+	o, _, err := parse([]string{"--namespace=ns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(o.spec, policy.Defaults()) {
+		t.Errorf("the flags' defaults\n%+v\nare not policy.Defaults()\n%+v", o.spec, policy.Defaults())
+	}
+	cfg, err := o.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cfg.Spec, policy.Defaults()) {
+		t.Errorf("the compiled policy's Spec %+v is not what it was compiled from", cfg.Spec)
 	}
 }
 
@@ -326,13 +347,13 @@ func TestBlockingPodSelectorsAsKured(t *testing.T) {
 	if _, err := o.config(); err != nil {
 		t.Fatal(err)
 	}
-	if got := []string(o.podsOnNode); len(got) != 2 || got[0] != "a=b,c=d" || got[1] != "tier in (db,cache)" {
+	if got := o.spec.BlockingPodSelectors; len(got) != 2 || got[0] != "a=b,c=d" || got[1] != "tier in (db,cache)" {
 		t.Fatalf("on-node selectors = %q, want the two flags' values whole", got)
 	}
-	if got := []string(o.podsInCluster); len(got) != 1 || got[0] != "app=backup,!canary" {
+	if got := o.spec.BlockingPodSelectorsInCluster; len(got) != 1 || got[0] != "app=backup,!canary" {
 		t.Fatalf("in-cluster selectors = %q", got)
 	}
-	sels, err := blocker.ParseSelectors(o.podsOnNode)
+	sels, err := blocker.ParseSelectors(o.spec.BlockingPodSelectors)
 	if err != nil {
 		t.Fatal(err)
 	}
