@@ -22,6 +22,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/notify"
+	"github.com/slipway-dev/slipway/operator/policy"
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
@@ -400,7 +401,8 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if pause == nil && cm != nil && cm.Data[fleetswitch.KeyStatus] == string(raw) {
+	policies := c.published()
+	if pause == nil && cm != nil && cm.Data[fleetswitch.KeyStatus] == string(raw) && cm.Data[fleetswitch.KeyPolicies] == policies {
 		return recErr
 	}
 	var patch map[string]interface{}
@@ -412,6 +414,9 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 		patch = map[string]interface{}{"data": map[string]interface{}{}}
 	}
 	patch["data"].(map[string]interface{})[fleetswitch.KeyStatus] = string(raw)
+	if policies != "" {
+		patch["data"].(map[string]interface{})[fleetswitch.KeyPolicies] = policies
+	}
 	body, _ := json.Marshal(patch)
 	cms := c.cfg.Client.CoreV1().ConfigMaps(c.cfg.Namespace)
 	_, err = cms.Patch(ctx, fleetswitch.ConfigMapName, types.MergePatchType, body, metav1.PatchOptions{})
@@ -433,7 +438,18 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 	return recErr
 }
 
-// status is the fleet Status to publish (fleet.mu held).
+// published is the policies this operator runs as it publishes them (policy.Published): the Spec its
+// policy was compiled from; "" when it was not compiled from one (a Config put together field by
+// field), when the status view reads the Status's copy of the settings instead.
+func (c *Controller) published() string {
+	if !c.cfg.Compiled() {
+		return ""
+	}
+	return policy.Publish(policy.Named{Spec: c.cfg.Spec})
+}
+
+// status is the fleet Status to publish (fleet.mu held). Its copy of the settings (MaxUnavailable to
+// SettleTime) is what kubectl slipway before the published policies read; kept one release.
 func (c *Controller) status() fleetswitch.Status {
 	st := fleetswitch.Status{
 		Leader:                     c.cfg.Identity,

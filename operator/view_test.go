@@ -13,6 +13,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/operator/budget"
+	pol "github.com/slipway-dev/slipway/operator/policy"
 	"github.com/slipway-dev/slipway/operator/stall"
 	"github.com/slipway-dev/slipway/operator/status"
 )
@@ -46,51 +47,78 @@ func TestViewAndOperatorAgree(t *testing.T) {
 		mk("c2", "", nil, true, true, false),
 	}
 	perGroup, _ := budget.ParseMax("1")
-	for _, policy := range []stall.Policy{stall.Hold, stall.Release} {
-		t.Run(string(policy), func(t *testing.T) {
-			f := newFixture(t, func(c *Config) {
-				c.StallPolicy = policy
-				c.GroupLabel = zone
-				c.MaxUnavailable, _ = budget.ParseMax("50%")
-				c.MaxUnavailablePerGroup = &perGroup
-			}, nodes...)
-			f.c.fleet.mu.Lock()
-			st := f.c.status()
-			f.c.fleet.mu.Unlock()
-			raw, err := json.Marshal(st)
+	for _, form := range []string{"published policy", "status copy"} {
+		for _, sp := range []stall.Policy{stall.Hold, stall.Release} {
+			t.Run(form+"/"+string(sp), func(t *testing.T) {
+				testViewAndOperatorAgree(t, form, sp, zone, &perGroup, nodes)
+			})
+		}
+	}
+}
+
+// testViewAndOperatorAgree: the operator's policy compiled from a Spec, whose published form the view
+// reads (the Status's copy of the settings made wrong, so reading it would show), or put together by
+// hand, when the view reads the Status's copy (an operator from before the published policies).
+func testViewAndOperatorAgree(t *testing.T, form string, sp stall.Policy, zone string, perGroup *budget.Max, nodes []*corev1.Node) {
+	f := newFixture(t, func(c *Config) {
+		if form == "published policy" {
+			spec := pol.Defaults()
+			spec.StallPolicy, spec.GroupLabel, spec.MaxUnavailable, spec.MaxUnavailablePerGroup = string(sp), zone, "50%", "1"
+			p, err := pol.Compile(spec)
 			if err != nil {
 				t.Fatal(err)
 			}
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName}, Data: map[string]string{fleetswitch.KeyStatus: string(raw)}}
-			var objs []corev1.Node
-			for _, n := range nodes {
-				objs = append(objs, *n)
-			}
-			view := status.Build(objs, cm, fleetrecord.Record{}, "slipway-system", now0)
-			var got, want []string
-			for _, b := range view.Fleet.Budgets {
-				limit := "none"
-				if b.Limit != nil {
-					limit = fmt.Sprint(*b.Limit)
-				}
-				got = append(got, fmt.Sprintf("%s/%s %d of %d, limit %s", b.Pool, b.Group, b.Unavailable, b.Nodes, limit))
-			}
-			for _, p := range f.c.Pools() {
-				limit := "none"
-				if p.Limited {
-					limit = fmt.Sprint(p.Limit)
-				}
-				want = append(want, fmt.Sprintf("%s/%s %d of %d, limit %s", p.Kind, p.Group, p.Used, p.Nodes, limit))
-			}
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Errorf("view %q\noperator %q", got, want)
-			}
-			// And the two stalled nodes are what tells the policies apart.
-			fleetUsed := map[stall.Policy]int{stall.Hold: 5, stall.Release: 3}[policy] // a1, a2, a3 (NotReady), b2 (cordoned), c1; release frees a1 and c1
-			if p := f.c.Pools()[0]; p.Used != fleetUsed {
-				t.Errorf("fleet pool used %d under %s, want %d", p.Used, policy, fleetUsed)
-			}
-		})
+			c.Policy = *p
+			return
+		}
+		c.StallPolicy = sp
+		c.GroupLabel = zone
+		c.MaxUnavailable, _ = budget.ParseMax("50%")
+		c.MaxUnavailablePerGroup = perGroup
+	}, nodes...)
+	f.c.fleet.mu.Lock()
+	st := f.c.status()
+	f.c.fleet.mu.Unlock()
+	data := map[string]string{}
+	if form == "published policy" {
+		data[fleetswitch.KeyPolicies] = f.c.published()
+		st.MaxUnavailable, st.GroupLabel, st.StallPolicy, st.MaxUnavailablePerGroup = "100%", "", "", ""
+	} else if f.c.published() != "" {
+		t.Fatalf("a policy put together by hand published %s", f.c.published())
+	}
+	raw, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[fleetswitch.KeyStatus] = string(raw)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName}, Data: data}
+	var objs []corev1.Node
+	for _, n := range nodes {
+		objs = append(objs, *n)
+	}
+	view := status.Build(objs, cm, fleetrecord.Record{}, "slipway-system", now0)
+	var got, want []string
+	for _, b := range view.Fleet.Budgets {
+		limit := "none"
+		if b.Limit != nil {
+			limit = fmt.Sprint(*b.Limit)
+		}
+		got = append(got, fmt.Sprintf("%s/%s %d of %d, limit %s", b.Pool, b.Group, b.Unavailable, b.Nodes, limit))
+	}
+	for _, p := range f.c.Pools() {
+		limit := "none"
+		if p.Limited {
+			limit = fmt.Sprint(p.Limit)
+		}
+		want = append(want, fmt.Sprintf("%s/%s %d of %d, limit %s", p.Kind, p.Group, p.Used, p.Nodes, limit))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("view %q\noperator %q", got, want)
+	}
+	// And the two stalled nodes are what tells the policies apart.
+	fleetUsed := map[stall.Policy]int{stall.Hold: 5, stall.Release: 3}[sp] // a1, a2, a3 (NotReady), b2 (cordoned), c1; release frees a1 and c1
+	if p := f.c.Pools()[0]; p.Used != fleetUsed {
+		t.Errorf("fleet pool used %d under %s, want %d", p.Used, sp, fleetUsed)
 	}
 }
 

@@ -36,6 +36,9 @@ const (
 	KeyPausedAt = "paused-at"
 	// KeyStatus is what the leading operator publishes (Status, JSON), written only when it changes.
 	KeyStatus = "status"
+	// KeyPolicies is the policies the leading operator runs (package policy's Published, JSON),
+	// written with the status when it changes.
+	KeyPolicies = "policies"
 	// KeyFailuresPaused: the operator's own pause, set when --max-failed-reboots is spent (the value
 	// is why). A person's pause and resume never touch it; only `kubectl slipway resume --failures`
 	// removes it, after it recorded a resume in the fleet record (fleetrecord), which starts a new count.

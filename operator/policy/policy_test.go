@@ -139,3 +139,26 @@ func TestCompileRefuses(t *testing.T) {
 		}
 	}
 }
+
+// What the operator publishes reads back as the same Spec; another format is refused with what to do.
+func TestPublished(t *testing.T) {
+	s := full()
+	got, err := ReadPublished(Publish(Named{Spec: s}, Named{Name: "gpu", Spec: Defaults()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := got.Default(); !ok || !reflect.DeepEqual(d, s) {
+		t.Errorf("default policy %+v, %v", d, ok)
+	}
+	if len(got.Policies) != 2 || got.Policies[1].Name != "gpu" {
+		t.Errorf("policies %+v", got.Policies)
+	}
+	for _, bad := range []string{`{"apiVersion":"slipway.dev/policy/v2","policies":[]}`, `{"policies":[]}`, `not json`} {
+		if _, err := ReadPublished(bad); err == nil {
+			t.Errorf("%s: read without error", bad)
+		}
+	}
+	if _, ok := (Published{}).Default(); ok {
+		t.Error("nothing published, yet a default policy")
+	}
+}

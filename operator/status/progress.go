@@ -15,7 +15,7 @@ import (
 // over the same entries, the published --control-plane-order and the switch. The operator's wait of a
 // node begins when its leader first saw it ask; the Nodes record that as waiting-since (written with
 // the first blocked-by), which is what the view orders by (a node without it waits from now).
-func queue(nodes []corev1.Node, entries []admission.Node, st fleetswitch.Status, sw fleetswitch.Switch, now time.Time) map[string]int {
+func queue(nodes []corev1.Node, entries []admission.Node, order admission.Order, sw fleetswitch.Switch, now time.Time) map[string]int {
 	x := admission.NewIndex()
 	for i := range nodes {
 		e := entries[i]
@@ -28,10 +28,6 @@ func queue(nodes []corev1.Node, entries []admission.Node, st fleetswitch.Status,
 				s.Since[nodes[i].Name] = t
 			}
 		}
-	}
-	order, err := admission.ParseOrder(st.ControlPlaneOrder)
-	if err != nil {
-		order = admission.OrderNone
 	}
 	out := map[string]int{}
 	for i, name := range admission.Queue(&s, order, sw, now) {

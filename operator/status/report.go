@@ -13,7 +13,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
-	"github.com/slipway-dev/slipway/operator/budget"
+	"github.com/slipway-dev/slipway/operator/policy"
 	"github.com/slipway-dev/slipway/operator/stall"
 )
 
@@ -211,6 +211,11 @@ type Node struct {
 func Build(nodes []corev1.Node, cm *corev1.ConfigMap, rec fleetrecord.Record, namespace string, now time.Time) Report {
 	st, published := fleetswitch.ReadStatus(cm)
 	sw := fleetswitch.Read(cm)
+	set := settingsOf(cm, st, published)
+	pol := set.pol
+	if pol == nil {
+		pol = &policy.Policy{StallPolicy: stall.Hold, ControlPlaneOrder: admission.OrderNone} // unknown: nothing limited
+	}
 	r := Report{
 		APIVersion: APIVersion,
 		Time:       now.UTC(),
@@ -221,17 +226,17 @@ func Build(nodes []corev1.Node, cm *corev1.ConfigMap, rec fleetrecord.Record, na
 			Leader:       st.Leader,
 			Paused:       Pause{Paused: sw.Paused, Reason: sw.Reason, By: sw.By, At: timePtr(sw.At)},
 			PausedGroups: []GroupPause{},
-			GroupLabel:   st.GroupLabel,
+			GroupLabel:   pol.GroupLabel,
 			Blockers:     []Blocker{},
 			FailedReboots: FailedReboots{
 				Nodes:  append([]string{}, st.FailedReboots...),
-				Max:    st.MaxFailedReboots,
+				Max:    pol.MaxFailedReboots,
 				Paused: sw.FailuresPaused,
 				Reason: sw.FailuresReason,
 			},
-			Schedule:      schedule(st, published, now),
-			RebootTimeout: st.RebootTimeout,
-			SettleTime:    st.SettleTime,
+			Schedule:      schedule(set, now),
+			RebootTimeout: publishedDuration(pol.RebootTimeout),
+			SettleTime:    publishedDuration(pol.Settle.Time),
 			Cycles:        cycles(st.CycleSeconds),
 		},
 	}
@@ -242,22 +247,19 @@ func Build(nodes []corev1.Node, cm *corev1.ConfigMap, rec fleetrecord.Record, na
 		r.Fleet.Blockers = append(r.Fleet.Blockers, Blocker{Name: b.Name, Reason: b.Reason, Since: b.Since.UTC()})
 	}
 
-	policy := stall.Policy(st.StallPolicy)
-	timeout, _ := time.ParseDuration(st.RebootTimeout)
 	entries := make([]admission.Node, 0, len(nodes))
 	for i := range nodes {
-		r.Nodes = append(r.Nodes, node(&nodes[i], st.GroupLabel, policy, timeout, now))
-		entries = append(entries, admission.Of(&nodes[i], st.GroupLabel, policy))
+		r.Nodes = append(r.Nodes, node(&nodes[i], pol.GroupLabel, pol.StallPolicy, pol.RebootTimeout, now))
+		entries = append(entries, admission.Of(&nodes[i], pol.GroupLabel, pol.StallPolicy))
 	}
-	positions := queue(nodes, entries, st, sw, now)
+	positions := queue(nodes, entries, pol.ControlPlaneOrder, sw, now)
 	for i := range r.Nodes {
 		r.Nodes[i].Queue = positions[r.Nodes[i].Name]
 	}
 	sort.Slice(r.Nodes, func(i, j int) bool { return r.Nodes[i].Name < r.Nodes[j].Name })
-	r.Fleet.Budgets = budgets(entries, st, published)
-	settle, _ := time.ParseDuration(st.SettleTime)
-	r.Fleet.Versions = versions(nodes, entries, st, rec, now, progress{limits: poolLimits(r.Fleet.Budgets), cycles: st.CycleSeconds,
-		settle: settle, schedule: r.Fleet.Schedule, paused: sw.Paused || sw.FailuresPaused})
+	r.Fleet.Budgets = budgets(entries, set)
+	r.Fleet.Versions = versions(nodes, entries, pol.Canary, rec, now, progress{limits: poolLimits(r.Fleet.Budgets), cycles: st.CycleSeconds,
+		settle: pol.Settle.Time, schedule: r.Fleet.Schedule, paused: sw.Paused || sw.FailuresPaused})
 	r.Fleet.Problems = problems(r, now)
 	return r
 }
@@ -374,9 +376,7 @@ func names(all []string, n int) string {
 
 // versions summarises entries per OS version the way admission decides on them: what the Nodes say
 // now, and what the fleet record remembers.
-func versions(nodes []corev1.Node, entries []admission.Node, st fleetswitch.Status, rec fleetrecord.Record, now time.Time, p progress) []Version {
-	bake, _ := time.ParseDuration(st.CanaryBake)
-	c := admission.Canary{Nodes: st.CanaryNodes, Bake: bake, MaxFailed: st.MaxFailedPerVersion}
+func versions(nodes []corev1.Node, entries []admission.Node, c admission.Canary, rec fleetrecord.Record, now time.Time, p progress) []Version {
 	proven := map[string]bool{} // version + " " + node UID
 	for _, pr := range rec.Proofs {
 		proven[pr.Version+" "+pr.UID] = true
@@ -464,32 +464,26 @@ func stallHint(reason string, n *corev1.Node) string {
 	return stall.Hint(reason, n)
 }
 
-// budgets are admission.Pools over the nodes under the configuration the operator published (its
+// budgets are admission.Pools over the nodes under the policy the operator published (its
 // --stall-policy included), so the view and the operator count alike (TestViewAndOperatorAgree): the
 // fleet; the control plane when it has nodes; every group (limited only under
 // --max-unavailable-per-group) when any node has one or a group label is configured. Limits are
 // known only when the operator published them.
-func budgets(entries []admission.Node, st fleetswitch.Status, published bool) []Budget {
-	maxes := map[admission.PoolKind]string{admission.PoolFleet: st.MaxUnavailable, admission.PoolGroup: st.MaxUnavailablePerGroup,
-		admission.PoolControlPlane: st.MaxUnavailableControlPlane}
-	parsed := map[admission.PoolKind]*budget.Max{}
-	for k := range maxes {
-		if !published {
-			maxes[k] = ""
-		}
-		if m, err := budget.ParseMax(maxes[k]); err == nil {
-			parsed[k] = &m
-		}
-	}
+func budgets(entries []admission.Node, set settings) []Budget {
 	var l admission.Limits
-	if m := parsed[admission.PoolFleet]; m != nil {
-		l.Fleet = *m
+	maxes := map[admission.PoolKind]string{}
+	limited := map[admission.PoolKind]bool{}
+	groupLabel := ""
+	if p := set.pol; p != nil {
+		l = admission.Limits{Fleet: p.MaxUnavailable, PerGroup: p.MaxUnavailablePerGroup, ControlPlane: p.MaxUnavailableControlPlane}
+		maxes[admission.PoolFleet], maxes[admission.PoolControlPlane] = p.Spec.MaxUnavailable, p.Spec.MaxUnavailableControlPlane
+		limited[admission.PoolFleet], limited[admission.PoolControlPlane] = true, true
+		if p.MaxUnavailablePerGroup != nil {
+			maxes[admission.PoolGroup], limited[admission.PoolGroup] = p.Spec.MaxUnavailablePerGroup, true
+		}
+		groupLabel = p.GroupLabel
 	}
-	if m := parsed[admission.PoolControlPlane]; m != nil {
-		l.ControlPlane = *m
-	}
-	l.PerGroup = parsed[admission.PoolGroup]
-	anyGroup := st.GroupLabel != ""
+	anyGroup := groupLabel != ""
 	for _, e := range entries {
 		anyGroup = anyGroup || e.Group != ""
 	}
@@ -499,7 +493,7 @@ func budgets(entries []admission.Node, st fleetswitch.Status, published bool) []
 			continue
 		}
 		b := Budget{Pool: string(p.Kind), Group: p.Group, Nodes: p.Nodes, Unavailable: p.Used, Max: maxes[p.Kind]}
-		if parsed[p.Kind] != nil {
+		if limited[p.Kind] {
 			limit := p.Limit
 			b.Limit = &limit
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
+	"github.com/slipway-dev/slipway/operator/policy"
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
@@ -38,10 +39,11 @@ func TestFLUOWindowReadBack(t *testing.T) {
 		}
 		// As the operator publishes it (fleetstate.go) and the view reads it back.
 		start, length, zone := w.Spec()
-		sched, err := parseSchedule(fleetswitch.Status{FLUOWindow: &fleetswitch.FLUOWindow{Start: start, Length: length, TimeZone: zone}})
-		if err != nil {
-			t.Fatalf("%q: %v", w.String(), err)
+		set := settingsOf(nil, fleetswitch.Status{MaxUnavailable: "1", FLUOWindow: &fleetswitch.FLUOWindow{Start: start, Length: length, TimeZone: zone}}, true)
+		if set.pol == nil {
+			t.Fatalf("%q: %s", w.String(), set.why)
 		}
+		sched := set.pol.Schedule.(*window.Schedule)
 		got := sched.FLUO()
 		if got == nil || got.String() != w.String() {
 			t.Fatalf("%q read back as %v", w.String(), got)
@@ -54,7 +56,7 @@ func TestFLUOWindowReadBack(t *testing.T) {
 			}
 		}
 	}
-	if _, err := parseSchedule(fleetswitch.Status{FLUOWindow: &fleetswitch.FLUOWindow{Start: "Moonday 14:00", Length: "1h", TimeZone: "UTC"}}); err == nil {
+	if set := settingsOf(nil, fleetswitch.Status{MaxUnavailable: "1", FLUOWindow: &fleetswitch.FLUOWindow{Start: "Moonday 14:00", Length: "1h", TimeZone: "UTC"}}, true); set.pol != nil {
 		t.Error("a bad published FLUO window must be an error, not a schedule")
 	}
 }
@@ -85,11 +87,11 @@ func TestSchedule(t *testing.T) {
 		{"excluded", status(nil, []string{"2026-11-20/2026-11-24"}), true, Schedule{
 			Known: true, NextOpen: at("2026-11-25T00:00:00Z"), ClosedBy: "reboot exclusion 2026-11-20/2026-11-24 UTC",
 		}},
-		{"unparseable", status([]string{"whenever"}, nil), true, Schedule{Error: "window \"whenever\": "}},
+		{"unparseable", status([]string{"whenever"}, nil), true, Schedule{Error: "the operator's published policy: reboot-window: window \"whenever\": "}},
 		{"not published", fleetswitch.Status{}, false, Schedule{Error: "the operator has published no status"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := schedule(c.st, c.published, now)
+			got := schedule(settingsOf(nil, c.st, c.published), now)
 			if got.Known != c.want.Known || got.Open != c.want.Open || got.ClosedBy != c.want.ClosedBy ||
 				(got.NextOpen == nil) != (c.want.NextOpen == nil) || got.NextOpen != nil && !got.NextOpen.Equal(*c.want.NextOpen) ||
 				!strings.HasPrefix(got.Error, c.want.Error) || (c.want.Error == "") != (got.Error == "") {
@@ -621,5 +623,40 @@ func TestNoAgent(t *testing.T) {
 	r = Build(nodes[:1], nil, fleetrecord.Record{}, "ns", now)
 	if p := r.Fleet.Problems; len(p) != 1 || p[0].Node != "bare" || p[0].Kind != "no-agent" || p[0].Do == "" {
 		t.Errorf("one node without an agent: %+v", p)
+	}
+}
+
+// The view reads the policies the operator published (typed, compiled with policy.Compile) before the
+// Status's copy of its settings; a format it does not know is an error it shows, not a guess.
+func TestPublishedPoliciesWin(t *testing.T) {
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC) // a Monday
+	spec := policy.Defaults()
+	spec.MaxUnavailable, spec.Windows, spec.Canary.Nodes = "3", []string{"Sat 00:00-06:00"}, 1
+	spec.RebootTimeout = metav1.Duration{Duration: time.Hour}
+	cm := &corev1.ConfigMap{Data: map[string]string{
+		fleetswitch.KeyStatus:   `{"maxUnavailable":"1","rebootTimeout":"30m0s"}`,
+		fleetswitch.KeyPolicies: policy.Publish(policy.Named{Spec: spec}),
+	}}
+	r := Build(nil, cm, fleetrecord.Record{}, "ns", now)
+	if b := r.Fleet.Budgets[0]; b.Max != "3" {
+		t.Errorf("fleet budget %+v: want the published policy's 3", b)
+	}
+	if s := r.Fleet.Schedule; !s.Known || s.Open || s.NextOpen == nil || !s.NextOpen.Equal(time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("schedule %+v: want closed until Saturday", s)
+	}
+	if r.Fleet.RebootTimeout != "1h0m0s" {
+		t.Errorf("reboot timeout %q", r.Fleet.RebootTimeout)
+	}
+	cm.Data[fleetswitch.KeyPolicies] = `{"apiVersion":"slipway.dev/policy/v9","policies":[]}`
+	r = Build(nil, cm, fleetrecord.Record{}, "ns", now)
+	if s := r.Fleet.Schedule; s.Known || !strings.Contains(s.Error, "upgrade kubectl-slipway") {
+		t.Errorf("unknown format: schedule %+v", s)
+	}
+	if b := r.Fleet.Budgets[0]; b.Limit != nil {
+		t.Errorf("unknown format: budget %+v has a limit", b)
+	}
+	delete(cm.Data, fleetswitch.KeyPolicies) // an operator from before: the Status's copy
+	if r = Build(nil, cm, fleetrecord.Record{}, "ns", now); r.Fleet.Budgets[0].Max != "1" || r.Fleet.RebootTimeout != "30m0s" || !r.Fleet.Schedule.Open {
+		t.Errorf("from the Status's copy: %+v %q %+v", r.Fleet.Budgets[0], r.Fleet.RebootTimeout, r.Fleet.Schedule)
 	}
 }
