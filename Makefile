@@ -8,7 +8,7 @@ export CGO_ENABLED ?= 0
 # binaries link without DWARF (-w): stack traces keep their file:line, the links are faster.
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath -ldflags=-w)
 
-.PHONY: build test unit lint release docs deps controlplane demo bench bench-fleet chaos render image clean e2e e2e-deps cluster cluster-down butane flatcar-image terraform-deps
+.PHONY: build test unit lint release docs generate deps controlplane demo bench bench-fleet chaos render image clean e2e e2e-deps cluster cluster-down butane flatcar-image terraform-deps
 
 ## build: the binaries into bin/ (update-agent, update-operator, kubectl-slipway), version-stamped
 build:
@@ -65,6 +65,11 @@ test:
 	@cd hack/release && $(STAGE) "release bundle hack/release" go test -count=1 -timeout 45m ./...
 	@$(STAGE) "e2e" $(MAKE) --no-print-directory e2e
 	@echo "make test: every stage passed:"; cat $(STAGES)
+
+## generate: the code and manifests generated from api/v1alpha1 by controller-gen (deepcopy, the
+##           RebootPolicy CRD for kustomize and Helm); TestGenerated fails when they are stale
+generate:
+	@hack/generate.sh
 
 ## docs: regenerate the generated reference pages (docs/reference/*.md) from the code; the tests fail
 ##       when one is stale

@@ -1,0 +1,149 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// RebootPolicy gives the nodes its selector matches their own reboot policy: windows, budget,
+// canaries, pause. A field left out takes the update-operator's flag of the same meaning (the flags
+// are the default policy and every policy's defaults). A node belongs to the matching policy of the
+// highest priority; two at the same highest priority hold the node (blocked-by policy). The policy is
+// pinned when a node's cycle starts: relabelling the node or editing the policy never moves a node
+// mid-cycle.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=rp,categories=slipway
+// +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes`
+// +kubebuilder:printcolumn:name="Up-to-date",type=integer,JSONPath=`.status.upToDate`
+// +kubebuilder:printcolumn:name="In-cycle",type=integer,JSONPath=`.status.inCycle`
+// +kubebuilder:printcolumn:name="Window",type=string,JSONPath=`.status.window`
+// +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type RebootPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec RebootPolicySpec `json:"spec"`
+	// +optional
+	Status RebootPolicyStatus `json:"status,omitempty"`
+}
+
+// RebootPolicySpec is one pool's policy. Windows, exclusions and durations take the syntax of the
+// update-operator flag of the same meaning; what the schema cannot check (a window, a freeze) the
+// operator does, and reports in the Accepted condition.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.pausedReason) || (has(self.paused) && self.paused)",message="pausedReason needs paused: true"
+type RebootPolicySpec struct {
+	// NodeSelector picks the nodes of this pool (a label selector, as a Deployment's). It must not be
+	// empty: a policy for every node is the flags' job.
+	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="nodeSelector must not be empty: the update-operator's flags are the policy of every node"
+	NodeSelector metav1.LabelSelector `json:"nodeSelector"`
+	// Priority decides between policies that match one node: the highest wins; two at the same
+	// highest priority hold the node until one of them changes.
+	// +optional
+	// +kubebuilder:default=0
+	Priority int32 `json:"priority,omitempty"`
+	// Paused: no node of this pool starts a cycle (cycles in flight finish). PausedReason says why.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	PausedReason string `json:"pausedReason,omitempty"`
+	// MaxUnavailable: nodes of this pool that may be unavailable at once, a count or a percentage of
+	// the pool (rounded down, at least 1). It nests inside the fleet's --max-unavailable and the budget
+	// groups: a node counts against all of them. Unset: only those.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^[1-9][0-9]?%$|^100%$')",message="a count of at least 1 or a percentage from 1% to 100%"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+	// Windows: when new cycles of this pool may start, each as --reboot-window takes it
+	// ("Sat,Sun 02:00-06:00 Europe/Berlin", "last-Sun 01:00-05:00"). Unset: the flags' windows; an
+	// empty list: always.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=128
+	Windows []string `json:"windows,omitempty"`
+	// Exclusions: change freezes of this pool, each as --reboot-exclusion takes it. Unset: the flags'.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	Exclusions []string `json:"exclusions,omitempty"`
+	// Canary: the first nodes of this pool to reboot for each OS version go alone and bake before the
+	// others follow. Unset: the flags' --canary-nodes and --canary-bake.
+	// +optional
+	Canary *Canary `json:"canary,omitempty"`
+}
+
+// Canary is a pool's --canary-nodes and --canary-bake.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.bake) || has(self.nodes) && self.nodes > 0",message="bake needs nodes"
+type Canary struct {
+	// Nodes: per OS version, how many of the pool's nodes go first (0: no canaries).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Nodes *int32 `json:"nodes,omitempty"`
+	// Bake: how long after the canaries finished the others still wait for a failure to show.
+	// +optional
+	Bake *metav1.Duration `json:"bake,omitempty"`
+}
+
+// RebootPolicyStatus is the pool as the leading update-operator last saw it.
+type RebootPolicyStatus struct {
+	// ObservedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Nodes this policy governs now (matched, or pinned to it in their cycle).
+	// +optional
+	Nodes int32 `json:"nodes"`
+	// UpToDate: nodes on the newest OS version any node of the pool runs or asks for.
+	// +optional
+	UpToDate int32 `json:"upToDate"`
+	// Waiting: nodes asking for a reboot that have not started it; InCycle: in their reboot cycle;
+	// Settling: finished, still holding their slots; Unavailable: counting against the budget.
+	// +optional
+	Waiting int32 `json:"waiting"`
+	// +optional
+	InCycle int32 `json:"inCycle"`
+	// +optional
+	Settling int32 `json:"settling"`
+	// +optional
+	Unavailable int32 `json:"unavailable"`
+	// Window: "open", "closed" or "paused"; NextOpen: when a closed window opens.
+	// +optional
+	Window string `json:"window,omitempty"`
+	// +optional
+	NextOpen *metav1.Time `json:"nextOpen,omitempty"`
+	// Versions: each OS version the pool's nodes ask for, with where its canaries stand.
+	// +optional
+	// +listType=map
+	// +listMapKey=version
+	Versions []VersionStatus `json:"versions,omitempty"`
+	// Conditions: Accepted (the spec compiled), Paused, Overlapping (a node matches another policy of
+	// the same priority), Progressing (nodes of the pool are in their cycle), Halted (an OS version the
+	// pool asks for is halted).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// VersionStatus is one OS version of the pool.
+type VersionStatus struct {
+	Version string `json:"version"`
+	// Asking: nodes asking to reboot for it; Canary: released, baking, canaries, waiting, halted (or
+	// empty when canaries and halts are off).
+	Asking int32  `json:"asking"`
+	Canary string `json:"canary,omitempty"`
+}
+
+// RebootPolicyList is a list of RebootPolicies.
+//
+// +kubebuilder:object:root=true
+type RebootPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RebootPolicy `json:"items"`
+}
