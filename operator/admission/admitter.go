@@ -6,6 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/slipway-dev/slipway/operator/budget"
 )
 
 // Config configures an Admitter.
@@ -34,7 +36,7 @@ type Admitter struct {
 	limits  Limits
 	order   Order
 	chain   Chain
-	policy  *Policy
+	policy  *Policy // the default policy
 	perNode []Blocker
 	fleet   []Blocker     // fleet-wide
 	retry   time.Duration // a blocker's hold
@@ -44,9 +46,13 @@ type Admitter struct {
 	answersMu sync.Mutex
 	answers   fleetAnswers
 
-	mu   sync.Mutex // one decision at a time; guards snap and plan
+	mu   sync.Mutex // one decision at a time; guards snap, plan, policies and limits.Policies
 	snap *Snapshot  // the index as last copied, reused while its generation has not moved
 	plan *Plan
+	// policies: the RebootPolicies' admission policies by name (SetPolicies); canaryOn: any policy
+	// has canaries or halts.
+	policies map[string]*Policy
+	canaryOn bool
 	// versions: the fleet by OS version for snap's generation (canaries on only).
 	versions    map[string]*VersionStats
 	versionsGen uint64
@@ -78,7 +84,19 @@ func NewAdmitter(cfg Config, index *Index) *Admitter {
 		cfg.Policy = &Policy{}
 	}
 	return &Admitter{index: index, limits: cfg.Limits, order: cfg.Order, chain: Gates, policy: cfg.Policy,
-		perNode: perNode, fleet: fleetWide, retry: cfg.BlockerRetry}
+		perNode: perNode, fleet: fleetWide, retry: cfg.BlockerRetry, canaryOn: cfg.Policy.Canary.On()}
+}
+
+// SetPolicies replaces the RebootPolicies' admission policies and their own budgets, by name (the
+// default policy stays). The next decision plans anew.
+func (a *Admitter) SetPolicies(byName map[string]*Policy, limits map[string]budget.Max) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.policies, a.limits.Policies, a.plan = byName, limits, nil
+	a.canaryOn = a.policy.Canary.On()
+	for _, p := range byName {
+		a.canaryOn = a.canaryOn || p.Canary.On()
+	}
 }
 
 // Index is the index the Admitter decides against.
@@ -121,6 +139,8 @@ type Decision struct {
 	// Release ends the reservation an admitted node holds in every pool; call it once its admission
 	// was written (and the write is in the index) or failed. Nil when not admitted.
 	Release func() bool
+	// Policy: the policy an admitted node was admitted under (pinned on it for its cycle).
+	Policy *Policy
 }
 
 // Admitted reports whether the node may start its cycle now.
@@ -145,7 +165,7 @@ func (a *Admitter) Decide(ctx context.Context, name string, obj *corev1.Node, sw
 	}
 	f := &Fleet{Snapshot: s, Switch: sw, Order: a.order, blocking: blocking, perNode: a.perNode, retry: a.retry, lookup: lookup}
 	f.versions = func() map[string]*VersionStats {
-		if !a.policy.Canary.On() {
+		if !a.canaryOn {
 			return nil
 		}
 		if a.versions == nil || a.versionsGen != s.Gen {
@@ -160,16 +180,27 @@ func (a *Admitter) Decide(ctx context.Context, name string, obj *corev1.Node, sw
 		a.plan = a.chain.Plan(ctx, s, a.limits, f, now, a.policyOf)
 		return a.plan
 	}
-	v := a.chain.Run(ctx, Input{Name: name, Node: e, Obj: obj, Now: now, Policy: a.policyOf(name, e), Fleet: f})
+	p := a.policyOf(name, e)
+	v := a.chain.Run(ctx, Input{Name: name, Node: e, Obj: obj, Now: now, Policy: p, Fleet: f})
 	d := Decision{Verdict: v, ActiveBlockers: f.ActiveBlockers}
 	if v.Passes() {
 		d.Release = a.index.Reserve(name)
+		d.Policy = p
 	}
 	return d
 }
 
-// policyOf is the reboot policy of a node: the one there is, for now.
-func (a *Admitter) policyOf(string, Node) *Policy { return a.policy }
+// policyOf is the reboot policy of a node (mu held): its RebootPolicy's, else the default. A policy the
+// node names that is gone (deleted since it was indexed) holds it until it is indexed again.
+func (a *Admitter) policyOf(_ string, e Node) *Policy {
+	if e.Policy == "" {
+		return a.policy
+	}
+	if p := a.policies[e.Policy]; p != nil {
+		return p
+	}
+	return &Policy{Name: e.Policy, Invalid: "no such RebootPolicy (deleted?)"}
+}
 
 // fleetBlocking asks every fleet-wide blocker once per plan generation (the index's generation, for
 // at most planTTL) and returns the answers; it holds no admission lock while they run, only its own,
@@ -192,5 +223,8 @@ func (a *Admitter) fleetBlocking(ctx context.Context, obj *corev1.Node, now time
 // Pools are the budgets as admission counts them now (reservations included).
 func (a *Admitter) Pools() []Pool {
 	s := a.index.Snapshot()
-	return s.Pools(a.limits)
+	a.mu.Lock()
+	l := a.limits
+	a.mu.Unlock()
+	return s.Pools(l)
 }

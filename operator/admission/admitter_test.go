@@ -14,6 +14,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/budget"
 )
 
 // No sequence of node changes, pauses, blockers and admissions (each written or failed after any
@@ -29,6 +30,23 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 		a := NewAdmitter(Config{Limits: l, Order: order, Blockers: []Blocker{Func{N: "pods-on-node", F: func(_ context.Context, n *corev1.Node) (bool, string) {
 			return held[n.Name], "held"
 		}}}}, x)
+		// RebootPolicies: gpu one at a time, web two, db unlimited (the fleet's and groups' only); one
+		// of them sometimes paused.
+		policyLimits := map[string]budget.Max{"gpu": max(t, "1"), "web": max(t, "2")}
+		l.Policies = policyLimits
+		pausedPolicy := ""
+		setPolicies := func() {
+			byName := map[string]*Policy{}
+			for _, name := range []string{"gpu", "web", "db"} {
+				p := &Policy{Name: name}
+				if name == pausedPolicy {
+					p.Paused = "policy " + name + " paused"
+				}
+				byName[name] = p
+			}
+			a.SetPolicies(byName, policyLimits)
+		}
+		setPolicies()
 		truth := map[string]Node{}
 		pending := map[string]func() bool{} // admitted, write not yet landed
 		// admittedIn: the group each node was admitted in, as the test saw it, while its cycle lasts.
@@ -57,7 +75,11 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 			case r < 4: // the world changes the node
 				// Mostly what fleets do: idle nodes start asking, nodes in a cycle finish; sometimes
 				// anything (a node NotReady or cordoned while it asks, a relabel, a pause).
-				e := Node{Group: []string{"", "a", "b"}[rng.Intn(3)], ControlPlane: rng.Intn(5) == 0, Paused: rng.Intn(10) == 0}
+				e := Node{Group: []string{"", "a", "b"}[rng.Intn(3)], ControlPlane: rng.Intn(5) == 0, Paused: rng.Intn(10) == 0,
+					Policy: []string{"", "gpu", "web", "db"}[rng.Intn(4)]}
+				if rng.Intn(15) == 0 {
+					e.Policy, e.PolicyTied = "", "gpu, web"
+				}
 				switch r := rng.Intn(20); {
 				case r < 9:
 					e.State = protocol.Idle
@@ -67,7 +89,20 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 					e.State = states[2+rng.Intn(len(states)-2)]
 				}
 				e.Counts = e.State.InCycle() || rng.Intn(10) == 0
+				if p, ok := truth[name]; ok && p.State.InCycle() && e.State.InCycle() {
+					// Pinned at admission (admission.Of reads the operator's keys): the same policy, and
+					// the group it was admitted in, until its cycle ends.
+					e.Policy = p.Policy
+					if g, ok := admittedIn[name]; ok && g != e.Group {
+						e.AdmittedGroup, e.HasAdmittedGroup = g, true
+					}
+				}
 				set(name, e, rng.Intn(10) != 0)
+				if pending[name] != nil {
+					// The Node changed under an admission being written: its PATCH, conditional on
+					// the Node admission saw, fails. Until its hold ends it counts where it is now.
+					delete(admittedIn, name)
+				}
 			case r < 5:
 				held[name] = rng.Intn(4) == 0
 				// A node admitted by the chain and in its cycle is relabelled or asks in another group
@@ -84,11 +119,13 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 				if rng.Intn(3) == 0 {
 					sw.Groups = map[string]string{"a": "x"}
 				}
+				pausedPolicy = []string{"", "", "gpu", "web"}[rng.Intn(4)]
+				setPolicies()
 			case r < 8: // a pending admission's write lands (or fails) and its hold ends
 				for n, release := range pending {
 					// The write is conditional on the Node as admission saw it: a node relabelled
 					// meanwhile is not admitted (the PATCH conflicts).
-					if e, ok := truth[n]; ok && rng.Intn(2) == 0 && e.Group == admittedIn[n] {
+					if e, ok := truth[n]; ok && rng.Intn(2) == 0 && e.Group == admittedIn[n] && hasAdmitted(admittedIn, n) {
 						e.State, e.Counts = protocol.BeforeHooks, true
 						set(n, e, true)
 					} else {
@@ -123,6 +160,12 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 				if h, _ := sw.Holds(e.Group); h {
 					t.Fatalf("%s step %d: %s admitted while its group is paused", order, step, name)
 				}
+				if e.PolicyTied != "" || e.Policy != "" && e.Policy == pausedPolicy {
+					t.Fatalf("%s step %d: %s admitted under policy %q (tied %q, paused %q)", order, step, name, e.Policy, e.PolicyTied, pausedPolicy)
+				}
+				if d.Policy == nil || d.Policy.Name != e.Policy {
+					t.Fatalf("%s step %d: %s of policy %q admitted under %+v", order, step, name, e.Policy, d.Policy)
+				}
 				inGroup := 0 // in the admitted node's group: by label now, or by where it was admitted
 				for n, o := range truth {
 					counts := o.Counts || pending[n] != nil
@@ -132,6 +175,17 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 				}
 				if inGroup+1 > l.PerGroup.Limit(0) {
 					t.Fatalf("%s step %d: %s admitted into group %q while %d node(s) occupy it (admitted there or labelled so)", order, step, name, e.Group, inGroup)
+				}
+				if m, ok := policyLimits[e.Policy]; ok && !e.Counts {
+					inPolicy := 0 // judged from the test's truth, not PoolKeys: pinned policies stay
+					for n, o := range truth {
+						if n != name && o.Policy == e.Policy && (o.Counts || pending[n] != nil) {
+							inPolicy++
+						}
+					}
+					if inPolicy+1 > m.Limit(0) {
+						t.Fatalf("%s step %d: %s admitted into policy %q while %d node(s) of it are unavailable", order, step, name, e.Policy, inPolicy)
+					}
 				}
 				if !e.Counts {
 					in := map[string]bool{}
@@ -155,6 +209,8 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 		}
 	}
 }
+
+func hasAdmitted(m map[string]string, n string) bool { _, ok := m[n]; return ok }
 
 // A blocker that panics holds the node with the panic as its reason; one that hangs holds it after
 // the bound and is not started again while it hangs; the Admitter goes on deciding.

@@ -35,8 +35,14 @@ const DefaultBlockerRetry = 10 * time.Second
 // may start. Built once (package policy compiles it from the flags) and never changed: gates and plans
 // read it concurrently.
 type Policy struct {
-	// Name is the policy's name ("" the default policy, which the flags configure).
-	Name string
+	// Name is the policy's name ("" the default policy, which the flags configure) and Generation the
+	// RebootPolicy's generation it was built from (pinned on a node at its admission).
+	Name       string
+	Generation int64
+	// Invalid: why the policy is not accepted (its spec did not compile): its nodes are held.
+	Invalid string
+	// Paused: why the policy is paused ("" it is not): its nodes are held.
+	Paused string
 	// Schedule: the reboot windows minus exclusions (nil: always open).
 	Schedule Schedule
 	// Canary: per-version canaries and halts (zero: off).
@@ -59,6 +65,17 @@ type Input struct {
 	// Planning is set when the budget plan asks (a PlanCheck gate about a node the budget has room
 	// for); nil when the chain decides the node itself.
 	Planning *Planning
+}
+
+// noPolicy is the policy of an Input without one: nothing configured.
+var noPolicy = &Policy{}
+
+// pol is the node's policy (never nil).
+func (in Input) pol() *Policy {
+	if in.Policy == nil {
+		return noPolicy
+	}
+	return in.Policy
 }
 
 // Planning is what one budget plan's checks share while it admits nodes in queue order.
@@ -121,14 +138,28 @@ func (c Chain) Run(ctx context.Context, in Input) Verdict {
 
 // Gates is the chain every decision runs, in order; docs/concepts.md's gate table is generated from
 // it (TestGateTable).
-var Gates = Chain{WindowGate, PauseGate, RebootPausedGate, AgentProtocolGate, FailedVersionGate, UndrainableGate,
+var Gates = Chain{PolicyGate, WindowGate, PauseGate, RebootPausedGate, AgentProtocolGate, FailedVersionGate, UndrainableGate,
 	VersionGate, FleetBlockersGate, OrderGate, BudgetGate, NodeBlockersGate}
+
+// PolicyGate holds a node whose reboot policy is not clear: two RebootPolicies of the same priority
+// match it, or its policy's spec did not compile. Never admitted under a policy that failed to compile.
+var PolicyGate = Gate{Name: "policy", Scope: ScopeNode, Plan: PlanFilter,
+	Doc: "two RebootPolicies of the same highest priority match the node, or its RebootPolicy's spec did not compile (`Accepted=False`)",
+	Check: func(_ context.Context, in Input) Verdict {
+		if t := in.Node.PolicyTied; t != "" {
+			return Held(KindPolicy, "matches "+t+" at the same priority: change one's priority or selector", 0)
+		}
+		if p := in.pol(); p.Invalid != "" {
+			return Held(KindPolicy, "invalid: "+p.Name+": "+p.Invalid, 0)
+		}
+		return Pass
+	}}
 
 // WindowGate holds every node of a policy while its schedule is closed.
 var WindowGate = Gate{Name: "window", Scope: ScopePool, Plan: PlanFilter,
 	Doc: "its policy's reboot windows are closed, or an exclusion is in force (`--reboot-window`, `--reboot-exclusion`, FLUO's window)",
 	Check: func(_ context.Context, in Input) Verdict {
-		s := in.Policy.Schedule
+		s := in.pol().Schedule
 		if s == nil || s.Open(in.Now) {
 			return Pass
 		}
@@ -139,14 +170,17 @@ var WindowGate = Gate{Name: "window", Scope: ScopePool, Plan: PlanFilter,
 		return Held(KindWindow, "closed until "+next.UTC().Format(time.RFC3339), next.Sub(in.Now)+time.Second)
 	}}
 
-// PauseGate holds a node while the switch pauses the fleet or its group.
+// PauseGate holds a node while the switch pauses the fleet or its group, or its policy is paused.
 var PauseGate = Gate{Name: "pause", Scope: ScopeNode, Plan: PlanFilter,
-	Doc: "the fleet or the node's budget group is paused (`kubectl slipway pause`, the failure budget)",
+	Doc: "the fleet, the node's budget group or its RebootPolicy is paused (`kubectl slipway pause`, the failure budget, `spec.paused`)",
 	Check: func(_ context.Context, in Input) Verdict {
 		for _, g := range in.Node.Groups() {
 			if held, why := in.Fleet.Switch.Holds(g); held {
 				return Held(KindPaused, why, 0)
 			}
+		}
+		if why := in.pol().Paused; why != "" {
+			return Held(KindPaused, why, 0)
 		}
 		return Pass
 	}}
@@ -200,7 +234,7 @@ var FailedVersionGate = Gate{Name: "failed-version", Scope: ScopeNode, Plan: Pla
 var UndrainableGate = Gate{Name: "undrainable", Scope: ScopeNode, Plan: PlanCheck,
 	Doc: "its last drain failed under `--drain-failure-policy=skip` less than `--undrainable-retry` ago",
 	Check: func(_ context.Context, in Input) Verdict {
-		retry := in.Policy.UndrainableRetry
+		retry := in.pol().UndrainableRetry
 		at := in.Node.UndrainableAt
 		if at.IsZero() || !in.Now.Before(at.Add(retry)) {
 			return Pass

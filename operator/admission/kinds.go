@@ -40,12 +40,15 @@ const (
 	// KindAgentVersion: its agent speaks a node protocol this operator does not (an agent upgraded
 	// before the operator): held rather than guessed at.
 	KindAgentVersion Kind = "agent-version"
+	// KindPolicy: its RebootPolicy is not clear: two of the same priority match it, or its spec did not
+	// compile.
+	KindPolicy Kind = "policy"
 	// KindGone: the node vanished while its admission was decided (never written anywhere).
 	KindGone Kind = "gone"
 )
 
 // Kinds lists every kind a controller reports, for metrics that report zeros too.
-var Kinds = []Kind{KindWindow, KindPaused, KindAgentVersion, KindFailedVersion, KindUndrainable, KindVersionHalted, KindOrder, KindCanary, KindBudget, KindSettling, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes, KindHealth, KindSteeringLabel}
+var Kinds = []Kind{KindPolicy, KindWindow, KindPaused, KindAgentVersion, KindFailedVersion, KindUndrainable, KindVersionHalted, KindOrder, KindCanary, KindBudget, KindSettling, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes, KindHealth, KindSteeringLabel}
 
 // QuietKinds are the plan working (budget, window, order): a Normal `Waiting` Event and never a
 // `blocked` notification. Every other kind is something a person may want to look at: a Warning

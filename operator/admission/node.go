@@ -19,6 +19,10 @@ type Node struct {
 	// asking in another group mid-cycle frees no slot in the group it started in.
 	AdmittedGroup    string
 	HasAdmittedGroup bool
+	// Policy: the RebootPolicy the node belongs to ("" the default policy): the one pinned at its
+	// admission while it is in its cycle, else the matching one of the highest priority (the
+	// controller's pools.Set). PolicyTied names the policies that tie for it ("" none): it is held.
+	Policy, PolicyTied string
 	// ControlPlane: labelled so now, or admitted as one in the cycle it is in.
 	ControlPlane bool
 	Counts       bool // against the budget (Counts)
@@ -125,10 +129,14 @@ const (
 	FleetPool        = budget.Global // every node (--max-unavailable)
 	ControlPlanePool = "control-plane"
 	groupPoolPrefix  = "group/"
+	policyPoolPrefix = "policy/"
 )
 
 // GroupPool is the key of group g's pool.
 func GroupPool(g string) string { return groupPoolPrefix + g }
+
+// PolicyPool is the pool key of RebootPolicy name's own budget.
+func PolicyPool(name string) string { return policyPoolPrefix + name }
 
 // PoolKeys are the pools a node is in: the fleet's, its group's (and, mid-cycle, the group it was
 // admitted in), and the control plane's if it is one.
@@ -139,6 +147,9 @@ func (e Node) PoolKeys() []string {
 	}
 	if e.ControlPlane {
 		keys = append(keys, ControlPlanePool)
+	}
+	if e.Policy != "" {
+		keys = append(keys, PolicyPool(e.Policy))
 	}
 	return keys
 }

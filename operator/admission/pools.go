@@ -13,6 +13,9 @@ type Limits struct {
 	Fleet        budget.Max
 	PerGroup     *budget.Max
 	ControlPlane budget.Max
+	// Policies: each RebootPolicy's own maxUnavailable, by name (absent: its nodes are counted, not
+	// limited, beyond the fleet's and the groups' budgets).
+	Policies map[string]budget.Max
 }
 
 // PoolKind is what a pool limits.
@@ -22,6 +25,7 @@ const (
 	PoolFleet        PoolKind = "fleet"
 	PoolGroup        PoolKind = "group"
 	PoolControlPlane PoolKind = "control-plane"
+	PoolPolicy       PoolKind = "policy"
 )
 
 // Pool is one budget: Nodes are in it, Used count against it, at most Limit may (Limited false: no
@@ -30,6 +34,7 @@ type Pool struct {
 	Key     string
 	Kind    PoolKind
 	Group   string // PoolGroup only
+	Policy  string // PoolPolicy only
 	Nodes   int
 	Used    int
 	Limit   int
@@ -75,6 +80,21 @@ func poolsOf(total int, size, used map[string]int, l Limits) []Pool {
 		p := Pool{Key: k, Kind: PoolGroup, Group: g, Nodes: size[k], Used: used[k]}
 		if l.PerGroup != nil {
 			p.Limit, p.Limited = l.PerGroup.Limit(p.Nodes), true
+		}
+		out = append(out, p)
+	}
+	var policies []string
+	for k := range size {
+		if name, ok := strings.CutPrefix(k, policyPoolPrefix); ok {
+			policies = append(policies, name)
+		}
+	}
+	sort.Strings(policies)
+	for _, name := range policies {
+		k := PolicyPool(name)
+		p := Pool{Key: k, Kind: PoolPolicy, Policy: name, Nodes: size[k], Used: used[k]}
+		if m, ok := l.Policies[name]; ok {
+			p.Limit, p.Limited = m.Limit(p.Nodes), true
 		}
 		out = append(out, p)
 	}

@@ -185,7 +185,7 @@ func versionCheck(e Node, c Canary, sw Switch, now time.Time, stats map[string]*
 var VersionGate = Gate{Name: "version", Scope: ScopeNode, Plan: PlanCheck,
 	Doc: "its OS version is halted (`--max-failed-per-version`: whatever the budget says), or, asked by the plan, that version's canaries go first (`--canary-nodes`, `--canary-bake`)",
 	Check: func(_ context.Context, in Input) Verdict {
-		c := in.Policy.Canary
+		c := in.pol().Canary
 		if in.Planning != nil {
 			return versionCheck(in.Node, c, in.Fleet.Switch, in.Now, in.Fleet.Versions(), in.Planning.Extra)
 		}

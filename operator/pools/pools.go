@@ -1,0 +1,189 @@
+// Package pools turns RebootPolicy objects into the pools the operator runs: each policy's Spec is the
+// flags' Spec (the default policy) with what the object sets, compiled by policy.Compile; a node
+// belongs to the matching policy of the highest priority. Pure: no client, no informer.
+package pools
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/slipway-dev/slipway/api/v1alpha1"
+	"github.com/slipway-dev/slipway/operator/admission"
+	"github.com/slipway-dev/slipway/operator/budget"
+	"github.com/slipway-dev/slipway/operator/policy"
+)
+
+// Pool is one RebootPolicy as the operator runs it. Never changed once built.
+type Pool struct {
+	Name       string
+	Generation int64
+	Priority   int32
+	Selector   labels.Selector // nil when the selector does not parse (Err says why)
+	// Spec: the default policy's Spec with what the object sets (published as this pool's policy).
+	Spec policy.Spec
+	// Policy: Spec compiled (nil when Err); Admission: what admission reads of it (Invalid set when Err).
+	Policy    *policy.Policy
+	Admission *admission.Policy
+	// Max: the pool's own budget (nil: only the fleet's and the groups').
+	Max *budget.Max
+	// Err: why the spec is not accepted (a parser's message), "" when it is.
+	Err string
+}
+
+// Merge is the Spec a RebootPolicy gives its nodes: def (the flags') with what spec sets. A list that
+// is set replaces the flags' (an empty list: none); a field left out keeps the flags' value.
+func Merge(def policy.Spec, spec v1alpha1.RebootPolicySpec) policy.Spec {
+	s := def
+	if spec.Windows != nil {
+		s.Windows = spec.Windows
+		s.FLUOWindow = policy.FLUOWindow{} // the pool's windows replace all of the flags' windows
+	}
+	if spec.Exclusions != nil {
+		s.Exclusions = spec.Exclusions
+	}
+	if c := spec.Canary; c != nil {
+		if c.Nodes != nil {
+			s.Canary.Nodes = int(*c.Nodes)
+		}
+		if c.Bake != nil {
+			s.Canary.Bake = *c.Bake
+		}
+	}
+	return s
+}
+
+// Compile builds the Pool of rp over the flags' Spec def. A spec the schema let through but the
+// parsers refuse gives a Pool with Err set, whose nodes are held: never admitted under a policy that
+// did not compile.
+func Compile(def policy.Spec, rp *v1alpha1.RebootPolicy) *Pool {
+	p := &Pool{Name: rp.Name, Generation: rp.Generation, Priority: rp.Spec.Priority, Spec: Merge(def, rp.Spec)}
+	p.Admission = &admission.Policy{Name: rp.Name, Generation: rp.Generation}
+	fail := func(err error) *Pool {
+		p.Err = err.Error()
+		p.Admission.Invalid = p.Err
+		return p
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&rp.Spec.NodeSelector)
+	if err != nil {
+		return fail(fmt.Errorf("nodeSelector: %w", err))
+	}
+	if sel.Empty() {
+		return fail(fmt.Errorf("nodeSelector is empty: the update-operator's flags are the policy of every node"))
+	}
+	p.Selector = sel
+	if m := rp.Spec.MaxUnavailable; m != nil {
+		max, err := ParseMax(*m)
+		if err != nil {
+			return fail(fmt.Errorf("maxUnavailable: %w", err))
+		}
+		p.Max = &max
+	}
+	compiled, err := policy.Compile(p.Spec)
+	if err != nil {
+		return fail(err)
+	}
+	p.Policy = compiled
+	a := compiled.Admission()
+	a.Name, a.Generation = rp.Name, rp.Generation
+	if rp.Spec.Paused {
+		a.Paused = "policy " + rp.Name + " paused"
+		if r := strings.TrimSpace(rp.Spec.PausedReason); r != "" {
+			a.Paused += ": " + r
+		}
+	}
+	p.Admission = a
+	return p
+}
+
+// ParseMax reads a pool's maxUnavailable: a count of at least 1 or a percentage.
+func ParseMax(v intstr.IntOrString) (budget.Max, error) {
+	if v.Type == intstr.Int {
+		if v.IntVal < 1 {
+			return budget.Max{}, fmt.Errorf("%d: want at least 1 (pause the policy to stop its nodes)", v.IntVal)
+		}
+		return budget.ParseMax(strconv.Itoa(int(v.IntVal)))
+	}
+	return budget.ParseMax(v.StrVal)
+}
+
+// Set is the pools at one moment. Never changed once built: a change of any RebootPolicy builds a new
+// Set.
+type Set struct {
+	pools  []*Pool // by priority, highest first, then by name
+	byName map[string]*Pool
+}
+
+// NewSet orders the pools for Select.
+func NewSet(pools []*Pool) *Set {
+	s := &Set{pools: append([]*Pool(nil), pools...), byName: map[string]*Pool{}}
+	sort.Slice(s.pools, func(i, j int) bool {
+		if s.pools[i].Priority != s.pools[j].Priority {
+			return s.pools[i].Priority > s.pools[j].Priority
+		}
+		return s.pools[i].Name < s.pools[j].Name
+	})
+	for _, p := range s.pools {
+		s.byName[p.Name] = p
+	}
+	return s
+}
+
+// Pools are the pools, highest priority first.
+func (s *Set) Pools() []*Pool {
+	if s == nil {
+		return nil
+	}
+	return s.pools
+}
+
+// Get is the pool named name (nil: none).
+func (s *Set) Get(name string) *Pool {
+	if s == nil {
+		return nil
+	}
+	return s.byName[name]
+}
+
+// Select is the pool of a node with labels l: the matching pool of the highest priority ("" none: the
+// default policy). When several match at that priority, name is "" and tied names them (sorted): the
+// node is held until they no longer tie. A pool whose selector does not parse matches nothing.
+func (s *Set) Select(l labels.Labels) (name string, tied []string) {
+	if s == nil {
+		return "", nil
+	}
+	for i, p := range s.pools {
+		if p.Selector == nil || !p.Selector.Matches(l) {
+			continue
+		}
+		for _, q := range s.pools[i+1:] {
+			if q.Priority != p.Priority {
+				break
+			}
+			if q.Selector != nil && q.Selector.Matches(l) {
+				tied = append(tied, q.Name)
+			}
+		}
+		if len(tied) > 0 {
+			return "", append([]string{p.Name}, tied...)
+		}
+		return p.Name, nil
+	}
+	return "", nil
+}
+
+// Limits are the pools' own budgets, by name (admission.Limits.Policies).
+func (s *Set) Limits() map[string]budget.Max {
+	out := map[string]budget.Max{}
+	for _, p := range s.Pools() {
+		if p.Max != nil {
+			out[p.Name] = *p.Max
+		}
+	}
+	return out
+}
