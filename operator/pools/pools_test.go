@@ -76,7 +76,9 @@ func TestCompile(t *testing.T) {
 			s.NodeSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Sometimes"}}}
 		}, "nodeSelector"},
 		{"empty selector", func(s *v1alpha1.RebootPolicySpec) { s.NodeSelector = metav1.LabelSelector{} }, "nodeSelector is empty"},
-		{"bake without nodes", func(s *v1alpha1.RebootPolicySpec) { s.Canary = &v1alpha1.Canary{Bake: &metav1.Duration{Duration: time.Hour}} }, "canary-bake needs"},
+		{"bake without nodes", func(s *v1alpha1.RebootPolicySpec) {
+			s.Canary = &v1alpha1.Canary{Bake: &metav1.Duration{Duration: time.Hour}}
+		}, "canary-bake needs"},
 	} {
 		p := Compile(def, rp("x", 0, map[string]string{"a": "b"}, c.edit))
 		if !strings.Contains(p.Err, c.want) || p.Policy != nil || p.Admission.Invalid != p.Err || p.Admission.Name != "x" {
