@@ -17,9 +17,9 @@ import (
 // carries true to the answer: its blocked-by annotation (an admission's own PATCH removes it) and the
 // --prefer-no-schedule-taint taint. It returns the node as written, whether it was admitted, when
 // only time can change the answer, and done, which ends an admitted node's reservation (call it after
-// the admission's PATCH).
+// the admission's PATCH), and pin, the policy it was admitted under (protocol.AdmittedPolicy's value).
 func (c *Controller) admit(ctx context.Context, n *corev1.Node, state protocol.State, f protocol.Facts, log klog.Logger) (
-	out *corev1.Node, admitted bool, retry time.Duration, done func(), err error) {
+	out *corev1.Node, admitted bool, retry time.Duration, done func(), pin string, err error) {
 	done = func() {}
 	if state != protocol.NeedsReboot || f.Paused {
 		c.cfg.Notify.Unblocked(n.Name)
@@ -32,7 +32,7 @@ func (c *Controller) admit(ctx context.Context, n *corev1.Node, state protocol.S
 			taint = taintKeep // the cycle's end removes it
 		}
 		n, err = c.markWaiting(ctx, n, blocked, taint, log)
-		return n, false, 0, done, err
+		return n, false, 0, done, "", err
 	}
 	d := c.admitter.Decide(ctx, n.Name, n, c.fleetSwitch(), c.cfg.Now(), c.lookup)
 	if d.ActiveBlockers != nil {
@@ -44,13 +44,13 @@ func (c *Controller) admit(ctx context.Context, n *corev1.Node, state protocol.S
 			if d.Release() {
 				c.queue.Add(waitingKey)
 			}
-		}, nil
+		}, policyPin(d.Policy), nil
 	}
 	if n, err = c.markWaiting(ctx, n, &d.Verdict, taintOn, log); err != nil {
-		return nil, false, 0, done, err
+		return nil, false, 0, done, "", err
 	}
 	c.cfg.Notify.Blocked(n.Name, d.String())
-	return n, false, d.Retry, done, nil
+	return n, false, d.Retry, done, "", nil
 }
 
 // taintWant says what markWaiting does with the waiting taint.

@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -48,6 +49,7 @@ import (
 	"github.com/slipway-dev/slipway/operator/fence"
 	"github.com/slipway-dev/slipway/operator/notify"
 	"github.com/slipway-dev/slipway/operator/policy"
+	"github.com/slipway-dev/slipway/operator/pools"
 	"github.com/slipway-dev/slipway/operator/stall"
 )
 
@@ -64,7 +66,10 @@ type Config struct {
 	// Policy is the reboot policy (package policy: compiled from the flags); its fields are Config's.
 	policy.Policy
 
-	Client   kubernetes.Interface
+	Client kubernetes.Interface
+	// Dynamic reads the RebootPolicies and writes their status (nil: no pools, the flags' policy for
+	// every node).
+	Dynamic  dynamic.Interface
 	Recorder record.EventRecorder
 	Metrics  *Metrics // may be nil
 	Log      klog.Logger
@@ -120,6 +125,10 @@ type Controller struct {
 	overlay       *nodes.Overlay
 	index         *admission.Index // what admission reads of every node, kept per change
 	admitter      *admission.Admitter
+	// pools: the RebootPolicies compiled (nil: none); rp: their informer (rebootpolicies.go).
+	pools atomic.Pointer[pools.Set]
+	rpMu  sync.Mutex // guards rp
+	rp    rebootPolicies
 	fleet         fleetState
 	queue         workqueue.TypedRateLimitingInterface[string]
 	drains        *drainer
@@ -408,6 +417,9 @@ func (c *Controller) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := c.startPolicies(ctx); err != nil { // before the first admission: every pool known
+		return err
+	}
 	c.loadRecord() // before the first admission: the fleet's memory, stored and on the Nodes
 	c.synced.Store(true)
 	c.lastProgress.Store(c.cfg.Now().UnixNano())
@@ -448,6 +460,8 @@ func (c *Controller) processNext(ctx context.Context, slot int) bool {
 	switch name {
 	case fleetKey:
 		err = c.syncFleet(ctx)
+	case policiesKey:
+		err = c.syncPolicies(ctx)
 	case waitingKey:
 		for _, n := range c.index.WaitingNames() {
 			// A node whose last sync failed has its retry scheduled with backoff (AddRateLimited):
@@ -581,6 +595,7 @@ func (c *Controller) reindex(name string) {
 			return admission.Node{}, false
 		}
 		e := admission.Of(n, c.cfg.GroupLabel, c.cfg.StallPolicy)
+		c.assignPolicy(n, &e)
 		seen, entry = n, e
 		var until time.Time
 		if e.Settling, until = c.settling(n, e.State, now); until.After(now) {
@@ -592,6 +607,9 @@ func (c *Controller) reindex(name string) {
 	})
 	if changed {
 		c.queue.Add(waitingKey)
+		if c.pools.Load() != nil {
+			c.queue.AddAfter(policiesKey, policyStatusEvery)
+		}
 	}
 	if seen != nil {
 		c.noteNodeFailures(seen, entry)

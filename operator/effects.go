@@ -33,6 +33,8 @@ type step struct {
 	undrainable string
 	// pdbs: StartDrain's settle-pdbs value (the PDBs before the drain; "" none or --settle-pdbs off).
 	pdbs string
+	// policyPin: the RebootPolicy an admission is under (protocol.AdmittedPolicy's value, policyPin).
+	policyPin string
 }
 
 // admission: the step starts the node's cycle.
@@ -298,6 +300,7 @@ func onAdmission(p *nodes.Patch, s step) {
 		return
 	}
 	p.SetAnnotation(s.n, protocol.AdmittedGroup, protocol.BudgetGroup(s.n, s.groupLabel))
+	p.SetAnnotation(s.n, protocol.AdmittedPolicy, s.policyPin)
 	p.DeleteAnnotation(s.n, protocol.WaitingSince)
 	if protocol.IsControlPlane(s.n) {
 		p.SetAnnotation(s.n, protocol.AdmittedControlPlane, protocol.True)
@@ -372,7 +375,7 @@ func endCycle(s step) *nodes.Patch {
 	if s.f.FLUOCordoned {
 		p.SetAnnotation(n, protocol.AgentMadeUnschedulable, protocol.False)
 	}
-	for _, k := range []string{protocol.Cordoned, protocol.DrainStarted, protocol.DrainError, protocol.RebootBootID, protocol.RebootOKTime, protocol.RebootVersion, protocol.CycleStarted, protocol.AdmittedGroup, protocol.AdmittedControlPlane, protocol.Stalled, protocol.BlockedBy} {
+	for _, k := range []string{protocol.Cordoned, protocol.DrainStarted, protocol.DrainError, protocol.RebootBootID, protocol.RebootOKTime, protocol.RebootVersion, protocol.CycleStarted, protocol.AdmittedGroup, protocol.AdmittedControlPlane, protocol.AdmittedPolicy, protocol.Stalled, protocol.BlockedBy} {
 		p.DeleteAnnotation(n, k)
 	}
 	s.steer.End(p, n)

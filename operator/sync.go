@@ -43,7 +43,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 			retry = minRetry(retry, d+10*time.Millisecond)
 		}
 	}
-	n, admitted, wait, done, err := c.admit(ctx, n, state, f, log)
+	n, admitted, wait, done, pin, err := c.admit(ctx, n, state, f, log)
 	// An admitted node is held against every pool until the admission PATCH below has returned (and
 	// our own write is in the index) or failed: admissions decided meanwhile count it.
 	defer done()
@@ -75,7 +75,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		d, err := c.drain(ctx, n, log)
 		return minRetry(d, retry), err
 	}
-	s := step{n: n, f: f, from: state, row: row, now: c.cfg.Now(), hooks: c.cfg.Hooks, groupLabel: c.cfg.GroupLabel, steer: c.cfg.Steer}
+	s := step{n: n, f: f, from: state, row: row, now: c.cfg.Now(), hooks: c.cfg.Hooks, groupLabel: c.cfg.GroupLabel, steer: c.cfg.Steer, policyPin: pin}
 	s.undrainable = undrainable
 	if row.Do == protocol.FailOldVersion {
 		s.failed = fmt.Sprintf("%s: back on %q, rebooted for %q", FailOldVersion, n.Labels[protocol.Version], n.Annotations[protocol.RebootVersion])

@@ -99,6 +99,10 @@ const (
 	// too): relabelling or asking in another group mid-cycle frees no slot.
 	AdmittedGroup        = SlipwayPrefix + "admitted-group"
 	AdmittedControlPlane = SlipwayPrefix + "admitted-control-plane"
+	// AdmittedPolicy — operator: the RebootPolicy the node was admitted under, "<name>/<generation>"
+	// ("" the flags' policy). Until its cycle ends the node belongs to that policy and counts against
+	// its budget, whatever its labels or the policies say meanwhile.
+	AdmittedPolicy = SlipwayPrefix + "admitted-policy"
 	// RebootFailed — operator: "<RFC 3339 time> <why>" when the node's reboot counted against
 	// --max-failed-reboots (stalled after its grant, or back on its old version: its own evidence only). The fleet record (ConfigMap slipway-fleet-record) keeps the failure too, and
 	// counts from there: removing this mark, or deleting the Node, lifts nothing; kubectl slipway resume
@@ -218,6 +222,7 @@ var Owners = map[string]Writer{
 	CycleStarted:           WriterOperator,
 	AdmittedGroup:          WriterOperator,
 	AdmittedControlPlane:   WriterOperator,
+	AdmittedPolicy:         WriterOperator,
 	RebootFailed:           WriterOperator,
 	Stalled:                WriterOperator,
 	BlockedBy:              WriterOperator,

@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -39,4 +40,51 @@ func ValidVersion(v string) error {
 		return fmt.Errorf("character %q at %d: an OS version has only letters, digits and . _ + -", v[i], i)
 	}
 	return nil
+}
+
+// CompareVersions orders two OS versions as Flatcar numbers them ("4152.2.3"): part by part, numbers
+// as numbers, anything else (a build suffix after "+" or "-") as text; "" is older than any version.
+// It returns -1, 0 or 1.
+func CompareVersions(a, b string) int {
+	if a == b {
+		return 0
+	}
+	if a == "" {
+		return -1
+	}
+	if b == "" {
+		return 1
+	}
+	split := func(v string) []string {
+		return strings.FieldsFunc(v, func(r rune) bool { return r == '.' || r == '+' || r == '-' })
+	}
+	pa, pb := split(a), split(b)
+	for i := 0; i < len(pa) && i < len(pb); i++ {
+		na, errA := strconv.ParseUint(pa[i], 10, 64)
+		nb, errB := strconv.ParseUint(pb[i], 10, 64)
+		switch {
+		case errA == nil && errB == nil && na != nb:
+			if na < nb {
+				return -1
+			}
+			return 1
+		case errA == nil && errB == nil:
+		case errA == nil: // a number against text (a build suffix): the number sorts later
+			return 1
+		case errB == nil:
+			return -1
+		case pa[i] != pb[i]:
+			if pa[i] < pb[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	switch {
+	case len(pa) < len(pb):
+		return -1
+	case len(pa) > len(pb):
+		return 1
+	}
+	return strings.Compare(a, b)
 }

@@ -43,3 +43,26 @@ func TestValidVersion(t *testing.T) {
 		}
 	}
 }
+
+// OS versions order as Flatcar numbers them, whatever their suffix.
+func TestCompareVersions(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{
+		{"4152.2.3", "4152.2.3", 0},
+		{"4152.2.3", "4152.2.10", -1}, // numbers, not text
+		{"4230.0.0", "4152.2.3", 1},
+		{"", "3975.2.0", -1},
+		{"3975.2.0", "", 1},
+		{"4152.2", "4152.2.1", -1},
+		{"4152.2.3", "4152.2.3+nightly-20261101", -1},
+	} {
+		if got := CompareVersions(c.a, c.b); got != c.want {
+			t.Errorf("CompareVersions(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+		if got := CompareVersions(c.b, c.a); got != -c.want {
+			t.Errorf("CompareVersions(%q, %q) = %d, want %d (antisymmetric)", c.b, c.a, got, -c.want)
+		}
+	}
+}

@@ -243,3 +243,14 @@ func (x *Index) Entries() []Node {
 	}
 	return out
 }
+
+// EntriesByName is every node's entry as admission counts it, by node name.
+func (x *Index) EntriesByName() map[string]Node {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make(map[string]Node, len(x.nodes))
+	for name, e := range x.nodes {
+		out[name] = x.effective(name, e)
+	}
+	return out
+}

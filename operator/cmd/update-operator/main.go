@@ -286,12 +286,13 @@ func run() int {
 	defer broadcaster.Shutdown()
 	cfg.Client = client
 	cfg.Identity = o.identity
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		log.Error(err, "building Kubernetes client")
+		return 1
+	}
+	cfg.Dynamic = dyn // RebootPolicies, and the objects of --health-check
 	if len(cfg.HealthChecks) > 0 {
-		dyn, err := dynamic.NewForConfig(rc)
-		if err != nil {
-			log.Error(err, "building Kubernetes client")
-			return 1
-		}
 		cfg.Blockers = append(cfg.Blockers, &health.Blocker{Checks: cfg.HealthChecks, Client: dyn,
 			Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))})
 	}

@@ -1,0 +1,368 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/slipway-dev/slipway/api/v1alpha1"
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/admission"
+	"github.com/slipway-dev/slipway/operator/policy"
+	"github.com/slipway-dev/slipway/operator/pools"
+)
+
+// policiesKey: write the RebootPolicies' status (policyStatus), at most about once a second.
+const policiesKey = "/policies"
+
+// policyStatusEvery batches the status writes of the RebootPolicies: counts change with every step
+// of every node, a person reads them by the second at best.
+const policyStatusEvery = time.Second
+
+// rebootPolicies is what the controller keeps of the RebootPolicy objects: an informer once the
+// resource is there (the CRD installed, the RBAC to list it), and the pools compiled from them.
+type rebootPolicies struct {
+	informer cache.SharedIndexInformer // nil until the resource could be listed
+	// missing: why the resource could not be listed at start ("" it could); looked for again every
+	// minute, so installing the CRD later needs no restart.
+	missing string
+}
+
+// probePolicies lists RebootPolicies once: ok when the resource is there; otherwise why not, in words
+// a person can act on. Never an error that stops the operator: without the resource it runs the flags'
+// policy for every node.
+func (c *Controller) probePolicies(ctx context.Context) (bool, string) {
+	_, err := c.cfg.Dynamic.Resource(v1alpha1.Resource).List(ctx, metav1.ListOptions{Limit: 1})
+	switch {
+	case err == nil:
+		return true, ""
+	case apierrors.IsNotFound(err):
+		return false, "the RebootPolicy CRD (rebootpolicies.update.slipway.dev) is not installed: every node runs the flags' policy; install it (kubectl apply -k deploy/) to use pools"
+	case apierrors.IsForbidden(err):
+		return false, "the operator may not list rebootpolicies.update.slipway.dev: every node runs the flags' policy; grant list/watch on rebootpolicies and update on rebootpolicies/status (deploy/base/operator-rbac.yaml)"
+	default:
+		return false, "listing rebootpolicies.update.slipway.dev: " + err.Error()
+	}
+}
+
+// startPolicies starts the RebootPolicy informer when the resource is there and waits for it, so the
+// first admission sees every pool. When it is not, it logs why once and looks again every minute.
+func (c *Controller) startPolicies(ctx context.Context) error {
+	if c.cfg.Dynamic == nil {
+		return nil
+	}
+	ok, why := c.probePolicies(ctx)
+	if !ok {
+		c.log.Info("no RebootPolicies", "why", why)
+		c.rp.missing = why
+		go c.lookForPolicies(ctx)
+		return nil
+	}
+	return c.runPolicyInformer(ctx)
+}
+
+// lookForPolicies probes every minute until the resource is there, then starts the informer.
+func (c *Controller) lookForPolicies(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if ok, _ := c.probePolicies(ctx); ok {
+			c.log.Info("RebootPolicies found: pools on")
+			if err := c.runPolicyInformer(ctx); err != nil {
+				c.log.Error(err, "RebootPolicy informer")
+			}
+			return
+		}
+	}
+}
+
+func (c *Controller) runPolicyInformer(ctx context.Context) error {
+	f := dynamicinformer.NewDynamicSharedInformerFactory(c.cfg.Dynamic, 0)
+	inf := f.ForResource(v1alpha1.Resource).Informer()
+	// A status write (ours) changes no generation: only a spec, a label or the set of policies does.
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(interface{}) { c.policiesChanged() },
+		UpdateFunc: func(old, obj interface{}) {
+			o, ok1 := old.(*unstructured.Unstructured)
+			n, ok2 := obj.(*unstructured.Unstructured)
+			if ok1 && ok2 && o.GetGeneration() == n.GetGeneration() {
+				return
+			}
+			c.policiesChanged()
+		},
+		DeleteFunc: func(interface{}) { c.policiesChanged() },
+	}); err != nil {
+		return err
+	}
+	c.rpMu.Lock()
+	c.rp.informer, c.rp.missing = inf, ""
+	c.rpMu.Unlock()
+	f.Start(ctx.Done())
+	go func() { <-ctx.Done(); f.Shutdown() }()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return fmt.Errorf("RebootPolicy informer never synced: check the operator's RBAC (list/watch rebootpolicies.update.slipway.dev)")
+	}
+	c.policiesChanged()
+	return nil
+}
+
+// policiesChanged compiles every RebootPolicy into the pools (over the flags' Spec), hands them to
+// admission and indexes every node again under them.
+func (c *Controller) policiesChanged() {
+	c.rpMu.Lock()
+	inf := c.rp.informer
+	c.rpMu.Unlock()
+	if inf == nil {
+		return
+	}
+	base := c.cfg.Spec
+	if !c.cfg.Compiled() {
+		base = policy.Defaults() // a Config put together by hand (tests): the defaults under the pools
+	}
+	var ps []*pools.Pool
+	for _, obj := range inf.GetStore().List() {
+		rp, err := toRebootPolicy(obj)
+		if err != nil {
+			c.log.Error(err, "a RebootPolicy that does not decode is ignored")
+			continue
+		}
+		ps = append(ps, pools.Compile(base, rp))
+	}
+	set := pools.NewSet(ps)
+	c.pools.Store(set)
+	byName := map[string]*admission.Policy{}
+	for _, p := range set.Pools() {
+		byName[p.Name] = p.Admission
+	}
+	c.admitter.SetPolicies(byName, set.Limits())
+	for _, n := range c.allNodes() {
+		c.reindex(n.Name)
+	}
+	c.queue.Add(waitingKey)
+	c.queue.Add(policiesKey)
+}
+
+func toRebootPolicy(obj interface{}) (*v1alpha1.RebootPolicy, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("unexpected %T", obj)
+	}
+	rp := &v1alpha1.RebootPolicy{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, rp); err != nil {
+		return nil, fmt.Errorf("RebootPolicy %s: %w", u.GetName(), err)
+	}
+	return rp, nil
+}
+
+// assignPolicy sets the entry's policy: the one pinned at its admission while it is in its cycle (the
+// operator's own key), else the matching RebootPolicy of the highest priority.
+func (c *Controller) assignPolicy(n *corev1.Node, e *admission.Node) {
+	if e.State.InCycle() {
+		if v, ok := n.Annotations[protocol.AdmittedPolicy]; ok {
+			e.Policy, _, _ = strings.Cut(v, "/")
+			return
+		}
+	}
+	name, tied := c.pools.Load().Select(labels.Set(n.Labels))
+	e.Policy, e.PolicyTied = name, strings.Join(tied, ", ")
+}
+
+// policyPin is the value of protocol.AdmittedPolicy for a node admitted under p: "<name>/<generation>",
+// "" for the default policy.
+func policyPin(p *admission.Policy) string {
+	if p == nil || p.Name == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s/%d", p.Name, p.Generation)
+}
+
+// syncPolicies writes each RebootPolicy's status when it changed: its nodes, the window, canaries and
+// conditions. A policy deleted meanwhile is skipped; a conflict is retried by the queue.
+func (c *Controller) syncPolicies(ctx context.Context) error {
+	set := c.pools.Load()
+	if set == nil || c.cfg.Dynamic == nil {
+		return nil
+	}
+	c.rpMu.Lock()
+	inf := c.rp.informer
+	c.rpMu.Unlock()
+	if inf == nil {
+		return nil
+	}
+	now := c.cfg.Now()
+	entries := c.index.EntriesByName()
+	tied := map[string][]string{} // policy -> nodes that tie between it and another
+	for node, e := range entries {
+		for _, name := range strings.Split(e.PolicyTied, ", ") {
+			if name != "" {
+				tied[name] = append(tied[name], node)
+			}
+		}
+	}
+	sw := c.fleetSwitch()
+	var firstErr error
+	for _, p := range set.Pools() {
+		obj, ok, err := inf.GetStore().GetByKey(p.Name)
+		if err != nil || !ok {
+			continue
+		}
+		rp, err := toRebootPolicy(obj)
+		if err != nil {
+			continue
+		}
+		st := policyStatus(p, rp.Status, entries, tied[p.Name], sw, now)
+		if equality.Semantic.DeepEqual(st, rp.Status) {
+			continue
+		}
+		rp.Status = st
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rp)
+		if err != nil {
+			return err
+		}
+		_, err = c.cfg.Dynamic.Resource(v1alpha1.Resource).UpdateStatus(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
+		if err != nil && !apierrors.IsNotFound(err) && firstErr == nil {
+			firstErr = fmt.Errorf("writing the status of RebootPolicy %s: %w", p.Name, err)
+		}
+	}
+	return firstErr
+}
+
+// policyStatus is pool p's status: counts from the index entries of its nodes, the window now, where
+// each OS version's canaries stand, and the conditions (their transition times kept from old).
+func policyStatus(p *pools.Pool, old v1alpha1.RebootPolicyStatus, entries map[string]admission.Node, tied []string, sw fleetView, now time.Time) v1alpha1.RebootPolicyStatus {
+	st := v1alpha1.RebootPolicyStatus{ObservedGeneration: p.Generation, Conditions: append([]metav1.Condition(nil), old.Conditions...)}
+	var mine []admission.Node
+	newest := ""
+	for _, e := range entries {
+		if e.Policy != p.Name {
+			continue
+		}
+		mine = append(mine, e)
+		for _, v := range []string{e.Version, e.AskedVersion} {
+			if protocol.CompareVersions(protocol.NormalVersion(v), newest) > 0 {
+				newest = protocol.NormalVersion(v)
+			}
+		}
+	}
+	for _, e := range mine {
+		st.Nodes++
+		switch {
+		case e.State.InCycle():
+			st.InCycle++
+		case e.Waiting():
+			st.Waiting++
+		}
+		if e.Settling != "" {
+			st.Settling++
+		}
+		if e.Counts {
+			st.Unavailable++
+		}
+		if newest != "" && protocol.NormalVersion(e.Version) == newest && !e.State.InCycle() && !e.Waiting() {
+			st.UpToDate++
+		}
+	}
+	cond := func(typ string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg,
+			ObservedGeneration: p.Generation, LastTransitionTime: metav1.NewTime(now.Truncate(time.Second))})
+	}
+	if p.Err != "" {
+		cond("Accepted", false, "Invalid", p.Err+"; its waiting nodes are held (blocked-by policy)")
+		st.Window = "invalid"
+	} else {
+		cond("Accepted", true, "Compiled", "the spec compiled; nodes matching it follow it from their next admission")
+	}
+	a := p.Admission
+	switch {
+	case p.Err != "":
+	case a.Paused != "":
+		st.Window = "paused"
+	case a.Schedule == nil || a.Schedule.Open(now):
+		st.Window = "open"
+	default:
+		st.Window = "closed"
+		if next := a.Schedule.NextOpen(now); !next.IsZero() {
+			t := metav1.NewTime(next)
+			st.NextOpen = &t
+		}
+	}
+	if a.Paused != "" {
+		cond("Paused", true, "SpecPaused", a.Paused)
+	} else {
+		cond("Paused", false, "NotPaused", "")
+	}
+	if len(tied) > 0 {
+		sort.Strings(tied)
+		cond("Overlapping", true, "SamePriority", fmt.Sprintf("%d node(s) also match another RebootPolicy of priority %d and are held: %s", len(tied), p.Priority, names(tied, 5)))
+	} else {
+		cond("Overlapping", false, "NoOverlap", "")
+	}
+	if st.InCycle > 0 {
+		cond("Progressing", true, "NodesInCycle", fmt.Sprintf("%d node(s) in their reboot cycle", st.InCycle))
+	} else {
+		cond("Progressing", false, "Idle", "")
+	}
+	halted := []string{}
+	stats := admission.VersionsOf(mine)
+	var versions []string
+	for v := range stats {
+		versions = append(versions, v)
+	}
+	sort.Strings(versions)
+	for _, v := range versions {
+		s := stats[v]
+		if s.Asking == 0 && s.InFlight == 0 {
+			continue
+		}
+		vs := v1alpha1.VersionStatus{Version: v, Asking: int32(s.Asking)}
+		if a.Canary.On() {
+			full := admission.WithMemory(*s, v, sw)
+			cs := admission.CanaryOf(full, a.Canary, sw.VersionResumedAt(v), now, 0)
+			if cs.State != "off" {
+				vs.Canary = cs.State
+			}
+			if cs.State == "halted" {
+				halted = append(halted, v)
+			}
+		}
+		st.Versions = append(st.Versions, vs)
+	}
+	if len(halted) > 0 {
+		cond("Halted", true, "VersionHalted", "halted: "+strings.Join(halted, ", ")+" (kubectl slipway resume --version V)")
+	} else {
+		cond("Halted", false, "NoHalt", "")
+	}
+	// Transition times only move when a condition's status does (meta.SetStatusCondition); a status
+	// otherwise equal to the old one is not written.
+	return st
+}
+
+// names lists up to n of them, then how many more.
+func names(all []string, n int) string {
+	if len(all) <= n {
+		return strings.Join(all, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(all[:n], ", "), len(all)-n)
+}
