@@ -1,0 +1,259 @@
+package operator_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/slipway-dev/slipway/api/v1alpha1"
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
+	"github.com/slipway-dev/slipway/operator"
+)
+
+var crdOnce sync.Once
+
+// needPools is needCluster with the RebootPolicy CRD installed as the installs ship it, and a dynamic
+// client; every policy is deleted when the test ends.
+func needPools(t *testing.T) dynamic.Interface {
+	t.Helper()
+	needCluster(t)
+	var err error
+	crdOnce.Do(func() { err = testenv.InstallCRDs(context.Background(), cp.RestConfig(), "../deploy/base/crd") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn := dynamic.NewForConfigOrDie(cp.RestConfig())
+	t.Cleanup(func() {
+		_ = dyn.Resource(v1alpha1.Resource).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	return dyn
+}
+
+func createPolicy(t *testing.T, dyn dynamic.Interface, name string, spec v1alpha1.RebootPolicySpec) {
+	t.Helper()
+	rp := &v1alpha1.RebootPolicy{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "RebootPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(v1alpha1.Resource).Create(context.Background(), &unstructured.Unstructured{Object: u}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating RebootPolicy %s: %v", name, err)
+	}
+}
+
+func patchPolicy(t *testing.T, dyn dynamic.Interface, name string, patch map[string]interface{}) {
+	t.Helper()
+	body, _ := json.Marshal(patch)
+	if _, err := dyn.Resource(v1alpha1.Resource).Patch(context.Background(), name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("patching RebootPolicy %s: %v", name, err)
+	}
+}
+
+func getPolicy(t *testing.T, dyn dynamic.Interface, name string) *v1alpha1.RebootPolicy {
+	t.Helper()
+	u, err := dyn.Resource(v1alpha1.Resource).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &v1alpha1.RebootPolicy{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, rp); err != nil {
+		t.Fatal(err)
+	}
+	return rp
+}
+
+// waitPolicy waits until RebootPolicy name's status satisfies cond.
+func waitPolicy(t *testing.T, dyn dynamic.Interface, name, what string, cond func(*v1alpha1.RebootPolicy) bool) *v1alpha1.RebootPolicy {
+	t.Helper()
+	var last *v1alpha1.RebootPolicy
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		last = getPolicy(t, dyn, name)
+		return cond(last), nil
+	})
+	if err != nil {
+		t.Fatalf("RebootPolicy %s never %s; status %+v", name, what, last.Status)
+	}
+	return last
+}
+
+func condition(rp *v1alpha1.RebootPolicy, typ string) metav1.ConditionStatus {
+	if c := meta.FindStatusCondition(rp.Status.Conditions, typ); c != nil && c.ObservedGeneration == rp.Generation {
+		return c.Status
+	}
+	return ""
+}
+
+func selector(kv ...string) metav1.LabelSelector {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return metav1.LabelSelector{MatchLabels: m}
+}
+
+// Two pools roll at once on a real API server: the gpu pool's exclusion is in force, the web pool's
+// budget is 2 under a fleet budget of 2. The gpu nodes asked first, yet their closed pool takes no
+// budget from the open one: two web nodes go, the third waits for its pool's budget. Then: a third
+// policy of the same priority overlaps web (the waiting node is held, both report Overlapping; the
+// nodes in their cycle stay pinned to web); relabelling a node in its cycle moves nothing; an edit
+// (the exclusion removed) applies without a restart; a spec the parsers refuse holds its nodes and
+// says why.
+func TestPools(t *testing.T) {
+	dyn := needPools(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	freeze := now.AddDate(0, 0, -1).Format("2006-01-02") + "/" + now.AddDate(0, 0, 1).Format("2006-01-02")
+	createPolicy(t, dyn, "gpu", v1alpha1.RebootPolicySpec{NodeSelector: selector("pool", "gpu"), Priority: 10,
+		MaxUnavailable: ptr(intstr.FromInt32(1)), Exclusions: []string{freeze}})
+	createPolicy(t, dyn, "web", v1alpha1.RebootPolicySpec{NodeSelector: selector("pool", "web"), MaxUnavailable: ptr(intstr.FromInt32(2))})
+	for _, n := range []struct{ name, pool string }{{"gpu-0", "gpu"}, {"gpu-1", "gpu"}, {"web-0", "web"}, {"web-1", "web"}, {"web-2", "web"}, {"bad-0", "bad"}} {
+		if _, err := testenv.CreateNode(ctx, client, n.name, "boot-a", map[string]string{"pool": n.pool}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startOperator(t, opOptions{max: "2", tweak: func(c *operator.Config) { c.Dynamic = dyn }})
+	for _, name := range []string{"gpu-0", "gpu-1"} {
+		annotate(t, name, map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	}
+	blockedBy(t, "gpu-0", "window")
+	blockedBy(t, "gpu-1", "window")
+	for _, name := range []string{"web-0", "web-1", "web-2"} {
+		annotate(t, name, map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	}
+	var admitted, held []string
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		admitted, held = nil, nil
+		for _, name := range []string{"web-0", "web-1", "web-2"} {
+			n := getNode(t, name)
+			switch {
+			case admittedNow(n):
+				admitted = append(admitted, name)
+			case strings.HasPrefix(n.Annotations[protocol.BlockedBy], "budget: full (") && strings.Contains(n.Annotations[protocol.BlockedBy], "policy/web"):
+				held = append(held, name)
+			}
+		}
+		return len(admitted) == 2 && len(held) == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("web: admitted %v, held by its pool's budget %v; want 2 and 1 (the closed gpu pool must take no budget)", admitted, held)
+	}
+	for _, name := range admitted {
+		if pin := getNode(t, name).Annotations[protocol.AdmittedPolicy]; !strings.HasPrefix(pin, "web/") {
+			t.Errorf("%s admitted under %q, want web/<generation>", name, pin)
+		}
+	}
+	web := waitPolicy(t, dyn, "web", "counted its nodes", func(rp *v1alpha1.RebootPolicy) bool {
+		return rp.Status.Nodes == 3 && rp.Status.InCycle == 2 && rp.Status.Waiting == 1 && condition(rp, "Accepted") == metav1.ConditionTrue &&
+			condition(rp, "Progressing") == metav1.ConditionTrue && rp.Status.Window == "open"
+	})
+	if web.Status.ObservedGeneration != web.Generation {
+		t.Errorf("web observedGeneration %d, generation %d", web.Status.ObservedGeneration, web.Generation)
+	}
+	waitPolicy(t, dyn, "gpu", "closed", func(rp *v1alpha1.RebootPolicy) bool {
+		return rp.Status.Window == "closed" && rp.Status.NextOpen != nil && rp.Status.Waiting == 2
+	})
+
+	// Overlap: web2 at web's priority matches the web nodes. The waiting one is held; those in their
+	// cycle stay pinned to web.
+	waitingWeb := held[0]
+	createPolicy(t, dyn, "web2", v1alpha1.RebootPolicySpec{NodeSelector: selector("pool", "web")})
+	n := blockedBy(t, waitingWeb, "policy")
+	if !strings.Contains(n.Annotations[protocol.BlockedBy], "matches web, web2") {
+		t.Errorf("overlap: %q", n.Annotations[protocol.BlockedBy])
+	}
+	for _, name := range []string{"web", "web2"} {
+		waitPolicy(t, dyn, name, "reported the overlap", func(rp *v1alpha1.RebootPolicy) bool { return condition(rp, "Overlapping") == metav1.ConditionTrue })
+	}
+	waitPolicy(t, dyn, "web", "kept its nodes in their cycle", func(rp *v1alpha1.RebootPolicy) bool { return rp.Status.InCycle == 2 })
+	if err := dyn.Resource(v1alpha1.Resource).Delete(ctx, "web2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	blockedBy(t, waitingWeb, "budget")
+
+	// A node in its cycle relabelled into the gpu pool still counts against web (its pin).
+	relabel := admitted[0]
+	if _, err := client.CoreV1().Nodes().Patch(ctx, relabel, types.MergePatchType, []byte(`{"metadata":{"labels":{"pool":"gpu"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPolicy(t, dyn, "gpu", "counted the relabelled node? no: it is pinned", func(rp *v1alpha1.RebootPolicy) bool { return rp.Status.Nodes == 2 })
+	if rp := getPolicy(t, dyn, "web"); rp.Status.InCycle != 2 {
+		t.Errorf("web after relabelling %s mid-cycle: in cycle %d, want 2 (pinned)", relabel, rp.Status.InCycle)
+	}
+
+	// An edit applies without a restart: the gpu freeze lifted, and the fleet's budget (2, both used by
+	// web) is what holds the gpu nodes now.
+	patchPolicy(t, dyn, "gpu", map[string]interface{}{"spec": map[string]interface{}{"exclusions": []string{}}})
+	blockedBy(t, "gpu-0", "budget")
+	waitPolicy(t, dyn, "gpu", "opened", func(rp *v1alpha1.RebootPolicy) bool { return rp.Status.Window == "open" })
+
+	// A spec the schema accepts and the parsers refuse: its node is held, the policy says why.
+	createPolicy(t, dyn, "bad", v1alpha1.RebootPolicySpec{NodeSelector: selector("pool", "bad"), Windows: []string{"Moonday 02:00-06:00"}})
+	annotate(t, "bad-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	n = blockedBy(t, "bad-0", "policy")
+	if !strings.Contains(n.Annotations[protocol.BlockedBy], "invalid: bad: reboot-window") {
+		t.Errorf("invalid policy: %q", n.Annotations[protocol.BlockedBy])
+	}
+	bad := waitPolicy(t, dyn, "bad", "refused", func(rp *v1alpha1.RebootPolicy) bool { return condition(rp, "Accepted") == metav1.ConditionFalse })
+	if c := meta.FindStatusCondition(bad.Status.Conditions, "Accepted"); !strings.Contains(c.Message, "reboot-window") || c.Reason != "Invalid" {
+		t.Errorf("Accepted: %+v", c)
+	}
+}
+
+// The schema refuses what it can tell is malformed, before the operator sees it.
+func TestPolicySchema(t *testing.T) {
+	dyn := needPools(t)
+	for _, c := range []struct {
+		name string
+		spec map[string]interface{}
+		want string
+	}{
+		{"empty-selector", map[string]interface{}{"nodeSelector": map[string]interface{}{}}, "nodeSelector must not be empty"},
+		{"zero-budget", map[string]interface{}{"nodeSelector": map[string]interface{}{"matchLabels": map[string]interface{}{"a": "b"}}, "maxUnavailable": 0}, "at least 1"},
+		{"bad-percent", map[string]interface{}{"nodeSelector": map[string]interface{}{"matchLabels": map[string]interface{}{"a": "b"}}, "maxUnavailable": "150%"}, "percentage"},
+		{"bake-alone", map[string]interface{}{"nodeSelector": map[string]interface{}{"matchLabels": map[string]interface{}{"a": "b"}}, "canary": map[string]interface{}{"bake": "1h"}}, "bake needs nodes"},
+		{"reason-alone", map[string]interface{}{"nodeSelector": map[string]interface{}{"matchLabels": map[string]interface{}{"a": "b"}}, "pausedReason": "x"}, "pausedReason needs paused"},
+	} {
+		u := &unstructured.Unstructured{Object: map[string]interface{}{"apiVersion": v1alpha1.GroupVersion.String(), "kind": "RebootPolicy",
+			"metadata": map[string]interface{}{"name": c.name}, "spec": c.spec}}
+		_, err := dyn.Resource(v1alpha1.Resource).Create(context.Background(), u, metav1.CreateOptions{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want refused with %q", c.name, err, c.want)
+		}
+	}
+}
+
+// Without the RBAC to read RebootPolicies the operator says so once and runs the flags' policy: the
+// node is admitted, the operator does not exit.
+func TestPoolsWithoutRBAC(t *testing.T) {
+	needPools(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	cfg, err := cp.ClientConfig("no-policies-user")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testenv.CreateNode(ctx, client, "norbac-0", "boot-a", map[string]string{"pool": "gpu"}); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Dynamic = dynamic.NewForConfigOrDie(cfg) }})
+	annotate(t, "norbac-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	waitNode(t, "norbac-0", 30*time.Second, "admitted under the flags' policy", func(n *corev1.Node) bool {
+		return admittedNow(n) && n.Annotations[protocol.AdmittedPolicy] == ""
+	})
+}
