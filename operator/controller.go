@@ -126,13 +126,13 @@ type Controller struct {
 	index         *admission.Index // what admission reads of every node, kept per change
 	admitter      *admission.Admitter
 	// pools: the RebootPolicies compiled (nil: none); rp: their informer (rebootpolicies.go).
-	pools atomic.Pointer[pools.Set]
-	rpMu  sync.Mutex // guards rp
-	rp    rebootPolicies
-	fleet         fleetState
-	queue         workqueue.TypedRateLimitingInterface[string]
-	drains        *drainer
-	log           klog.Logger
+	pools  atomic.Pointer[pools.Set]
+	rpMu   sync.Mutex // guards rp
+	rp     rebootPolicies
+	fleet  fleetState
+	queue  workqueue.TypedRateLimitingInterface[string]
+	drains *drainer
+	log    klog.Logger
 	// PodDisruptionBudgets, for --settle-pdbs (nil when off).
 	pdbs policylisters.PodDisruptionBudgetLister
 	// gates: one factory for the cluster-wide informers of the roll-out gates (PDBs, VolumeAttachments),
