@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -172,17 +171,9 @@ func toRebootPolicy(obj interface{}) (*v1alpha1.RebootPolicy, error) {
 	return rp, nil
 }
 
-// assignPolicy sets the entry's policy: the one pinned at its admission while it is in its cycle (the
-// operator's own key), else the matching RebootPolicy of the highest priority.
+// assignPolicy sets the entry's policy (pools.Set.Of).
 func (c *Controller) assignPolicy(n *corev1.Node, e *admission.Node) {
-	if e.State.InCycle() {
-		if v, ok := n.Annotations[protocol.AdmittedPolicy]; ok {
-			e.Policy, _, _ = strings.Cut(v, "/")
-			return
-		}
-	}
-	name, tied := c.pools.Load().Select(labels.Set(n.Labels))
-	e.Policy, e.PolicyTied = name, strings.Join(tied, ", ")
+	e.Policy, e.PolicyTied = c.pools.Load().Of(n, e.State.InCycle())
 }
 
 // policyPin is the value of protocol.AdmittedPolicy for a node admitted under p: "<name>/<generation>",

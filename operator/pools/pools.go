@@ -9,11 +9,13 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/slipway-dev/slipway/api/v1alpha1"
+	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/policy"
@@ -175,6 +177,20 @@ func (s *Set) Select(l labels.Labels) (name string, tied []string) {
 		return p.Name, nil
 	}
 	return "", nil
+}
+
+// Of is the policy of Node n: the one pinned at its admission (protocol.AdmittedPolicy, the operator's
+// own key) while it is in its cycle, else Select over its labels; tied names the policies that tie
+// ("" none). The operator indexes nodes by it, the status view shows it.
+func (s *Set) Of(n *corev1.Node, inCycle bool) (name, tied string) {
+	if inCycle {
+		if v, ok := n.Annotations[protocol.AdmittedPolicy]; ok {
+			name, _, _ = strings.Cut(v, "/")
+			return name, ""
+		}
+	}
+	name, t := s.Select(labels.Set(n.Labels))
+	return name, strings.Join(t, ", ")
 }
 
 // Limits are the pools' own budgets, by name (admission.Limits.Policies).

@@ -28,10 +28,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/pager"
 
+	"github.com/slipway-dev/slipway/api/v1alpha1"
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
@@ -49,9 +51,9 @@ const (
 )
 
 const usage = `Usage:
-  %[1]s [status] [-o text|wide|json] [--group GROUP] [--state STATE] [-w [--interval D]]
-  %[1]s pause [--group GROUP] [--reason TEXT]
-  %[1]s resume [--group GROUP | --failures | --version V] [--reason TEXT]
+  %[1]s [status] [-o text|wide|json] [--group GROUP] [--policy NAME] [--state STATE] [-w [--interval D]]
+  %[1]s pause [--group GROUP | --policy NAME] [--reason TEXT]
+  %[1]s resume [--group GROUP | --policy NAME | --failures | --version V] [--reason TEXT]
   %[1]s version
 
 Commands:
@@ -75,6 +77,8 @@ Flags:
                            100), wide (nothing cut) or json (stable shape, see docs/operate.md)
       --group GROUP        status: only this budget group's nodes; pause or resume only this
                            group (the operator's --group-label value, or a FleetLock group)
+      --policy NAME        status: only the nodes of this RebootPolicy; pause or resume it
+                           (its spec.paused and pausedReason: kubectl get rp shows it too)
       --state STATE        status: only nodes in this state (idle, needs-reboot, before-reboot,
                            draining, rebooting, rebooted, after-reboot)
   -w, --watch              status: again every --interval until interrupted (text: the screen is
@@ -95,6 +99,7 @@ type options struct {
 	kubeconfig, context, namespace string
 	output                         string
 	group, reason                  string
+	policy                         string
 	failures                       bool
 	version                        string
 	state                          string
@@ -177,6 +182,7 @@ func parseArgs(args []string) (string, options, error) {
 	fs.StringVar(&o.output, "output", o.output, "")
 	fs.StringVar(&o.output, "o", o.output, "")
 	fs.StringVar(&o.group, "group", "", "")
+	fs.StringVar(&o.policy, "policy", "", "")
 	fs.StringVar(&o.reason, "reason", "", "")
 	fs.BoolVar(&o.failures, "failures", false, "")
 	fs.StringVar(&o.version, "version", "", "")
@@ -227,7 +233,7 @@ func parseArgs(args []string) (string, options, error) {
 	}
 	for _, err := range []error{
 		only("o", "status"), only("output", "status"),
-		only("group", "status", "pause", "resume"), only("reason", "pause", "resume"), only("failures", "resume"), only("version", "resume"),
+		only("group", "status", "pause", "resume"), only("policy", "status", "pause", "resume"), only("reason", "pause", "resume"), only("failures", "resume"), only("version", "resume"),
 		only("state", "status"), only("watch", "status"), only("w", "status"), only("interval", "status"),
 	} {
 		if err != nil {
@@ -253,7 +259,15 @@ func parseArgs(args []string) (string, options, error) {
 	if o.timeout <= 0 {
 		return "", o, fmt.Errorf("--request-timeout %s: must be positive", o.timeout)
 	}
-	if cmd == "resume" && o.reason != "" && !o.failures && o.version == "" {
+	if o.policy != "" {
+		if bad := validation.IsDNS1123Subdomain(o.policy); len(bad) > 0 {
+			return "", o, fmt.Errorf("--policy %q: %s", o.policy, strings.Join(bad, "; "))
+		}
+		if o.group != "" || o.failures || o.version != "" {
+			return "", o, errors.New("--policy with --group, --failures or --version: give one of them")
+		}
+	}
+	if cmd == "resume" && o.reason != "" && !o.failures && o.version == "" && o.policy == "" {
 		return "", o, errors.New("--reason with resume: only with --failures or --version (kept in the fleet record)")
 	}
 	if set["interval"] && !o.watch {
@@ -283,6 +297,7 @@ var states = []protocol.State{protocol.Idle, protocol.NeedsReboot, protocol.Befo
 // client is a connection to one cluster.
 type client struct {
 	cs     kubernetes.Interface
+	dyn    dynamic.Interface // RebootPolicies
 	host   string
 	config clientcmd.ClientConfig
 	clock  *serverClock
@@ -309,7 +324,11 @@ func connect(o options) (*client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	return &client{cs: cs, host: cfg.Host, config: cc, clock: clock}, nil
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return &client{cs: cs, dyn: dyn, host: cfg.Host, config: cc, clock: clock}, nil
 }
 
 // explain turns an API error into what a person can act on.
@@ -374,7 +393,12 @@ func (c *client) report(ctx context.Context, o options, e env) (Report, error) {
 	}
 	now := e.now()
 	rec, recErr := c.record(ctx, o.namespace)
-	r := Build(nodes, cm, rec, o.namespace, now)
+	rps, rpErr := c.policies(ctx)
+	r := BuildWithPolicies(nodes, cm, rec, rps, o.namespace, now)
+	if rpErr != nil {
+		r.Fleet.Problems = append([]Problem{{Kind: "policies-unreadable", What: rpErr.Error() + ": nodes are shown without their RebootPolicies",
+			Do: "ask for list on rebootpolicies.update.slipway.dev"}}, r.Fleet.Problems...)
+	}
 	if recErr != nil {
 		// The view still shows everything else; this comes first.
 		r.Fleet.Problems = append([]Problem{{Kind: "record-unreadable", What: recErr.Error() + ": the operator holds every admission",
@@ -382,7 +406,58 @@ func (c *client) report(ctx context.Context, o options, e env) (Report, error) {
 	}
 	r.WithLease(c.lease(ctx, o.namespace, now))
 	r.Nodes = filterNodes(r.Nodes, o.group, o.state)
+	if o.policy != "" {
+		kept := []Node{}
+		for _, n := range r.Nodes {
+			if n.Policy == o.policy {
+				kept = append(kept, n)
+			}
+		}
+		r.Nodes = kept
+	}
 	return r, nil
+}
+
+// policies lists the RebootPolicies; none when their CRD is not installed.
+func (c *client) policies(ctx context.Context) ([]v1alpha1.RebootPolicy, error) {
+	l, err := c.dyn.Resource(v1alpha1.Resource).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, c.explain("listing RebootPolicies", err)
+	}
+	var out []v1alpha1.RebootPolicy
+	for _, u := range l.Items {
+		var rp v1alpha1.RebootPolicy
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &rp); err != nil {
+			return nil, fmt.Errorf("RebootPolicy %s: %w", u.GetName(), err)
+		}
+		out = append(out, rp)
+	}
+	return out, nil
+}
+
+// pausePolicy sets (or clears) RebootPolicy name's spec.paused and pausedReason.
+func (c *client) pausePolicy(ctx context.Context, w io.Writer, o options, paused bool) error {
+	spec := map[string]interface{}{"paused": paused, "pausedReason": nil}
+	if paused && o.reason != "" {
+		spec["pausedReason"] = o.reason
+	}
+	body, _ := json.Marshal(map[string]interface{}{"spec": spec})
+	_, err := c.dyn.Resource(v1alpha1.Resource).Patch(ctx, o.policy, types.MergePatchType, body, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("no RebootPolicy %q (kubectl get rebootpolicies lists them)", o.policy)
+	}
+	if err != nil {
+		return c.explain("patching RebootPolicy "+o.policy, err)
+	}
+	if paused {
+		fmt.Fprintf(w, "policy %s paused: %s\nNo new reboot cycle starts in it; nodes in their cycle finish it. Undo: resume --policy %s.\n", o.policy, orUnsaid(o.reason), o.policy)
+	} else {
+		fmt.Fprintf(w, "policy %s resumed\n", o.policy)
+	}
+	return nil
 }
 
 // write writes one report in the format of -o.
@@ -520,6 +595,9 @@ func (c *client) who(o options, e env) string {
 }
 
 func (c *client) pause(ctx context.Context, w io.Writer, o options, e env) error {
+	if o.policy != "" {
+		return c.pausePolicy(ctx, w, o, true)
+	}
 	by := c.who(o, e)
 	patch := fleetswitch.PausePatch(o.group, o.reason, by, e.now())
 	what := "patching ConfigMap " + o.namespace + "/" + fleetswitch.ConfigMapName
@@ -549,6 +627,9 @@ func (c *client) pause(ctx context.Context, w io.Writer, o options, e env) error
 }
 
 func (c *client) resume(ctx context.Context, w io.Writer, o options, e env) error {
+	if o.policy != "" {
+		return c.pausePolicy(ctx, w, o, false)
+	}
 	if o.version != "" || o.failures {
 		if err := c.remember(ctx, w, o, e); err != nil {
 			return err

@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/slipway-dev/slipway/api/v1alpha1"
 	"io"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -645,7 +648,7 @@ func TestErrors(t *testing.T) {
 	}
 	t.Run("help", func(t *testing.T) {
 		out, err := exec.Command(kc, "--help").Output()
-		if err != nil || !strings.HasPrefix(string(out), "Usage:\n  kubectl slipway [status] [-o text|wide|json] [--group GROUP] [--state STATE] [-w [--interval D]]\n") {
+		if err != nil || !strings.HasPrefix(string(out), "Usage:\n  kubectl slipway [status] [-o text|wide|json] [--group GROUP] [--policy NAME] [--state STATE] [-w [--interval D]]\n") {
 			t.Errorf("%v: %s", err, out)
 		}
 	})
@@ -797,4 +800,107 @@ func TestWatch(t *testing.T) {
 			}
 		}
 	})
+}
+
+// RebootPolicies in the view, on a real API server: each node shows its policy, --policy keeps one
+// pool's nodes, the pool shows its window and budget; pause and resume --policy set and clear its
+// spec.paused and pausedReason; an unknown policy is an error that changes nothing.
+func TestPoliciesInTheView(t *testing.T) {
+	cp, c := controlPlane(t)
+	ctx := context.Background()
+	if err := testenv.InstallCRDs(ctx, cp.RestConfig(), "../../deploy/base/crd"); err != nil {
+		t.Fatal(err)
+	}
+	const ns = "slipway-policies-view"
+	createNamespace(t, c, ns)
+	base := []string{"--kubeconfig", cp.Kubeconfig, "-n", ns}
+	dyn := dynamic.NewForConfigOrDie(cp.RestConfig())
+	rps := dyn.Resource(v1alpha1.Resource)
+	t.Cleanup(func() { _ = rps.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{}) })
+	for _, n := range []struct{ name, pool string }{{"pv-gpu-0", "gpu"}, {"pv-web-0", "web"}} {
+		if _, err := testenv.CreateNode(ctx, c, n.name, "boot-a", map[string]string{"pool": n.pool}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.CoreV1().Nodes().Delete(context.Background(), n.name, metav1.DeleteOptions{}) })
+	}
+	gpu := &unstructured.Unstructured{Object: map[string]interface{}{"apiVersion": v1alpha1.GroupVersion.String(), "kind": "RebootPolicy",
+		"metadata": map[string]interface{}{"name": "gpu"},
+		"spec": map[string]interface{}{"nodeSelector": map[string]interface{}{"matchLabels": map[string]interface{}{"pool": "gpu"}},
+			"maxUnavailable": 1, "windows": []interface{}{"Sun 02:00-06:00"}}}}
+	if _, err := rps.Create(ctx, gpu, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	report := func(args ...string) Report {
+		t.Helper()
+		out, errOut, code := cli(append(append([]string{"-o", "json"}, args...), base...)...)
+		if code != ExitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		var r Report
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r := report()
+	policyOf := map[string]string{}
+	for _, n := range r.Nodes {
+		policyOf[n.Name] = n.Policy
+	}
+	if policyOf["pv-gpu-0"] != "gpu" || policyOf["pv-web-0"] != "" {
+		t.Errorf("node policies %v", policyOf)
+	}
+	if len(r.Fleet.Policies) != 1 || r.Fleet.Policies[0].Name != "gpu" || r.Fleet.Policies[0].Nodes != 1 || r.Fleet.Policies[0].Window == "" {
+		t.Errorf("policies %+v", r.Fleet.Policies)
+	}
+	var pool *Budget
+	for i, b := range r.Fleet.Budgets {
+		if b.Pool == PoolPolicy && b.Policy == "gpu" {
+			pool = &r.Fleet.Budgets[i]
+		}
+	}
+	if pool == nil || pool.Nodes != 1 || pool.Max != "1" {
+		t.Errorf("gpu's budget %+v in %+v", pool, r.Fleet.Budgets)
+	}
+	if r := report("--policy", "gpu"); len(r.Nodes) != 1 || r.Nodes[0].Name != "pv-gpu-0" {
+		t.Errorf("--policy gpu: %+v", r.Nodes)
+	}
+
+	out, errOut, code := cli(append([]string{"pause", "--policy", "gpu", "--reason", "driver rollout"}, base...)...)
+	if code != ExitOK || !strings.HasPrefix(out, "policy gpu paused: driver rollout") {
+		t.Fatalf("pause --policy: exit %d, %q %q", code, out, errOut)
+	}
+	got, err := rps.Get(ctx, "gpu", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _, _ := unstructured.NestedBool(got.Object, "spec", "paused"); !p {
+		t.Errorf("spec after pause: %v", got.Object["spec"])
+	}
+	if reason, _, _ := unstructured.NestedString(got.Object, "spec", "pausedReason"); reason != "driver rollout" {
+		t.Errorf("pausedReason %q", reason)
+	}
+	if p := report().Fleet.Policies[0]; !p.Paused || p.Window != "paused" || p.Reason != "driver rollout" {
+		t.Errorf("the view after pause: %+v", p)
+	}
+	if out, errOut, code = cli(append([]string{"resume", "--policy", "gpu"}, base...)...); code != ExitOK || out != "policy gpu resumed\n" {
+		t.Fatalf("resume --policy: exit %d, %q %q", code, out, errOut)
+	}
+	got, _ = rps.Get(ctx, "gpu", metav1.GetOptions{})
+	if p, _, _ := unstructured.NestedBool(got.Object, "spec", "paused"); p {
+		t.Errorf("spec after resume: %v", got.Object["spec"])
+	}
+	if _, found, _ := unstructured.NestedString(got.Object, "spec", "pausedReason"); found {
+		t.Errorf("pausedReason kept after resume: %v", got.Object["spec"])
+	}
+	before := got.GetResourceVersion()
+	if _, errOut, code = cli(append([]string{"pause", "--policy", "nope"}, base...)...); code != ExitError || !strings.Contains(errOut, `no RebootPolicy "nope"`) {
+		t.Errorf("pause --policy nope: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code = cli(append([]string{"pause", "--policy", "gpu", "--group", "a"}, base...)...); code != ExitUsage {
+		t.Errorf("--policy with --group: exit %d, %q", code, errOut)
+	}
+	if got, _ = rps.Get(ctx, "gpu", metav1.GetOptions{}); got.GetResourceVersion() != before {
+		t.Error("a refused command changed the policy")
+	}
 }

@@ -9,11 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/slipway-dev/slipway/api/v1alpha1"
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/policy"
+	"github.com/slipway-dev/slipway/operator/pools"
 	"github.com/slipway-dev/slipway/operator/stall"
 )
 
@@ -52,6 +54,8 @@ type Fleet struct {
 	SettleTime    string `json:"settleTime"`
 	// Cycles: the cycle durations the operator measured, which the versions' ETAs are computed from.
 	Cycles Cycles `json:"cycles"`
+	// Policies: the RebootPolicies (node pools), highest priority first ([] when none).
+	Policies []Policy `json:"policies"`
 }
 
 // Cycles summarises the durations of the last cycles that finished (fleetswitch.Status.CycleSeconds).
@@ -79,12 +83,14 @@ const (
 	PoolFleet        = string(admission.PoolFleet)
 	PoolControlPlane = string(admission.PoolControlPlane)
 	PoolGroup        = string(admission.PoolGroup)
+	PoolPolicy       = string(admission.PoolPolicy)
 )
 
 // Budget is one pool of the budget: how many of its nodes are unavailable, and how many may be.
 type Budget struct {
 	Pool        string `json:"pool"`
 	Group       string `json:"group"`
+	Policy      string `json:"policy"`
 	Nodes       int    `json:"nodes"`
 	Unavailable int    `json:"unavailable"`
 	Max         string `json:"max"`
@@ -173,7 +179,12 @@ const NoAgentAfter = 10 * time.Minute
 
 // Node is one node's row.
 type Node struct {
-	Name          string         `json:"name"`
+	Name string `json:"name"`
+	// Policy: the RebootPolicy it belongs to ("" the flags' policy): pinned at its admission while in
+	// its cycle, else the matching one of the highest priority; PolicyTied names the policies that tie
+	// for it (it is held).
+	Policy        string         `json:"policy"`
+	PolicyTied    string         `json:"policyTied"`
 	State         protocol.State `json:"state"`
 	Since         *time.Time     `json:"since"`
 	Group         string         `json:"group"`
@@ -209,9 +220,16 @@ type Node struct {
 // the fleet record (fleetrecord; the empty record when there is none) at the instant now. It never
 // fails: what the objects do not say is reported as unknown.
 func Build(nodes []corev1.Node, cm *corev1.ConfigMap, rec fleetrecord.Record, namespace string, now time.Time) Report {
+	return BuildWithPolicies(nodes, cm, rec, nil, namespace, now)
+}
+
+// BuildWithPolicies is Build with the RebootPolicies (node pools): each node shows its policy, each
+// policy its nodes, window and budget.
+func BuildWithPolicies(nodes []corev1.Node, cm *corev1.ConfigMap, rec fleetrecord.Record, rps []v1alpha1.RebootPolicy, namespace string, now time.Time) Report {
 	st, published := fleetswitch.ReadStatus(cm)
 	sw := fleetswitch.Read(cm)
 	set := settingsOf(cm, st, published)
+	ps := poolsOf(rps, set)
 	pol := set.pol
 	if pol == nil {
 		pol = &policy.Policy{StallPolicy: stall.Hold, ControlPlaneOrder: admission.OrderNone} // unknown: nothing limited
@@ -249,15 +267,26 @@ func Build(nodes []corev1.Node, cm *corev1.ConfigMap, rec fleetrecord.Record, na
 
 	entries := make([]admission.Node, 0, len(nodes))
 	for i := range nodes {
-		r.Nodes = append(r.Nodes, node(&nodes[i], pol.GroupLabel, pol.StallPolicy, pol.RebootTimeout, now))
-		entries = append(entries, admission.Of(&nodes[i], pol.GroupLabel, pol.StallPolicy))
+		row := node(&nodes[i], pol.GroupLabel, pol.StallPolicy, pol.RebootTimeout, now)
+		e := admission.Of(&nodes[i], pol.GroupLabel, pol.StallPolicy)
+		e.Policy, e.PolicyTied = ps.Of(&nodes[i], e.State.InCycle())
+		row.Policy, row.PolicyTied = e.Policy, e.PolicyTied
+		r.Nodes = append(r.Nodes, row)
+		entries = append(entries, e)
 	}
+	r.Fleet.Policies = policyRows(ps, rps, r.Nodes, now)
 	positions := queue(nodes, entries, pol.ControlPlaneOrder, sw, now)
 	for i := range r.Nodes {
 		r.Nodes[i].Queue = positions[r.Nodes[i].Name]
 	}
-	sort.Slice(r.Nodes, func(i, j int) bool { return r.Nodes[i].Name < r.Nodes[j].Name })
-	r.Fleet.Budgets = budgets(entries, set)
+	// Grouped by policy (the flags' first), then by name.
+	sort.Slice(r.Nodes, func(i, j int) bool {
+		if r.Nodes[i].Policy != r.Nodes[j].Policy {
+			return r.Nodes[i].Policy < r.Nodes[j].Policy
+		}
+		return r.Nodes[i].Name < r.Nodes[j].Name
+	})
+	r.Fleet.Budgets = budgets(entries, set, ps)
 	r.Fleet.Versions = versions(nodes, entries, pol.Canary, rec, now, progress{limits: poolLimits(r.Fleet.Budgets), cycles: st.CycleSeconds,
 		settle: pol.Settle.Time, schedule: r.Fleet.Schedule, paused: sw.Paused || sw.FailuresPaused})
 	r.Fleet.Problems = problems(r, now)
@@ -469,7 +498,7 @@ func stallHint(reason string, n *corev1.Node) string {
 // fleet; the control plane when it has nodes; every group (limited only under
 // --max-unavailable-per-group) when any node has one or a group label is configured. Limits are
 // known only when the operator published them.
-func budgets(entries []admission.Node, set settings) []Budget {
+func budgets(entries []admission.Node, set settings, ps *pools.Set) []Budget {
 	var l admission.Limits
 	maxes := map[admission.PoolKind]string{}
 	limited := map[admission.PoolKind]bool{}
@@ -482,6 +511,7 @@ func budgets(entries []admission.Node, set settings) []Budget {
 			maxes[admission.PoolGroup], limited[admission.PoolGroup] = p.Spec.MaxUnavailablePerGroup, true
 		}
 		groupLabel = p.GroupLabel
+		l.Policies = ps.Limits()
 	}
 	anyGroup := groupLabel != ""
 	for _, e := range entries {
@@ -492,8 +522,11 @@ func budgets(entries []admission.Node, set settings) []Budget {
 		if p.Kind == admission.PoolGroup && !anyGroup {
 			continue
 		}
-		b := Budget{Pool: string(p.Kind), Group: p.Group, Nodes: p.Nodes, Unavailable: p.Used, Max: maxes[p.Kind]}
-		if limited[p.Kind] {
+		b := Budget{Pool: string(p.Kind), Group: p.Group, Policy: p.Policy, Nodes: p.Nodes, Unavailable: p.Used, Max: maxes[p.Kind]}
+		if pool := ps.Get(p.Policy); p.Kind == admission.PoolPolicy && pool != nil && pool.Max != nil {
+			b.Max = pool.Max.String()
+		}
+		if limited[p.Kind] || p.Kind == admission.PoolPolicy && p.Limited {
 			limit := p.Limit
 			b.Limit = &limit
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -105,6 +106,20 @@ func WriteText(w io.Writer, r Report, o TextOptions) error {
 		groups = append(groups, fmt.Sprintf("%s PAUSED: %s", g.Group, orUnsaid(g.Reason)))
 	}
 	section("Groups:", groups...)
+	var pols []string
+	for _, p := range f.Policies {
+		l := fmt.Sprintf("%s (priority %d): %d node(s), window %s", p.Name, p.Priority, p.Nodes, p.Window)
+		switch {
+		case p.Error != "":
+			l += ": " + p.Error
+		case p.Paused:
+			l += ": " + orUnsaid(p.Reason) + " (undo: resume --policy " + p.Name + ")"
+		case p.NextOpen != nil:
+			l += " until " + clock(now, *p.NextOpen)
+		}
+		pols = append(pols, l)
+	}
+	section("Policies:", pols...)
 	section("Nodes:", nodesLine(r.Nodes))
 	windows := []string{scheduleLine(f.Schedule, now)}
 	for _, s := range f.Schedule.Windows {
@@ -150,6 +165,9 @@ func WriteText(w io.Writer, r Report, o TextOptions) error {
 		if b.Pool == PoolGroup {
 			name = "group " + orDash(b.Group)
 		}
+		if b.Pool == PoolPolicy {
+			name = "policy " + b.Policy
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", oneLine(name), b.Unavailable, limitCell(b, f.Published), b.Nodes)
 	}
 	if err := tw.Flush(); err != nil {
@@ -162,16 +180,29 @@ func WriteText(w io.Writer, r Report, o TextOptions) error {
 // writeNodes writes one row per node. What explains a node (why it waits, why it is stalled, its
 // last error) shares the last column, the only one that is cut to fit width (0: never cut).
 func writeNodes(w io.Writer, r Report, width int) error {
-	rows := [][]string{{"NODE", "STATE", "FOR", "GROUP", "LAST-REBOOT", "DETAIL"}}
+	pools := len(r.Fleet.Policies) > 0 // the POLICY column only where there are pools
+	head := []string{"NODE", "STATE", "FOR", "GROUP", "LAST-REBOOT", "DETAIL"}
+	if pools {
+		head = slices.Insert(head, 4, "POLICY")
+	}
+	rows := [][]string{head}
 	for _, n := range r.Nodes {
-		rows = append(rows, []string{
+		row := []string{
 			n.Name,
 			stateCell(n),
 			agoPtr(r.Time, n.Since),
 			orDash(n.Group),
 			agoPtr(r.Time, n.LastReboot),
 			orDash(detailCell(n, r.Time)),
-		})
+		}
+		if pools {
+			pol := orDash(n.Policy)
+			if n.PolicyTied != "" {
+				pol = "TIED " + n.PolicyTied
+			}
+			row = slices.Insert(row, 4, pol)
+		}
+		rows = append(rows, row)
 	}
 	if width > 0 {
 		fit(rows, width)
