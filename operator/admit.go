@@ -110,11 +110,11 @@ func (c *Controller) drainDone(n *corev1.Node, state protocol.State, log klog.Lo
 		return false
 	}
 	r, ok := c.drains.result(n.Name, n.Annotations[protocol.DrainStarted])
-	if !ok || r.err != nil && c.cfg.Drain.Policy != DrainForce {
+	if !ok || r.err != nil && c.nodePolicy(n, true).Drain.Policy != DrainForce {
 		return false
 	}
 	if r.err != nil {
-		log.Info("drain failed; granting reboot-ok anyway (--drain-failure-policy=force)", "error", r.err.Error())
+		log.Info("drain failed; granting reboot-ok anyway (--drain-failure-policy=force or its policy's drain.failurePolicy)", "error", r.err.Error())
 		c.cfg.Recorder.Event(n, corev1.EventTypeWarning, "DrainFailedForced", fmt.Sprintf("drain failed, granting reboot-ok anyway (--drain-failure-policy=force): %v", r.err))
 	}
 	return true

@@ -126,13 +126,15 @@ type Controller struct {
 	index         *admission.Index // what admission reads of every node, kept per change
 	admitter      *admission.Admitter
 	// pools: the RebootPolicies compiled (nil: none); rp: their informer (rebootpolicies.go).
-	pools  atomic.Pointer[pools.Set]
-	rpMu   sync.Mutex // guards rp
-	rp     rebootPolicies
-	fleet  fleetState
-	queue  workqueue.TypedRateLimitingInterface[string]
-	drains *drainer
-	log    klog.Logger
+	pools atomic.Pointer[pools.Set]
+	// compiled: every pool's compiled policy by "<name>/<generation>", for nodes pinned to it.
+	compiled sync.Map
+	rpMu     sync.Mutex // guards rp
+	rp       rebootPolicies
+	fleet    fleetState
+	queue    workqueue.TypedRateLimitingInterface[string]
+	drains   *drainer
+	log      klog.Logger
 	// PodDisruptionBudgets, for --settle-pdbs (nil when off).
 	pdbs policylisters.PodDisruptionBudgetLister
 	// gates: one factory for the cluster-wide informers of the roll-out gates (PDBs, VolumeAttachments),
@@ -322,7 +324,7 @@ func New(cfg Config) (*Controller, error) {
 			return err != nil || len(objs) > 0
 		}
 	}
-	if cfg.Settle.PDBs {
+	if cfg.Settle.PDBs { // the flags' say whether PDBs are watched: a pool may only use them then (pools.Compile)
 		if cfg.Settle.Timeout <= 0 {
 			c.cfg.Settle.Timeout = DefaultSettleTimeout
 		}

@@ -69,7 +69,8 @@ func newDrainer(c kubernetes.Interface, cfg DrainConfig, log klog.Logger, done f
 
 // start begins an attempt for node in cycle unless one is running. It reports whether it started one.
 // notReady: the node's kubelet is not Ready (pods deleted on it will not finish terminating).
-func (d *drainer) start(ctx context.Context, node, cycle string, notReady bool) bool {
+// cfg: the node's policy's drain (its pool's timeout, grace period, pod selector).
+func (d *drainer) start(ctx context.Context, node, cycle string, notReady bool, cfg DrainConfig) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.running[node]; ok {
@@ -83,7 +84,7 @@ func (d *drainer) start(ctx context.Context, node, cycle string, notReady bool) 
 	ctx, cancel := context.WithCancel(ctx)
 	d.running[node] = cancel
 	go func() {
-		staying, err := d.drain(ctx, node, notReady)
+		staying, err := d.drain(ctx, node, notReady, cfg)
 		cancelled := ctx.Err() != nil
 		cancel()
 		if cancelled {
@@ -172,13 +173,13 @@ func (d *drainer) forget(node string) {
 
 // drain evicts node's pods; with --wait-for-volume-detach it then returns the PersistentVolumes the
 // pods left on the node use (staying).
-func (d *drainer) drain(ctx context.Context, node string, notReady bool) (staying map[string]bool, err error) {
+func (d *drainer) drain(ctx context.Context, node string, notReady bool, cfg DrainConfig) (staying map[string]bool, err error) {
 	log := d.log.WithValues("node", node)
 	var out logWriter
 	out.log = log
 	grace := -1
-	if d.cfg.GracePeriod >= 0 {
-		grace = int(d.cfg.GracePeriod / time.Second)
+	if cfg.GracePeriod >= 0 {
+		grace = int(cfg.GracePeriod / time.Second)
 	}
 	h := &drain.Helper{
 		Ctx:                 ctx,
@@ -187,8 +188,8 @@ func (d *drainer) drain(ctx context.Context, node string, notReady bool) (stayin
 		GracePeriodSeconds:  grace,
 		IgnoreAllDaemonSets: true,
 		DeleteEmptyDirData:  true,
-		Timeout:             d.cfg.Timeout,
-		PodSelector:         d.cfg.PodSelector,
+		Timeout:             cfg.Timeout,
+		PodSelector:         cfg.PodSelector,
 		Out:                 &out,
 		ErrOut:              &out,
 		OnPodDeletionOrEvictionFinished: func(pod *corev1.Pod, usingEviction bool, err error) {
@@ -279,8 +280,9 @@ func (c *Controller) drain(ctx context.Context, n *corev1.Node, log klog.Logger)
 			return wait, nil
 		}
 	}
-	if c.drains.start(ctx, n.Name, cycle, !protocol.NodeReady(n)) {
-		log.Info("draining", "timeout", c.cfg.Drain.Timeout.String())
+	dc := c.nodePolicy(n, true).Drain
+	if c.drains.start(ctx, n.Name, cycle, !protocol.NodeReady(n), dc) {
+		log.Info("draining", "timeout", dc.Timeout.String(), "podSelector", dc.PodSelector)
 	}
 	return 0, nil
 }

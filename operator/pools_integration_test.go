@@ -257,3 +257,52 @@ func TestPoolsWithoutRBAC(t *testing.T) {
 		return admittedNow(n) && n.Annotations[protocol.AdmittedPolicy] == ""
 	})
 }
+
+// A pool's own settle and drain, with real agents: the db pool settles 4 s after each node and its
+// drain leaves pods labelled app=cache; the flags' policy (no settle, every pod evicted) runs the
+// other node beside it. The second db node waits for the first's settle; the cache pod on the first db
+// node is never evicted; the other node's pod is.
+func TestPoolSettleAndDrain(t *testing.T) {
+	dyn := needPools(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	sns := simNodes(t, "psd", 3)
+	db0, db1, other := sns[0].Name, sns[1].Name, sns[2].Name
+	for _, name := range []string{db0, db1} {
+		if _, err := client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"labels":{"pool":"db"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createPolicy(t, dyn, "db", v1alpha1.RebootPolicySpec{NodeSelector: selector("pool", "db"), MaxUnavailable: ptr(intstr.FromInt32(1)),
+		Settle: &v1alpha1.Settle{Time: &metav1.Duration{Duration: 4 * time.Second}},
+		Drain:  &v1alpha1.Drain{PodSelector: ptr("app!=cache")}})
+	workloadOn(t, "psd", "cache", db0)
+	workloadOn(t, "psd", "web", other)
+	cachePod, err := client.CoreV1().Pods("psd").Get(ctx, "cache-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, opOptions{max: "3", tweak: func(c *operator.Config) { c.Dynamic = dyn }})
+	waitPolicy(t, dyn, "db", "counted its nodes", func(rp *v1alpha1.RebootPolicy) bool { return rp.Status.Nodes == 2 })
+	for _, sn := range sns {
+		if err := sn.SendNeedReboot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, second := firstAndSecond(t, db0, db1)
+	waitNode(t, other, 60*time.Second, "the other node finished beside the db pool", finished)
+	waitNode(t, first, 60*time.Second, "the first db node finished", finished)
+	waitNode(t, second, 10*time.Second, "the second db node held by its pool's settle", func(n *corev1.Node) bool {
+		return n.Annotations[protocol.BlockedBy] == "settling: nodes that finished their cycle hold their slots: --settle-time 4s"
+	})
+	waitNode(t, second, 60*time.Second, "the second db node finished after the settle", finished)
+	if first == db0 || second == db0 {
+		p, err := client.CoreV1().Pods("psd").Get(ctx, "cache-0", metav1.GetOptions{})
+		if err != nil || p.UID != cachePod.UID || p.DeletionTimestamp != nil {
+			t.Errorf("the db pool's drain evicted app=cache (its drain.podSelector is app!=cache): %v %+v", err, p)
+		}
+	}
+	if p, err := client.CoreV1().Pods("psd").Get(ctx, "web-0", metav1.GetOptions{}); err == nil && p.DeletionTimestamp == nil {
+		t.Errorf("the flags' drain left web-0 on %s", other)
+	}
+}

@@ -146,6 +146,12 @@ func (c *Controller) policiesChanged() {
 		ps = append(ps, pools.Compile(base, rp))
 	}
 	set := pools.NewSet(ps)
+	for _, p := range set.Pools() {
+		if p.Policy != nil {
+			// Nodes in their cycle run the generation they were admitted under, edited since or not.
+			c.compiled.LoadOrStore(fmt.Sprintf("%s/%d", p.Name, p.Generation), p.Policy)
+		}
+	}
 	c.pools.Store(set)
 	byName := map[string]*admission.Policy{}
 	for _, p := range set.Pools() {
@@ -174,6 +180,32 @@ func toRebootPolicy(obj interface{}) (*v1alpha1.RebootPolicy, error) {
 // assignPolicy sets the entry's policy (pools.Set.Of).
 func (c *Controller) assignPolicy(n *corev1.Node, e *admission.Node) {
 	e.Policy, e.PolicyTied = c.pools.Load().Of(n, e.State.InCycle())
+}
+
+// nodePolicy is the compiled policy node n runs under: while in its cycle the one pinned at its
+// admission (that generation, when this operator compiled it; else the policy's current one), else its
+// pool's, else the flags'. A node whose pool is tied or invalid is not admitted; what it finishes or
+// settles under is the flags'.
+func (c *Controller) nodePolicy(n *corev1.Node, inCycle bool) *policy.Policy {
+	set := c.pools.Load()
+	if set == nil {
+		return &c.cfg.Policy
+	}
+	if inCycle {
+		if pin, ok := n.Annotations[protocol.AdmittedPolicy]; ok {
+			if pin == "" {
+				return &c.cfg.Policy
+			}
+			if p, ok := c.compiled.Load(pin); ok {
+				return p.(*policy.Policy)
+			}
+		}
+	}
+	name, tied := set.Of(n, inCycle)
+	if p := set.Get(name); p != nil && p.Policy != nil && tied == "" {
+		return p.Policy
+	}
+	return &c.cfg.Policy
 }
 
 // policyPin is the value of protocol.AdmittedPolicy for a node admitted under p: "<name>/<generation>",

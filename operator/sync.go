@@ -53,7 +53,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	f.Admitted = admitted
 	f.DrainDone = c.drainDone(n, state, log)
 	var undrainable string
-	if state == protocol.Draining && c.cfg.Drain.Policy == DrainSkip {
+	if state == protocol.Draining && c.nodePolicy(n, true).Drain.Policy == DrainSkip {
 		if r, ok := c.drains.result(n.Name, n.Annotations[protocol.DrainStarted]); ok && r.err != nil {
 			f.Undrainable, undrainable = true, r.err.Error()
 		}

@@ -75,6 +75,47 @@ type RebootPolicySpec struct {
 	// others follow. Unset: the flags' --canary-nodes and --canary-bake.
 	// +optional
 	Canary *Canary `json:"canary,omitempty"`
+	// Settle: how long a node of this pool that finished its cycle keeps its budget slots. Unset
+	// fields: the flags' --settle-time, --settle-pdbs and --settle-timeout.
+	// +optional
+	Settle *Settle `json:"settle,omitempty"`
+	// Drain: how this pool's nodes are drained. Unset fields: the flags' --drain-timeout,
+	// --drain-grace-period, --drain-pod-selector and --drain-failure-policy.
+	// +optional
+	Drain *Drain `json:"drain,omitempty"`
+}
+
+// Settle is a pool's --settle-time, --settle-pdbs and --settle-timeout.
+type Settle struct {
+	// Time: the slots stay held at least this long after the node finished.
+	// +optional
+	Time *metav1.Duration `json:"time,omitempty"`
+	// PDBs: and until the PodDisruptionBudgets its drain consumed allow a disruption again (needs the
+	// update-operator's --settle-pdbs, which makes it watch them).
+	// +optional
+	PDBs *bool `json:"pdbs,omitempty"`
+	// Timeout bounds the wait for the PDBs.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// Drain is a pool's --drain-timeout, --drain-grace-period, --drain-pod-selector and
+// --drain-failure-policy.
+type Drain struct {
+	// Timeout of one drain attempt (0: none).
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// GracePeriod for evicted pods (negative: each pod's own).
+	// +optional
+	GracePeriod *metav1.Duration `json:"gracePeriod,omitempty"`
+	// PodSelector: only pods matching this label selector are evicted ("" every pod).
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	PodSelector *string `json:"podSelector,omitempty"`
+	// FailurePolicy after a failed drain: retry, skip or force.
+	// +optional
+	// +kubebuilder:validation:Enum=retry;skip;force
+	FailurePolicy *string `json:"failurePolicy,omitempty"`
 }
 
 // Canary is a pool's --canary-nodes and --canary-bake.

@@ -57,13 +57,41 @@ func Merge(def policy.Spec, spec v1alpha1.RebootPolicySpec) policy.Spec {
 			s.Canary.Bake = *c.Bake
 		}
 	}
+	if st := spec.Settle; st != nil {
+		set(&s.Settle.Time, st.Time)
+		set(&s.Settle.PDBs, st.PDBs)
+		set(&s.Settle.Timeout, st.Timeout)
+	}
+	if d := spec.Drain; d != nil {
+		set(&s.Drain.Timeout, d.Timeout)
+		set(&s.Drain.GracePeriod, d.GracePeriod)
+		set(&s.Drain.PodSelector, d.PodSelector)
+		set(&s.Drain.FailurePolicy, d.FailurePolicy)
+	}
 	return s
+}
+
+// set copies a field the policy sets over the flags'.
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
 }
 
 // Compile builds the Pool of rp over the flags' Spec def. A spec the schema let through but the
 // parsers refuse gives a Pool with Err set, whose nodes are held: never admitted under a policy that
 // did not compile.
 func Compile(def policy.Spec, rp *v1alpha1.RebootPolicy) *Pool {
+	p := compile(def, rp)
+	if p.Err == "" && p.Spec.Settle.PDBs && !def.Settle.PDBs {
+		p.Err = "settle.pdbs: the update-operator runs with --settle-pdbs=false and so does not watch PodDisruptionBudgets; turn the flag on or leave settle.pdbs out"
+		p.Admission = &admission.Policy{Name: p.Name, Generation: p.Generation, Invalid: p.Err}
+		p.Policy = nil
+	}
+	return p
+}
+
+func compile(def policy.Spec, rp *v1alpha1.RebootPolicy) *Pool {
 	p := &Pool{Name: rp.Name, Generation: rp.Generation, Priority: rp.Spec.Priority, Spec: Merge(def, rp.Spec)}
 	p.Admission = &admission.Policy{Name: rp.Name, Generation: rp.Generation}
 	fail := func(err error) *Pool {
