@@ -29,7 +29,7 @@ const DefaultSettleTimeout = policy.DefaultSettleTimeout
 // changes when the reason does, not with every node that finishes (at 1,000 nodes naming them cost
 // every waiting node a write per finish: 49 writes per cycle instead of 8).
 func (c *Controller) settling(n *corev1.Node, state protocol.State, now time.Time) (why string, until time.Time) {
-	s := c.cfg.Settle
+	s := c.nodePolicy(n, false).Settle // the pool it is in now: its cycle (and pin) ended
 	if s.Time <= 0 && !s.PDBs || state.InCycle() {
 		return "", time.Time{}
 	}
@@ -52,10 +52,10 @@ func (c *Controller) settling(n *corev1.Node, state protocol.State, now time.Tim
 					until = deadline
 				}
 			case s.Hold:
-				c.settleTimedOut(n, last, short)
+				c.settleTimedOut(n, last, short, s)
 				parts = append(parts, "PodDisruptionBudgets not back within --settle-timeout "+s.Timeout.String()+", holding (--settle-timeout-policy=hold): "+strings.Join(short, ", "))
 			default:
-				c.settleTimedOut(n, last, short)
+				c.settleTimedOut(n, last, short, s)
 			}
 		}
 	}
@@ -63,18 +63,18 @@ func (c *Controller) settling(n *corev1.Node, state protocol.State, now time.Tim
 }
 
 // settleTimedOut reports, once per cycle of n, that its PDBs did not recover within --settle-timeout.
-func (c *Controller) settleTimedOut(n *corev1.Node, last time.Time, short []string) {
+func (c *Controller) settleTimedOut(n *corev1.Node, last time.Time, short []string, s SettleConfig) {
 	key := last.UTC().Format(time.RFC3339)
 	if old, ok := c.settleTimeouts.Swap(n.Name, key); ok && old == key {
 		return
 	}
 	then := "the roll-out proceeds"
-	if c.cfg.Settle.Hold {
+	if s.Hold {
 		then = "its budget slots stay held until they do (--settle-timeout-policy=hold)"
 	}
-	c.log.Info("PodDisruptionBudgets not back within the settle timeout", "node", n.Name, "timeout", c.cfg.Settle.Timeout.String(), "short", short)
+	c.log.Info("PodDisruptionBudgets not back within the settle timeout", "node", n.Name, "timeout", s.Timeout.String(), "short", short)
 	c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "SettleTimeout", "PodDisruptionBudgets not back %s after the cycle finished (--settle-timeout): %s; %s",
-		c.cfg.Settle.Timeout, strings.Join(short, ", "), then)
+		s.Timeout, strings.Join(short, ", "), then)
 	if c.cfg.Metrics != nil {
 		c.cfg.Metrics.settleTimeouts.Inc()
 	}
@@ -112,7 +112,7 @@ func (c *Controller) shortPDBs(value string) []string {
 // PATCH exceed the API server's 256 KiB of annotations, on every retry. The PDBs left out still gate
 // the next drain's evictions themselves.
 func (c *Controller) pdbsBeforeDrain(ctx context.Context, n *corev1.Node) (string, error) {
-	if !c.cfg.Settle.PDBs || c.pdbs == nil {
+	if !c.nodePolicy(n, true).Settle.PDBs || c.pdbs == nil {
 		return "", nil
 	}
 	pods, err := c.cfg.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
