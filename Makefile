@@ -74,7 +74,7 @@ generate:
 ## docs: regenerate the generated reference pages (docs/reference/*.md) from the code; the tests fail
 ##       when one is stale
 docs:
-	SLIPWAY_UPDATE_DOCS=1 go test ./operator/cmd/update-operator/ ./agent/cmd/update-agent/ ./internal/protocol/ ./deploy/ ./operator/ -run '^(TestFlagReference|TestMetricsReference|TestKeyReference|TestHelmValuesReference|TestGateTable)$$' -count=1
+	SLIPWAY_UPDATE_DOCS=1 go test ./operator/cmd/update-operator/ ./agent/cmd/update-agent/ ./internal/protocol/ ./deploy/ ./operator/ ./api/v1alpha1/ -run '^(TestFlagReference|TestMetricsReference|TestKeyReference|TestHelmValuesReference|TestGateTable|TestCRDReference)$$' -count=1
 
 ## demo: a local control plane, simulated nodes with real agents on real D-Bus, a rolling reboot
 demo: controlplane

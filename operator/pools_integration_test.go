@@ -228,6 +228,9 @@ func TestPolicySchema(t *testing.T) {
 		{"bad-percent", map[string]interface{}{"nodeSelector": map[string]interface{}{"matchLabels": map[string]interface{}{"a": "b"}}, "maxUnavailable": "150%"}, "percentage"},
 		{"bake-alone", map[string]interface{}{"nodeSelector": map[string]interface{}{"matchLabels": map[string]interface{}{"a": "b"}}, "canary": map[string]interface{}{"bake": "1h"}}, "bake needs nodes"},
 		{"reason-alone", map[string]interface{}{"nodeSelector": map[string]interface{}{"matchLabels": map[string]interface{}{"a": "b"}}, "pausedReason": "x"}, "pausedReason needs paused"},
+		{"bad-duration", map[string]interface{}{"nodeSelector": map[string]interface{}{"matchLabels": map[string]interface{}{"a": "b"}}, "settle": map[string]interface{}{"time": "ten minutes"}}, "a duration of 0 or more"},
+		{"negative-bake", map[string]interface{}{"nodeSelector": map[string]interface{}{"matchLabels": map[string]interface{}{"a": "b"}}, "canary": map[string]interface{}{"nodes": 1, "bake": "-1h"}}, "a positive duration"},
+		{"bad-failure-policy", map[string]interface{}{"nodeSelector": map[string]interface{}{"matchLabels": map[string]interface{}{"a": "b"}}, "drain": map[string]interface{}{"failurePolicy": "ignore"}}, "Unsupported value"},
 	} {
 		u := &unstructured.Unstructured{Object: map[string]interface{}{"apiVersion": v1alpha1.GroupVersion.String(), "kind": "RebootPolicy",
 			"metadata": map[string]interface{}{"name": c.name}, "spec": c.spec}}

@@ -49,6 +49,7 @@ type RebootPolicySpec struct {
 	// Paused: no node of this pool starts a cycle (cycles in flight finish). PausedReason says why.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+	// PausedReason: why it is paused, shown on its held nodes (blocked-by) and by kubectl slipway.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	PausedReason string `json:"pausedReason,omitempty"`
@@ -89,6 +90,7 @@ type RebootPolicySpec struct {
 type Settle struct {
 	// Time: the slots stay held at least this long after the node finished.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="a duration of 0 or more, e.g. 10m"
 	Time *metav1.Duration `json:"time,omitempty"`
 	// PDBs: and until the PodDisruptionBudgets its drain consumed allow a disruption again (needs the
 	// update-operator's --settle-pdbs, which makes it watch them).
@@ -96,6 +98,7 @@ type Settle struct {
 	PDBs *bool `json:"pdbs,omitempty"`
 	// Timeout bounds the wait for the PDBs.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="a positive duration, e.g. 30m or 1h30m"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
@@ -104,9 +107,11 @@ type Settle struct {
 type Drain struct {
 	// Timeout of one drain attempt (0: none).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="a duration of 0 or more, e.g. 10m"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 	// GracePeriod for evicted pods (negative: each pod's own).
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration(self)",message="a duration, e.g. 30s or -1s"
 	GracePeriod *metav1.Duration `json:"gracePeriod,omitempty"`
 	// PodSelector: only pods matching this label selector are evicted ("" every pod).
 	// +optional
@@ -128,6 +133,7 @@ type Canary struct {
 	Nodes *int32 `json:"nodes,omitempty"`
 	// Bake: how long after the canaries finished the others still wait for a failure to show.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="a positive duration, e.g. 30m or 1h30m"
 	Bake *metav1.Duration `json:"bake,omitempty"`
 }
 
