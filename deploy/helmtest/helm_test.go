@@ -129,7 +129,11 @@ func render(vals map[string]any, ns string, kv *common.KubeVersion, skipSchema b
 	if err != nil {
 		return "", err
 	}
-	return rel.Manifest, nil
+	out := rel.Manifest
+	for _, h := range rel.Hooks { // the RebootPolicies of .Values.policies: compared like the rest
+		out += "\n---\n" + h.Manifest
+	}
+	return out, nil
 }
 
 // renderRelease is render's whole release (its NOTES included).
@@ -153,8 +157,10 @@ func renderRelease(vals map[string]any, ns string, kv *common.KubeVersion, skipS
 	if !ok {
 		return nil, fmt.Errorf("unexpected release type %T", r)
 	}
-	if len(rel.Hooks) != 0 {
-		return nil, fmt.Errorf("the chart has %d hooks; kustomize has none", len(rel.Hooks))
+	for _, h := range rel.Hooks {
+		if h.Kind != "RebootPolicy" {
+			return nil, fmt.Errorf("the chart has a %s hook (%s); kustomize has none, and only .Values.policies may be hooks", h.Kind, h.Name)
+		}
 	}
 	return rel, nil
 }
@@ -420,6 +426,18 @@ func TestValues(t *testing.T) {
 		edit: func(t *testing.T, o objects) {
 			for _, k := range []string{operatorKey, agentKey} {
 				container(o[k])["image"] = defaultImage + "@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+			}
+		},
+	}, {
+		name: "policies",
+		vals: `policies: [{name: gpu, spec: {nodeSelector: {matchLabels: {pool: gpu}}, maxUnavailable: 1, windows: ["Sun 02:00-06:00"]}}]`,
+		edit: func(t *testing.T, o objects) {
+			o["update.slipway.dev/v1alpha1 RebootPolicy gpu"] = map[string]any{
+				"apiVersion": "update.slipway.dev/v1alpha1", "kind": "RebootPolicy",
+				"metadata": map[string]any{"name": "gpu", "annotations": map[string]any{
+					"helm.sh/hook": "post-install,post-upgrade", "helm.sh/hook-delete-policy": "before-hook-creation"}},
+				"spec": map[string]any{"nodeSelector": map[string]any{"matchLabels": map[string]any{"pool": "gpu"}}, "maxUnavailable": 1,
+					"windows": []any{"Sun 02:00-06:00"}},
 			}
 		},
 	}, {
@@ -796,6 +814,8 @@ func TestValuesRefused(t *testing.T) {
 		{`operator: {existingSecret: "Not A Name"}`, "at '/operator/existingSecret'"},
 		{`agentPolicy: {enabled: false}`, "also set agentPolicy.acknowledgeUnconfinedAgents=true"},
 		{`operator: {afterRebootAnnotations: "example.com/a"}`, "at '/operator/afterRebootAnnotations'"},
+		{`policies: [{name: "Not A Name", spec: {}}]`, "at '/policies/0/name'"},
+		{`policies: [{name: gpu}]`, "at '/policies/0'"},
 	} {
 		var vals map[string]any
 		if err := yaml.Unmarshal([]byte(tc.vals), &vals); err != nil {
