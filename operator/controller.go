@@ -26,6 +26,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -92,6 +93,9 @@ type Config struct {
 	// waiting nodes again when they change.
 	Blockers         []admission.Blocker
 	BlockerInformers []cache.SharedIndexInformer
+	// PodInformer is the pod blockers' informer when the flags have pod selectors (it is among
+	// BlockerInformers); nil: a RebootPolicy's blockingPodSelectors start one of the controller's own.
+	PodInformer cache.SharedIndexInformer
 	// BlockerTimeout bounds one blocker's check (admission.DefaultCheckTimeout when 0).
 	BlockerTimeout time.Duration
 	// BlockerRetry: how soon a node held by a blocker is asked about again although nothing it watches
@@ -129,12 +133,19 @@ type Controller struct {
 	pools atomic.Pointer[pools.Set]
 	// compiled: every pool's compiled policy by "<name>/<generation>", for nodes pinned to it.
 	compiled sync.Map
-	rpMu     sync.Mutex // guards rp
-	rp       rebootPolicies
-	fleet    fleetState
-	queue    workqueue.TypedRateLimitingInterface[string]
-	drains   *drainer
-	log      klog.Logger
+	// The pools' own blockers' clients (rebootpolicies.go): a REST mapper for health checks, a pod
+	// informer when the flags have none; runCtx is Run's, which the lazily started informer runs under.
+	mapperOnce sync.Once
+	mapper     meta.ResettableRESTMapper
+	podsOnce   sync.Once
+	pods       cache.SharedIndexInformer
+	runCtx     context.Context
+	rpMu       sync.Mutex // guards rp
+	rp         rebootPolicies
+	fleet      fleetState
+	queue      workqueue.TypedRateLimitingInterface[string]
+	drains     *drainer
+	log        klog.Logger
 	// PodDisruptionBudgets, for --settle-pdbs (nil when off).
 	pdbs policylisters.PodDisruptionBudgetLister
 	// gates: one factory for the cluster-wide informers of the roll-out gates (PDBs, VolumeAttachments),
@@ -380,6 +391,7 @@ func (c *Controller) limits() admission.Limits {
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	defer c.queue.ShutDown()
+	c.runCtx = ctx
 	c.factory.Start(ctx.Done())
 	defer c.factory.Shutdown()
 	c.running.Store(true)

@@ -309,3 +309,48 @@ func TestPoolSettleAndDrain(t *testing.T) {
 		t.Errorf("the flags' drain left web-0 on %s", other)
 	}
 }
+
+// A pool's own gates, on a real API server: the db pool's health check (a ConfigMap's CEL) holds only
+// the db pool's nodes, and its blocking pod selector holds the db node a backup runs on; the flags'
+// node beside them goes. Each hold names the policy, and lifts when the object or the pod changes.
+func TestPoolBlockers(t *testing.T) {
+	dyn := needPools(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	const ns = "pool-gates"
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	gate := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "db-gate", Namespace: ns}, Data: map[string]string{"healthy": "no"}}
+	_ = client.CoreV1().ConfigMaps(ns).Delete(ctx, gate.Name, metav1.DeleteOptions{})
+	if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, gate, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []struct{ name, pool string }{{"pg-db-0", "db"}, {"pg-web-0", "web"}} {
+		if _, err := testenv.CreateNode(ctx, client, n.name, "boot-a", map[string]string{"pool": n.pool}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createPolicy(t, dyn, "db", v1alpha1.RebootPolicySpec{NodeSelector: selector("pool", "db"),
+		HealthChecks:         []string{"configmaps/db-gate@" + ns + ": object.data.healthy == 'yes'"},
+		BlockingPodSelectors: []string{"app=backup"}})
+	workloadOn(t, ns, "backup", "pg-db-0")
+	startOperator(t, opOptions{max: "2", tweak: func(c *operator.Config) { c.Dynamic = dyn }})
+	for _, name := range []string{"pg-db-0", "pg-web-0"} {
+		annotate(t, name, map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	}
+	waitNode(t, "pg-web-0", 30*time.Second, "the flags' node admitted beside the held pool", admittedNow)
+	n := blockedBy(t, "pg-db-0", "health")
+	if !strings.HasPrefix(n.Annotations[protocol.BlockedBy], "health: policy db: ") {
+		t.Errorf("the db pool's health check: %q", n.Annotations[protocol.BlockedBy])
+	}
+	if _, err := client.CoreV1().ConfigMaps(ns).Patch(ctx, gate.Name, types.MergePatchType, []byte(`{"data":{"healthy":"yes"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n = blockedBy(t, "pg-db-0", "pods-on-node")
+	if !strings.Contains(n.Annotations[protocol.BlockedBy], "policy db: ") || !strings.Contains(n.Annotations[protocol.BlockedBy], "backup") {
+		t.Errorf("the db pool's blocking pod selector: %q", n.Annotations[protocol.BlockedBy])
+	}
+	if err := client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}, metav1.ListOptions{LabelSelector: "app=backup"}); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, "pg-db-0", 30*time.Second, "admitted once its pool's gates hold", admittedNow)
+}

@@ -14,12 +14,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/slipway-dev/slipway/api/v1alpha1"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
+	"github.com/slipway-dev/slipway/operator/blocker"
+	"github.com/slipway-dev/slipway/operator/health"
 	"github.com/slipway-dev/slipway/operator/policy"
 	"github.com/slipway-dev/slipway/operator/pools"
 )
@@ -155,7 +159,13 @@ func (c *Controller) policiesChanged() {
 	c.pools.Store(set)
 	byName := map[string]*admission.Policy{}
 	for _, p := range set.Pools() {
-		byName[p.Name] = p.Admission
+		a := p.Admission
+		if bs := c.poolBlockers(p); len(bs) > 0 {
+			with := *a
+			with.Blockers = bs
+			a = &with
+		}
+		byName[p.Name] = a
 	}
 	c.admitter.SetPolicies(byName, set.Limits())
 	for _, n := range c.allNodes() {
@@ -163,6 +173,44 @@ func (c *Controller) policiesChanged() {
 	}
 	c.queue.Add(waitingKey)
 	c.queue.Add(policiesKey)
+}
+
+// poolBlockers are pool p's own blockers: its health checks (over the dynamic client) and its blocking
+// pod selectors (over the pod informer, started when a pool first needs it; until it has synced they
+// hold the pool's nodes).
+func (c *Controller) poolBlockers(p *pools.Pool) []admission.Blocker {
+	var bs []admission.Blocker
+	if len(p.HealthChecks) > 0 && c.cfg.Dynamic != nil {
+		bs = append(bs, &health.Blocker{Checks: p.HealthChecks, Client: c.cfg.Dynamic, Mapper: c.restMapper()})
+	}
+	if len(p.PodSelectors) > 0 {
+		if b, err := blocker.NewPodsOnNode(c.podInformer(), p.PodSelectors); err == nil {
+			bs = append(bs, b)
+		}
+	}
+	return bs
+}
+
+// restMapper maps the health checks' resources to their kinds, once per controller.
+func (c *Controller) restMapper() meta.ResettableRESTMapper {
+	c.mapperOnce.Do(func() {
+		c.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.cfg.Client.Discovery()))
+	})
+	return c.mapper
+}
+
+// podInformer is the pod blockers' informer: the flags' (Config.PodInformer), else one of its own,
+// started on first use and watched for changes like the flags'.
+func (c *Controller) podInformer() blocker.PodSource {
+	if c.cfg.PodInformer != nil {
+		return c.cfg.PodInformer
+	}
+	c.podsOnce.Do(func() {
+		c.pods = blocker.NewPodInformer(c.cfg.Client)
+		_, _ = c.pods.AddEventHandler(onAnyChange(c.enqueueWaiting))
+		go c.pods.Run(c.runCtx.Done())
+	})
+	return c.pods
 }
 
 func toRebootPolicy(obj interface{}) (*v1alpha1.RebootPolicy, error) {

@@ -76,6 +76,20 @@ type RebootPolicySpec struct {
 	// others follow. Unset: the flags' --canary-nodes and --canary-bake.
 	// +optional
 	Canary *Canary `json:"canary,omitempty"`
+	// HealthChecks: more gates for this pool's nodes, each as --health-check takes it
+	// ('RESOURCE.GROUP/NAME[@NAMESPACE]: CEL'); no node of the pool starts a cycle unless every one holds.
+	// They add to the flags' (which guard every node); the operator needs get on the objects.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=2048
+	HealthChecks []string `json:"healthChecks,omitempty"`
+	// BlockingPodSelectors: a node of this pool waits while an unfinished pod matching one of these
+	// label selectors runs on it (kured's --blocking-pod-selector, one whole selector per entry). They
+	// add to the flags'.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=1024
+	BlockingPodSelectors []string `json:"blockingPodSelectors,omitempty"`
 	// Settle: how long a node of this pool that finished its cycle keeps its budget slots. Unset
 	// fields: the flags' --settle-time, --settle-pdbs and --settle-timeout.
 	// +optional

@@ -153,6 +153,16 @@ func (in *RebootPolicySpec) DeepCopyInto(out *RebootPolicySpec) {
 		*out = new(Canary)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.HealthChecks != nil {
+		in, out := &in.HealthChecks, &out.HealthChecks
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	if in.BlockingPodSelectors != nil {
+		in, out := &in.BlockingPodSelectors, &out.BlockingPodSelectors
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Settle != nil {
 		in, out := &in.Settle, &out.Settle
 		*out = new(Settle)

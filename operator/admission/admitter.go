@@ -40,6 +40,8 @@ type Admitter struct {
 	perNode []Blocker
 	fleet   []Blocker     // fleet-wide
 	retry   time.Duration // a blocker's hold
+	// checkTimeout bounds every blocker (Config.CheckTimeout), the policies' too.
+	checkTimeout time.Duration
 
 	// answersMu guards answers: the fleet-wide blockers' answers, gathered at most once per plan
 	// generation and without holding mu (blockers may take up to CheckTimeout).
@@ -53,18 +55,25 @@ type Admitter struct {
 	// has canaries or halts.
 	policies map[string]*Policy
 	canaryOn bool
+	// pools: each policy's own blockers, bounded and split (SetPolicies).
+	pools map[string]poolBlockers
 	// versions: the fleet by OS version for snap's generation (canaries on only).
 	versions    map[string]*VersionStats
 	versionsGen uint64
 }
 
-// fleetAnswers are the fleet-wide blockers' answers for one index generation, taken at At.
+// fleetAnswers are the fleet-wide blockers' answers for one index generation, taken at At: the
+// fleet's, and each policy's own (by name, only those that block).
 type fleetAnswers struct {
 	gen     uint64
 	at      time.Time
 	ok      bool
 	results []Result
+	pools   map[string][]Result
 }
+
+// poolBlockers are one policy's own blockers, bounded, fleet-wide and per node.
+type poolBlockers struct{ fleet, perNode []Blocker }
 
 // NewAdmitter builds the chain (Gates) over index for cfg. Every blocker is Bounded by
 // cfg.CheckTimeout.
@@ -84,7 +93,7 @@ func NewAdmitter(cfg Config, index *Index) *Admitter {
 		cfg.Policy = &Policy{}
 	}
 	return &Admitter{index: index, limits: cfg.Limits, order: cfg.Order, chain: Gates, policy: cfg.Policy,
-		perNode: perNode, fleet: fleetWide, retry: cfg.BlockerRetry, canaryOn: cfg.Policy.Canary.On()}
+		perNode: perNode, fleet: fleetWide, retry: cfg.BlockerRetry, canaryOn: cfg.Policy.Canary.On(), checkTimeout: cfg.CheckTimeout}
 }
 
 // SetPolicies replaces the RebootPolicies' admission policies and their own budgets, by name (the
@@ -94,9 +103,21 @@ func (a *Admitter) SetPolicies(byName map[string]*Policy, limits map[string]budg
 	defer a.mu.Unlock()
 	a.policies, a.limits.Policies, a.plan = byName, limits, nil
 	a.canaryOn = a.policy.Canary.On()
-	for _, p := range byName {
+	a.pools = map[string]poolBlockers{}
+	for name, p := range byName {
 		a.canaryOn = a.canaryOn || p.Canary.On()
+		var bs []Blocker
+		for _, b := range p.Blockers {
+			bs = append(bs, Bounded(b, a.checkTimeout))
+		}
+		if len(bs) > 0 {
+			fleetWide, perNode := Split(bs)
+			a.pools[name] = poolBlockers{fleet: fleetWide, perNode: perNode}
+		}
 	}
+	a.answersMu.Lock()
+	a.answers.ok = false // the policies' blockers changed: ask again
+	a.answersMu.Unlock()
 }
 
 // Index is the index the Admitter decides against.
@@ -114,6 +135,10 @@ type Fleet struct {
 	ActiveBlockers map[string]string
 	blocking       []Result // the fleet-wide blockers' answers for this decision
 	perNode        []Blocker
+	// poolBlocking: each policy's fleet-wide blockers that block, by name; poolPerNode: each policy's
+	// per-node blockers.
+	poolBlocking map[string][]Result
+	poolPerNode  map[string][]Blocker
 	retry          time.Duration
 	lookup         func(name string) (*corev1.Node, bool)
 	plan           func() *Plan
@@ -151,7 +176,10 @@ func (d Decision) Admitted() bool { return d.Passes() }
 // returns, so the next decision counts it even before its write lands.
 func (a *Admitter) Decide(ctx context.Context, name string, obj *corev1.Node, sw Switch, now time.Time,
 	lookup func(name string) (*corev1.Node, bool)) Decision {
-	blocking := a.fleetBlocking(ctx, obj, now)
+	a.mu.Lock()
+	pools := a.pools
+	a.mu.Unlock()
+	answers := a.fleetBlocking(ctx, obj, now, pools)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.snap == nil || a.snap.Gen != a.index.Gen() {
@@ -163,7 +191,13 @@ func (a *Admitter) Decide(ctx context.Context, name string, obj *corev1.Node, sw
 	if !ok {
 		return Decision{Verdict: Held(KindGone, "no longer waiting", 0)}
 	}
-	f := &Fleet{Snapshot: s, Switch: sw, Order: a.order, blocking: blocking, perNode: a.perNode, retry: a.retry, lookup: lookup}
+	f := &Fleet{Snapshot: s, Switch: sw, Order: a.order, blocking: answers.results, poolBlocking: answers.pools, perNode: a.perNode, retry: a.retry, lookup: lookup}
+	if len(a.pools) > 0 {
+		f.poolPerNode = map[string][]Blocker{}
+		for name, b := range a.pools {
+			f.poolPerNode[name] = b.perNode
+		}
+	}
 	f.versions = func() map[string]*VersionStats {
 		if !a.canaryOn {
 			return nil
@@ -202,22 +236,30 @@ func (a *Admitter) policyOf(_ string, e Node) *Policy {
 	return &Policy{Name: e.Policy, Invalid: "no such RebootPolicy (deleted?)"}
 }
 
-// fleetBlocking asks every fleet-wide blocker once per plan generation (the index's generation, for
-// at most planTTL) and returns the answers; it holds no admission lock while they run, only its own,
-// so that two decisions do not ask a blocker twice (a Bounded blocker still running would hold the
-// second).
-func (a *Admitter) fleetBlocking(ctx context.Context, obj *corev1.Node, now time.Time) []Result {
-	if len(a.fleet) == 0 {
-		return nil
+// fleetBlocking asks every fleet-wide blocker -- the fleet's, and each policy's own -- once per plan
+// generation (the index's generation, for at most planTTL) and returns the answers; it holds no
+// admission lock while they run, only its own, so that two decisions do not ask a blocker twice (a
+// Bounded blocker still running would hold the second).
+func (a *Admitter) fleetBlocking(ctx context.Context, obj *corev1.Node, now time.Time, pools map[string]poolBlockers) fleetAnswers {
+	if len(a.fleet) == 0 && len(pools) == 0 {
+		return fleetAnswers{}
 	}
 	a.answersMu.Lock()
 	defer a.answersMu.Unlock()
 	gen := a.index.Gen()
 	if c := a.answers; c.ok && c.gen == gen && !now.Before(c.at) && now.Sub(c.at) < planTTL {
-		return c.results
+		return c
 	}
 	a.answers = fleetAnswers{gen: gen, at: now, ok: true, results: CheckAll(ctx, a.fleet, obj)}
-	return a.answers.results
+	for name, b := range pools {
+		if rs := CheckAll(ctx, b.fleet, obj); len(rs) > 0 {
+			if a.answers.pools == nil {
+				a.answers.pools = map[string][]Result{}
+			}
+			a.answers.pools[name] = rs
+		}
+	}
+	return a.answers
 }
 
 // Pools are the budgets as admission counts them now (reservations included).

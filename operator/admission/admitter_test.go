@@ -35,12 +35,21 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 		policyLimits := map[string]budget.Max{"gpu": max(t, "1"), "web": max(t, "2")}
 		l.Policies = policyLimits
 		pausedPolicy := ""
+		// The policies' own blockers: db's per node (its blocking pod selectors), web's fleet-wide (its
+		// health check).
+		dbHeld, webBlocked := map[string]bool{}, false
 		setPolicies := func() {
 			byName := map[string]*Policy{}
 			for _, name := range []string{"gpu", "web", "db"} {
 				p := &Policy{Name: name}
 				if name == pausedPolicy {
 					p.Paused = "policy " + name + " paused"
+				}
+				switch name {
+				case "db":
+					p.Blockers = []Blocker{Func{N: "pods-on-node", F: func(_ context.Context, n *corev1.Node) (bool, string) { return dbHeld[n.Name], "db-0 running" }}}
+				case "web":
+					p.Blockers = []Blocker{Func{N: "health", Fleet: true, F: func(context.Context, *corev1.Node) (bool, string) { return webBlocked, "web unhealthy" }}}
 				}
 				byName[name] = p
 			}
@@ -120,6 +129,10 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 					sw.Groups = map[string]string{"a": "x"}
 				}
 				pausedPolicy = []string{"", "", "gpu", "web"}[rng.Intn(4)]
+				webBlocked = rng.Intn(3) == 0
+				for _, n := range []string{"n0", "n1", "n2", "n3"} {
+					dbHeld[n] = rng.Intn(2) == 0
+				}
 				setPolicies()
 			case r < 8: // a pending admission's write lands (or fails) and its hold ends
 				for n, release := range pending {
@@ -162,6 +175,9 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 				}
 				if e.PolicyTied != "" || e.Policy != "" && e.Policy == pausedPolicy {
 					t.Fatalf("%s step %d: %s admitted under policy %q (tied %q, paused %q)", order, step, name, e.Policy, e.PolicyTied, pausedPolicy)
+				}
+				if e.Policy == "db" && dbHeld[name] || e.Policy == "web" && webBlocked {
+					t.Fatalf("%s step %d: %s of policy %q admitted while its policy's blocker holds it", order, step, name, e.Policy)
 				}
 				if d.Policy == nil || d.Policy.Name != e.Policy {
 					t.Fatalf("%s step %d: %s of policy %q admitted under %+v", order, step, name, e.Policy, d.Policy)

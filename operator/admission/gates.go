@@ -50,6 +50,10 @@ type Policy struct {
 	// UndrainableRetry: how long a node whose drain failed under --drain-failure-policy=skip waits
 	// before it is admitted again.
 	UndrainableRetry time.Duration
+	// Blockers are the policy's own (a RebootPolicy's health checks and blocking pod selectors): its
+	// fleet-wide ones hold the policy's nodes (PoolBlockersGate), its per-node ones are asked by the
+	// plan (NodeBlockersGate). The default policy's are the Admitter's Config.Blockers.
+	Blockers []Blocker
 }
 
 // Input is what every gate sees for one decision.
@@ -139,7 +143,7 @@ func (c Chain) Run(ctx context.Context, in Input) Verdict {
 // Gates is the chain every decision runs, in order; docs/concepts.md's gate table is generated from
 // it (TestGateTable).
 var Gates = Chain{PolicyGate, WindowGate, PauseGate, RebootPausedGate, AgentProtocolGate, FailedVersionGate, UndrainableGate,
-	VersionGate, FleetBlockersGate, OrderGate, BudgetGate, NodeBlockersGate}
+	VersionGate, FleetBlockersGate, PoolBlockersGate, OrderGate, BudgetGate, NodeBlockersGate}
 
 // PolicyGate holds a node whose reboot policy is not clear: two RebootPolicies of the same priority
 // match it, or its policy's spec did not compile. Never admitted under a policy that failed to compile.
@@ -262,6 +266,18 @@ var FleetBlockersGate = Gate{Name: "fleet-blockers", Scope: ScopeFleet, Plan: Pl
 		return first
 	}}
 
+// PoolBlockersGate holds the nodes of a policy while one of the policy's own fleet-wide blockers (its
+// health checks) blocks. Asked once per plan generation, outside the Admitter's lock, like the fleet's.
+var PoolBlockersGate = Gate{Name: "pool-blockers", Scope: ScopePool, Plan: PlanFilter,
+	Doc: "one of its RebootPolicy's own health checks does not hold (`spec.healthChecks`)",
+	Check: func(_ context.Context, in Input) Verdict {
+		p := in.pol()
+		if rs := in.Fleet.poolBlocking[p.Name]; len(rs) > 0 {
+			return Held(Kind(rs[0].Name), "policy "+p.Name+": "+rs[0].Reason, in.Fleet.retry)
+		}
+		return Pass
+	}}
+
 // Order says whether workers or control-plane nodes go first (--control-plane-order).
 type Order string
 
@@ -366,7 +382,7 @@ func settlingVerdict(in Input) Verdict {
 // decision reads the plan's answer, which is also that of the checks above that only the plan asks
 // (its canaries).
 var NodeBlockersGate = Gate{Name: "node-blockers", Scope: ScopeNode, Plan: PlanCheck,
-	Doc: "a per-node blocker holds it (pods on the node, minimum Ready nodes, a steering label), or its version's canaries go first; asked by the plan only while the budget has room for it",
+	Doc: "a per-node blocker holds it (pods on the node, its RebootPolicy's `blockingPodSelectors`, minimum Ready nodes, a steering label), or its version's canaries go first; asked by the plan only while the budget has room for it",
 	Check: func(ctx context.Context, in Input) Verdict {
 		if in.Planning != nil {
 			n, ok := in.Fleet.lookup(in.Name)
@@ -375,6 +391,9 @@ var NodeBlockersGate = Gate{Name: "node-blockers", Scope: ScopeNode, Plan: PlanC
 			}
 			if rs := CheckAll(ctx, in.Fleet.perNode, n); len(rs) > 0 {
 				return Held(Kind(rs[0].Name), rs[0].Reason, in.Fleet.retry)
+			}
+			if rs := CheckAll(ctx, in.Fleet.poolPerNode[in.pol().Name], n); len(rs) > 0 {
+				return Held(Kind(rs[0].Name), "policy "+in.pol().Name+": "+rs[0].Reason, in.Fleet.retry)
 			}
 			return Pass
 		}

@@ -17,7 +17,9 @@ import (
 	"github.com/slipway-dev/slipway/api/v1alpha1"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
+	"github.com/slipway-dev/slipway/operator/blocker"
 	"github.com/slipway-dev/slipway/operator/budget"
+	"github.com/slipway-dev/slipway/operator/health"
 	"github.com/slipway-dev/slipway/operator/policy"
 )
 
@@ -34,6 +36,10 @@ type Pool struct {
 	Admission *admission.Policy
 	// Max: the pool's own budget (nil: only the fleet's and the groups').
 	Max *budget.Max
+	// HealthChecks and PodSelectors: the pool's own gates, on top of the flags' (the controller turns
+	// them into blockers).
+	HealthChecks []*health.Check
+	PodSelectors []string
 	// Err: why the spec is not accepted (a parser's message), "" when it is.
 	Err string
 }
@@ -118,6 +124,17 @@ func compile(def policy.Spec, rp *v1alpha1.RebootPolicy) *Pool {
 	if err != nil {
 		return fail(err)
 	}
+	for _, spec := range rp.Spec.HealthChecks {
+		c, err := health.Parse(spec)
+		if err != nil {
+			return fail(fmt.Errorf("healthChecks: %w", err))
+		}
+		p.HealthChecks = append(p.HealthChecks, c)
+	}
+	if _, err := blocker.ParseSelectors(rp.Spec.BlockingPodSelectors); err != nil {
+		return fail(fmt.Errorf("blockingPodSelectors: %w", err))
+	}
+	p.PodSelectors = rp.Spec.BlockingPodSelectors
 	p.Policy = compiled
 	a := compiled.Admission()
 	a.Name, a.Generation = rp.Name, rp.Generation

@@ -301,6 +301,7 @@ func run() int {
 		// when it leads.
 		pods := blocker.NewPodInformer(client)
 		cfg.BlockerInformers = append(cfg.BlockerInformers, pods)
+		cfg.PodInformer = pods // the RebootPolicies' blocking pod selectors share it
 		for _, b := range []struct {
 			sel []string
 			mk  func(blocker.PodSource, []string) (*blocker.Pods, error)
