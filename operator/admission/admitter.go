@@ -139,10 +139,10 @@ type Fleet struct {
 	// per-node blockers.
 	poolBlocking map[string][]Result
 	poolPerNode  map[string][]Blocker
-	retry          time.Duration
-	lookup         func(name string) (*corev1.Node, bool)
-	plan           func() *Plan
-	versions       func() map[string]*VersionStats
+	retry        time.Duration
+	lookup       func(name string) (*corev1.Node, bool)
+	plan         func() *Plan
+	versions     func() map[string]*VersionStats
 }
 
 // Versions is the fleet by OS version (nil when canaries and halts are off).

@@ -76,7 +76,9 @@ func TestCompile(t *testing.T) {
 			s.NodeSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Sometimes"}}}
 		}, "nodeSelector"},
 		{"empty selector", func(s *v1alpha1.RebootPolicySpec) { s.NodeSelector = metav1.LabelSelector{} }, "nodeSelector is empty"},
-		{"bad health check", func(s *v1alpha1.RebootPolicySpec) { s.HealthChecks = []string{"deployments.apps/web@shop: object.status.("} }, "healthChecks:"},
+		{"bad health check", func(s *v1alpha1.RebootPolicySpec) {
+			s.HealthChecks = []string{"deployments.apps/web@shop: object.status.("}
+		}, "healthChecks:"},
 		{"bad pod selector", func(s *v1alpha1.RebootPolicySpec) { s.BlockingPodSelectors = []string{"a in (b"} }, "blockingPodSelectors:"},
 		{"bake without nodes", func(s *v1alpha1.RebootPolicySpec) {
 			s.Canary = &v1alpha1.Canary{Bake: &metav1.Duration{Duration: time.Hour}}
