@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -353,4 +354,33 @@ func TestPoolBlockers(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitNode(t, "pg-db-0", 30*time.Second, "admitted once its pool's gates hold", admittedNow)
+}
+
+// missingResource is a dynamic client whose RebootPolicy resource the API server does not serve: what
+// a cluster without the CRD answers (404).
+type missingResource struct{ dynamic.Interface }
+
+func (m missingResource) Resource(r schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
+	if r == v1alpha1.Resource {
+		r.Resource = "nosuchrebootpolicies"
+	}
+	return m.Interface.Resource(r)
+}
+
+// Without the CRD (the API server answers 404) the operator runs the flags' policy and does not exit;
+// the status view lists no policies.
+func TestPoolsWithoutCRD(t *testing.T) {
+	dyn := needPools(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	if _, err := testenv.CreateNode(ctx, client, "nocrd-0", "boot-a", map[string]string{"pool": "gpu"}); err != nil {
+		t.Fatal(err)
+	}
+	// A policy exists, but this operator cannot see the resource: it must not matter.
+	createPolicy(t, dyn, "gpu", v1alpha1.RebootPolicySpec{NodeSelector: selector("pool", "gpu"), Paused: true})
+	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Dynamic = missingResource{dyn} }})
+	annotate(t, "nocrd-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	waitNode(t, "nocrd-0", 30*time.Second, "admitted under the flags' policy", func(n *corev1.Node) bool {
+		return admittedNow(n) && n.Annotations[protocol.AdmittedPolicy] == ""
+	})
 }

@@ -24,14 +24,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/slipway-dev/slipway/api/v1alpha1"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/simnode"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
@@ -122,18 +126,30 @@ func run(count int, maxUnavail string, timeout time.Duration, keep bool) error {
 		return err
 	}
 	go replicaSet(ctx, client, count)
+	dyn, err := pools(ctx, cp, client, nodes)
+	if err != nil {
+		return err
+	}
 
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
+	// The policy as the update-operator's flags would give it (policy.Compile): the RebootPolicies take
+	// what they leave out from it.
+	spec := policy.Defaults()
+	spec.MaxUnavailable = maxUnavail
+	d := func(t time.Duration) metav1.Duration { return metav1.Duration{Duration: t} }
+	spec.Drain.Timeout, spec.Drain.RetryBase, spec.Drain.RetryMax = d(time.Minute), d(time.Second), d(5*time.Second)
+	spec.Canary.Nodes, spec.Canary.Bake = canary.Nodes, d(canary.Bake)
+	spec.Settle.Time, spec.Settle.PDBs, spec.Settle.Timeout = d(settle.Time), settle.PDBs, d(settle.Timeout)
+	pol, err := policy.Compile(spec)
+	if err != nil {
+		return err
+	}
 	ctrl, err := operator.New(operator.Config{
-		Policy: policy.Policy{
-			MaxUnavailable: max,
-			Drain:          operator.DrainConfig{Timeout: time.Minute, GracePeriod: -1, Policy: operator.DrainRetry, RetryBase: time.Second, RetryMax: 5 * time.Second},
-			Canary:         canary,
-			Settle:         settle,
-		},
+		Policy:   *pol,
 		Client:   client,
+		Dynamic:  dyn,
 		Recorder: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "slipway-update-operator"}),
 		Log:      klog.Background(),
 	})
@@ -173,8 +189,80 @@ func run(count int, maxUnavail string, timeout time.Duration, keep bool) error {
 	if err := tl.canaries(canary); err != nil {
 		return err
 	}
+	if err := poolStatus(ctx, dyn, count); err != nil {
+		return err
+	}
 	say("done: every node rebooted exactly once, never more than %d unavailable at once", tl.unav.Max())
 	return nil
+}
+
+// pools puts the nodes in two pools: the first ones in "web" (two at a time), the last two in "db"
+// (one at a time, each settling 3 s longer), as RebootPolicies over the CRD the installs ship.
+func pools(ctx context.Context, cp *testenv.ControlPlane, c kubernetes.Interface, nodes []*simnode.Node) (dynamic.Interface, error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	if err := testenv.InstallCRDs(ctx, cp.RestConfig(), filepath.Join(root, "deploy/base/crd")); err != nil {
+		return nil, err
+	}
+	dyn := dynamic.NewForConfigOrDie(cp.RestConfig())
+	var web, db []string
+	for i, sn := range nodes {
+		pool := "web"
+		if i >= len(nodes)-2 {
+			pool = "db"
+			db = append(db, sn.Name)
+		} else {
+			web = append(web, sn.Name)
+		}
+		if _, err := c.CoreV1().Nodes().Patch(ctx, sn.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"demo.slipway.dev/pool":"`+pool+`"}}}`), metav1.PatchOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	for _, rp := range []map[string]interface{}{
+		{"name": "web", "spec": map[string]interface{}{"nodeSelector": map[string]interface{}{"matchLabels": map[string]interface{}{"demo.slipway.dev/pool": "web"}}, "maxUnavailable": 2}},
+		{"name": "db", "spec": map[string]interface{}{"nodeSelector": map[string]interface{}{"matchLabels": map[string]interface{}{"demo.slipway.dev/pool": "db"}}, "maxUnavailable": 1,
+			"settle": map[string]interface{}{"time": "3s"}}},
+	} {
+		u := &unstructured.Unstructured{Object: map[string]interface{}{"apiVersion": v1alpha1.GroupVersion.String(), "kind": "RebootPolicy",
+			"metadata": map[string]interface{}{"name": rp["name"]}, "spec": rp["spec"]}}
+		if _, err := dyn.Resource(v1alpha1.Resource).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	say("RebootPolicies: web (%s; 2 at a time), db (%s; 1 at a time, settle 3s); the fleet's budget caps both", strings.Join(web, ", "), strings.Join(db, ", "))
+	return dyn, nil
+}
+
+// poolStatus says each RebootPolicy's status as the operator wrote it (kubectl get rp), and fails when a
+// pool does not show every one of its nodes up to date.
+func poolStatus(ctx context.Context, dyn dynamic.Interface, count int) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l, err := dyn.Resource(v1alpha1.Resource).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		total, lines := int64(0), []string{}
+		for _, u := range l.Items {
+			nodes, _, _ := unstructured.NestedInt64(u.Object, "status", "nodes")
+			up, _, _ := unstructured.NestedInt64(u.Object, "status", "upToDate")
+			window, _, _ := unstructured.NestedString(u.Object, "status", "window")
+			if up == nodes {
+				total += up
+			}
+			lines = append(lines, fmt.Sprintf("%s: %d node(s), %d up to date, window %s", u.GetName(), nodes, up, window))
+		}
+		if total == int64(count) {
+			say("kubectl get rp: %s", strings.Join(lines, "; "))
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the RebootPolicies' status never showed every node up to date: %s", strings.Join(lines, "; "))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // workload: one web pod per node, owned by a ReplicaSet, with a PDB allowing one disruption.
