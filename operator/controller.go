@@ -93,6 +93,11 @@ type Config struct {
 	// waiting nodes again when they change.
 	Blockers         []admission.Blocker
 	BlockerInformers []cache.SharedIndexInformer
+	// PolicyDeleteGrace: how long the nodes of a deleted RebootPolicy stay held before they move to the
+	// next matching policy (DefaultPolicyDeleteGrace when 0): a policy deleted and created again
+	// (kubectl replace --force, Helm's hooks, GitOps) must not open its nodes to another policy's
+	// window and budget in between.
+	PolicyDeleteGrace time.Duration
 	// PodInformer is the pod blockers' informer when the flags have pod selectors (it is among
 	// BlockerInformers); nil: a RebootPolicy's blockingPodSelectors start one of the controller's own.
 	PodInformer cache.SharedIndexInformer
@@ -142,6 +147,10 @@ type Controller struct {
 	runCtx     context.Context
 	rpMu       sync.Mutex // guards rp
 	rp         rebootPolicies
+	// policiesMu makes policiesChanged one at a time; it guards tombstones (deleted policies whose
+	// nodes are held for PolicyDeleteGrace).
+	policiesMu sync.Mutex
+	tombstones map[string]tombstone
 	fleet      fleetState
 	queue      workqueue.TypedRateLimitingInterface[string]
 	drains     *drainer
@@ -217,7 +226,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg.ControlPlaneOrder = admission.OrderNone
 	}
 	cfg.Recorder = newDedupRecorder(cfg.Recorder, 10*time.Minute, cfg.Now)
-	c := &Controller{cfg: cfg, overlay: nodes.NewOverlay(), index: admission.NewIndex(), log: cfg.Log,
+	c := &Controller{cfg: cfg, overlay: nodes.NewOverlay(), index: admission.NewIndex(), log: cfg.Log, tombstones: map[string]tombstone{},
 		syncStarted: make([]atomic.Int64, cfg.Workers)}
 	// The queue's own limiter (client-go's default for controllers) paces retries of failed syncs;
 	// a failed drain is retried on the drainer's backoff (--drain-retry-*), by AddAfter.

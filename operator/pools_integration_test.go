@@ -128,7 +128,8 @@ func TestPools(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startOperator(t, opOptions{max: "2", tweak: func(c *operator.Config) { c.Dynamic = dyn }})
+	// A deleted policy holds its nodes for a second here (30 s by default).
+	startOperator(t, opOptions{max: "2", tweak: func(c *operator.Config) { c.Dynamic, c.PolicyDeleteGrace = dyn, time.Second }})
 	for _, name := range []string{"gpu-0", "gpu-1"} {
 		annotate(t, name, map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
 	}
@@ -383,4 +384,44 @@ func TestPoolsWithoutCRD(t *testing.T) {
 	waitNode(t, "nocrd-0", 30*time.Second, "admitted under the flags' policy", func(n *corev1.Node) bool {
 		return admittedNow(n) && n.Annotations[protocol.AdmittedPolicy] == ""
 	})
+}
+
+// A deleted RebootPolicy holds its waiting nodes for the grace period (a policy deleted and created
+// again never opens them to another policy), then they go to the flags' policy; created again within
+// the grace, it takes them back at once.
+func TestDeletedPolicyHoldsItsNodes(t *testing.T) {
+	dyn := needPools(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	freeze := now.AddDate(0, 0, -1).Format("2006-01-02") + "/" + now.AddDate(0, 0, 1).Format("2006-01-02")
+	spec := v1alpha1.RebootPolicySpec{NodeSelector: selector("pool", "gpu"), Exclusions: []string{freeze}}
+	createPolicy(t, dyn, "gpu", spec)
+	if _, err := testenv.CreateNode(ctx, client, "del-0", "boot-a", map[string]string{"pool": "gpu"}); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Dynamic, c.PolicyDeleteGrace = dyn, 3*time.Second }})
+	annotate(t, "del-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	blockedBy(t, "del-0", "window")
+	del := func() {
+		if err := dyn.Resource(v1alpha1.Resource).Delete(ctx, "gpu", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Replaced: deleted and created again within the grace.
+	del()
+	n := blockedBy(t, "del-0", "policy")
+	if !strings.Contains(n.Annotations[protocol.BlockedBy], "invalid: gpu: deleted") {
+		t.Errorf("deleted: %q", n.Annotations[protocol.BlockedBy])
+	}
+	createPolicy(t, dyn, "gpu", spec)
+	blockedBy(t, "del-0", "window")
+	// Deleted for good: held for the grace, then the flags' policy admits it.
+	del()
+	held := time.Now()
+	blockedBy(t, "del-0", "policy")
+	n = waitNode(t, "del-0", 30*time.Second, "admitted under the flags' policy after the grace", admittedNow)
+	if d := time.Since(held); d < 2*time.Second || n.Annotations[protocol.AdmittedPolicy] != "" {
+		t.Errorf("admitted %s after the deletion under %q; want the 3 s grace, then the flags'", d, n.Annotations[protocol.AdmittedPolicy])
+	}
 }

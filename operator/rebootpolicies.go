@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -48,7 +49,22 @@ type rebootPolicies struct {
 // a person can act on. Never an error that stops the operator: without the resource it runs the flags'
 // policy for every node.
 func (c *Controller) probePolicies(ctx context.Context) (bool, string) {
-	_, err := c.cfg.Dynamic.Resource(v1alpha1.Resource).List(ctx, metav1.ListOptions{Limit: 1})
+	// Only "not there" (404) and "not allowed" (403) mean no pools. Anything else (a timeout, the API
+	// server restarting) is asked again for up to policyProbeFor: policies that exist must not be
+	// missed because of one failed request at the start.
+	var err error
+	deadline := time.Now().Add(policyProbeFor)
+	for delay := 200 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		_, err = c.cfg.Dynamic.Resource(v1alpha1.Resource).List(ctx, metav1.ListOptions{Limit: 1})
+		if err == nil || apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		c.log.Info("listing RebootPolicies failed; trying again", "error", err.Error(), "in", delay.String())
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+	}
 	switch {
 	case err == nil:
 		return true, ""
@@ -60,6 +76,9 @@ func (c *Controller) probePolicies(ctx context.Context) (bool, string) {
 		return false, "listing rebootpolicies.update.slipway.dev: " + err.Error()
 	}
 }
+
+// policyProbeFor bounds how long the start waits for an answer about RebootPolicies.
+const policyProbeFor = time.Minute
 
 // startPolicies starts the RebootPolicy informer when the resource is there and waits for it, so the
 // first admission sees every pool. When it is not, it logs why once and looks again every minute.
@@ -127,9 +146,15 @@ func (c *Controller) runPolicyInformer(ctx context.Context) error {
 	return nil
 }
 
-// policiesChanged compiles every RebootPolicy into the pools (over the flags' Spec), hands them to
-// admission and indexes every node again under them.
+// DefaultPolicyDeleteGrace is Config.PolicyDeleteGrace's default.
+const DefaultPolicyDeleteGrace = 30 * time.Second
+
+// policiesChanged compiles every RebootPolicy into the pools (over the flags' Spec), indexes every node
+// again under them and then hands them to admission: in between, a node indexed under a policy
+// admission does not know yet is held, never decided under the one it leaves. One at a time.
 func (c *Controller) policiesChanged() {
+	c.policiesMu.Lock()
+	defer c.policiesMu.Unlock()
 	c.rpMu.Lock()
 	inf := c.rp.informer
 	c.rpMu.Unlock()
@@ -140,55 +165,118 @@ func (c *Controller) policiesChanged() {
 	if !c.cfg.Compiled() {
 		base = policy.Defaults() // a Config put together by hand (tests): the defaults under the pools
 	}
+	now := c.cfg.Now()
 	var ps []*pools.Pool
+	seen := map[string]bool{}
 	for _, obj := range inf.GetStore().List() {
 		rp, err := toRebootPolicy(obj)
 		if err != nil {
 			c.log.Error(err, "a RebootPolicy that does not decode is ignored")
 			continue
 		}
-		ps = append(ps, pools.Compile(base, rp))
+		p := pools.Compile(base, rp)
+		if p.Err == "" {
+			if bs, err := c.poolBlockers(p); err != nil {
+				p.Err = err.Error()
+				p.Admission = &admission.Policy{Name: p.Name, Generation: p.Generation, UID: p.UID, Invalid: p.Err}
+				p.Policy = nil
+			} else if len(bs) > 0 {
+				with := *p.Admission
+				with.Blockers = bs
+				p.Admission = &with
+			}
+		}
+		seen[p.Name] = true
+		ps = append(ps, p)
+	}
+	// Deleted policies hold their nodes for PolicyDeleteGrace: still selecting them, admitting none.
+	for name, t := range c.tombstones {
+		if seen[name] || !now.Before(t.until) {
+			delete(c.tombstones, name)
+		}
+	}
+	if old := c.pools.Load(); old != nil {
+		for _, p := range old.Pools() {
+			if seen[p.Name] || c.tombstones[p.Name].pool != nil || p.Deleted {
+				continue
+			}
+			grace := cmp.Or(c.cfg.PolicyDeleteGrace, DefaultPolicyDeleteGrace)
+			c.tombstones[p.Name] = tombstone{pool: p, until: now.Add(grace)}
+			time.AfterFunc(grace+10*time.Millisecond, c.policiesChanged)
+		}
+	}
+	for name, t := range c.tombstones {
+		gone := *t.pool
+		gone.Deleted = true
+		gone.Admission = &admission.Policy{Name: name, Generation: gone.Generation, UID: gone.UID,
+			Invalid: "deleted; its waiting nodes go to the next matching policy at " + t.until.UTC().Format(time.RFC3339)}
+		ps = append(ps, &gone)
 	}
 	set := pools.NewSet(ps)
 	for _, p := range set.Pools() {
-		if p.Policy != nil {
-			// Nodes in their cycle run the generation they were admitted under, edited since or not.
-			c.compiled.LoadOrStore(fmt.Sprintf("%s/%d", p.Name, p.Generation), p.Policy)
+		if p.Policy != nil && !p.Deleted {
+			// Nodes in their cycle drain under the policy they were admitted under, edited since or not.
+			c.compiled.Store(pinOf(p.Name, p.Generation, p.UID), p.Policy)
 		}
 	}
 	c.pools.Store(set)
 	byName := map[string]*admission.Policy{}
 	for _, p := range set.Pools() {
-		a := p.Admission
-		if bs := c.poolBlockers(p); len(bs) > 0 {
-			with := *a
-			with.Blockers = bs
-			a = &with
-		}
-		byName[p.Name] = a
+		byName[p.Name] = p.Admission
 	}
-	c.admitter.SetPolicies(byName, set.Limits())
+	inUse := map[string]bool{}
 	for _, n := range c.allNodes() {
 		c.reindex(n.Name)
+		inUse[n.Annotations[protocol.AdmittedPolicy]] = true
 	}
+	c.admitter.SetPolicies(byName, set.Limits())
+	// What no node is pinned to and no policy is now is not needed again.
+	c.compiled.Range(func(k, _ interface{}) bool {
+		pin := k.(string)
+		name, _, _ := strings.Cut(pin, "/")
+		if p := set.Get(name); !inUse[pin] && (p == nil || pinOf(p.Name, p.Generation, p.UID) != pin) {
+			c.compiled.Delete(pin)
+		}
+		return true
+	})
 	c.queue.Add(waitingKey)
 	c.queue.Add(policiesKey)
+}
+
+// tombstone is a deleted RebootPolicy whose nodes are held until until.
+type tombstone struct {
+	pool  *pools.Pool
+	until time.Time
+}
+
+// pinOf is the value of protocol.AdmittedPolicy for policy name at generation, object uid: a policy
+// deleted and created again under its name starts at generation 1 again, and its uid tells them apart.
+func pinOf(name string, generation int64, uid string) string {
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
+	return fmt.Sprintf("%s/%d/%s", name, generation, uid)
 }
 
 // poolBlockers are pool p's own blockers: its health checks (over the dynamic client) and its blocking
 // pod selectors (over the pod informer, started when a pool first needs it; until it has synced they
 // hold the pool's nodes).
-func (c *Controller) poolBlockers(p *pools.Pool) []admission.Blocker {
+func (c *Controller) poolBlockers(p *pools.Pool) ([]admission.Blocker, error) {
 	var bs []admission.Blocker
-	if len(p.HealthChecks) > 0 && c.cfg.Dynamic != nil {
+	if len(p.HealthChecks) > 0 {
+		if c.cfg.Dynamic == nil {
+			return nil, fmt.Errorf("healthChecks: the operator has no dynamic client")
+		}
 		bs = append(bs, &health.Blocker{Checks: p.HealthChecks, Client: c.cfg.Dynamic, Mapper: c.restMapper()})
 	}
 	if len(p.PodSelectors) > 0 {
-		if b, err := blocker.NewPodsOnNode(c.podInformer(), p.PodSelectors); err == nil {
-			bs = append(bs, b)
+		b, err := blocker.NewPodsOnNode(c.podInformer(), p.PodSelectors)
+		if err != nil {
+			return nil, fmt.Errorf("blockingPodSelectors: %w", err)
 		}
+		bs = append(bs, b)
 	}
-	return bs
+	return bs, nil
 }
 
 // restMapper maps the health checks' resources to their kinds, once per controller.
@@ -247,6 +335,7 @@ func (c *Controller) nodePolicy(n *corev1.Node, inCycle bool) *policy.Policy {
 			if p, ok := c.compiled.Load(pin); ok {
 				return p.(*policy.Policy)
 			}
+			// Admitted by another operator process (restarted since): the policy as it is now.
 		}
 	}
 	name, tied := set.Of(n, inCycle)
@@ -256,13 +345,13 @@ func (c *Controller) nodePolicy(n *corev1.Node, inCycle bool) *policy.Policy {
 	return &c.cfg.Policy
 }
 
-// policyPin is the value of protocol.AdmittedPolicy for a node admitted under p: "<name>/<generation>",
-// "" for the default policy.
+// policyPin is the value of protocol.AdmittedPolicy for a node admitted under p (pinOf), "" for the
+// default policy.
 func policyPin(p *admission.Policy) string {
 	if p == nil || p.Name == "" {
 		return ""
 	}
-	return fmt.Sprintf("%s/%d", p.Name, p.Generation)
+	return pinOf(p.Name, p.Generation, p.UID)
 }
 
 // syncPolicies writes each RebootPolicy's status when it changed: its nodes, the window, canaries and
@@ -289,6 +378,17 @@ func (c *Controller) syncPolicies(ctx context.Context) error {
 		}
 	}
 	sw := c.fleetSwitch()
+	// A window opens or an exclusion ends without any node changing: look again then (at most every 5
+	// minutes), so window and nextOpen do not go stale on an idle fleet.
+	again := 5 * time.Minute
+	for _, p := range set.Pools() {
+		if s := p.Admission.Schedule; s != nil && !s.Open(now) {
+			if next := s.NextOpen(now); !next.IsZero() && next.Sub(now) < again {
+				again = max(next.Sub(now)+time.Second, time.Second)
+			}
+		}
+	}
+	c.queue.AddAfter(policiesKey, again)
 	var firstErr error
 	for _, p := range set.Pools() {
 		obj, ok, err := inf.GetStore().GetByKey(p.Name)
@@ -396,7 +496,14 @@ func policyStatus(p *pools.Pool, old v1alpha1.RebootPolicyStatus, entries map[st
 		cond("Progressing", false, "Idle", "")
 	}
 	halted := []string{}
+	// The versions the pool's nodes ask for; where their canaries stand is the fleet's (canary proof and
+	// places are counted over every node, as admission counts them).
 	stats := admission.VersionsOf(mine)
+	var all []admission.Node
+	for _, e := range entries {
+		all = append(all, e)
+	}
+	fleetStats := admission.VersionsOf(all)
 	var versions []string
 	for v := range stats {
 		versions = append(versions, v)
@@ -409,7 +516,7 @@ func policyStatus(p *pools.Pool, old v1alpha1.RebootPolicyStatus, entries map[st
 		}
 		vs := v1alpha1.VersionStatus{Version: v, Asking: int32(s.Asking)}
 		if a.Canary.On() {
-			full := admission.WithMemory(*s, v, sw)
+			full := admission.WithMemory(*fleetStats[v], v, sw)
 			cs := admission.CanaryOf(full, a.Canary, sw.VersionResumedAt(v), now, 0)
 			if cs.State != "off" {
 				vs.Canary = cs.State

@@ -40,6 +40,7 @@ type RebootPolicySpec struct {
 	// NodeSelector picks the nodes of this pool (a label selector, as a Deployment's). It must not be
 	// empty: a policy for every node is the flags' job.
 	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="nodeSelector must not be empty: the update-operator's flags are the policy of every node"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'] && ((e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0)))",message="matchExpressions: operator In, NotIn, Exists or DoesNotExist, with values for In and NotIn only"
 	NodeSelector metav1.LabelSelector `json:"nodeSelector"`
 	// Priority decides between policies that match one node: the highest wins; two at the same
 	// highest priority hold the node until one of them changes.
@@ -67,7 +68,8 @@ type RebootPolicySpec struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=128
 	Windows []string `json:"windows,omitempty"`
-	// Exclusions: change freezes of this pool, each as --reboot-exclusion takes it. Unset: the flags'.
+	// Exclusions: change freezes of this pool, each as --reboot-exclusion takes it. They add to the
+	// flags' (a freeze there guards every node; a policy cannot lift it).
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=64

@@ -99,8 +99,8 @@ const (
 	// too): relabelling or asking in another group mid-cycle frees no slot.
 	AdmittedGroup        = SlipwayPrefix + "admitted-group"
 	AdmittedControlPlane = SlipwayPrefix + "admitted-control-plane"
-	// AdmittedPolicy — operator: the RebootPolicy the node was admitted under, "<name>/<generation>"
-	// ("" the flags' policy). Until its cycle ends the node belongs to that policy and counts against
+	// AdmittedPolicy — operator: the RebootPolicy the node was admitted under,
+	// "<name>/<generation>/<first 8 characters of its uid>" ("" the flags' policy). Until its cycle ends the node belongs to that policy and counts against
 	// its budget, whatever its labels or the policies say meanwhile.
 	AdmittedPolicy = SlipwayPrefix + "admitted-policy"
 	// RebootFailed — operator: "<RFC 3339 time> <why>" when the node's reboot counted against

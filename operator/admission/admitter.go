@@ -55,8 +55,10 @@ type Admitter struct {
 	// has canaries or halts.
 	policies map[string]*Policy
 	canaryOn bool
-	// pools: each policy's own blockers, bounded and split (SetPolicies).
+	// pools: each policy's own blockers, bounded and split (SetPolicies); epoch counts SetPolicies, so
+	// answers gathered for an older set are not reused.
 	pools map[string]poolBlockers
+	epoch uint64
 	// versions: the fleet by OS version for snap's generation (canaries on only).
 	versions    map[string]*VersionStats
 	versionsGen uint64
@@ -66,6 +68,7 @@ type Admitter struct {
 // fleet's, and each policy's own (by name, only those that block).
 type fleetAnswers struct {
 	gen     uint64
+	epoch   uint64
 	at      time.Time
 	ok      bool
 	results []Result
@@ -115,9 +118,7 @@ func (a *Admitter) SetPolicies(byName map[string]*Policy, limits map[string]budg
 			a.pools[name] = poolBlockers{fleet: fleetWide, perNode: perNode}
 		}
 	}
-	a.answersMu.Lock()
-	a.answers.ok = false // the policies' blockers changed: ask again
-	a.answersMu.Unlock()
+	a.epoch++ // the policies' blockers changed: answers for the old ones are not reused
 }
 
 // Index is the index the Admitter decides against.
@@ -177,9 +178,9 @@ func (d Decision) Admitted() bool { return d.Passes() }
 func (a *Admitter) Decide(ctx context.Context, name string, obj *corev1.Node, sw Switch, now time.Time,
 	lookup func(name string) (*corev1.Node, bool)) Decision {
 	a.mu.Lock()
-	pools := a.pools
+	pools, epoch := a.pools, a.epoch
 	a.mu.Unlock()
-	answers := a.fleetBlocking(ctx, obj, now, pools)
+	answers := a.fleetBlocking(ctx, obj, now, pools, epoch)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.snap == nil || a.snap.Gen != a.index.Gen() {
@@ -218,7 +219,7 @@ func (a *Admitter) Decide(ctx context.Context, name string, obj *corev1.Node, sw
 	v := a.chain.Run(ctx, Input{Name: name, Node: e, Obj: obj, Now: now, Policy: p, Fleet: f})
 	d := Decision{Verdict: v, ActiveBlockers: f.ActiveBlockers}
 	if v.Passes() {
-		d.Release = a.index.Reserve(name)
+		d.Release = a.index.ReserveAs(name, p.Name)
 		d.Policy = p
 	}
 	return d
@@ -240,26 +241,43 @@ func (a *Admitter) policyOf(_ string, e Node) *Policy {
 // generation (the index's generation, for at most planTTL) and returns the answers; it holds no
 // admission lock while they run, only its own, so that two decisions do not ask a blocker twice (a
 // Bounded blocker still running would hold the second).
-func (a *Admitter) fleetBlocking(ctx context.Context, obj *corev1.Node, now time.Time, pools map[string]poolBlockers) fleetAnswers {
+func (a *Admitter) fleetBlocking(ctx context.Context, obj *corev1.Node, now time.Time, pools map[string]poolBlockers, epoch uint64) fleetAnswers {
 	if len(a.fleet) == 0 && len(pools) == 0 {
 		return fleetAnswers{}
 	}
 	a.answersMu.Lock()
 	defer a.answersMu.Unlock()
 	gen := a.index.Gen()
-	if c := a.answers; c.ok && c.gen == gen && !now.Before(c.at) && now.Sub(c.at) < planTTL {
+	if c := a.answers; c.ok && c.gen == gen && c.epoch == epoch && !now.Before(c.at) && now.Sub(c.at) < planTTL {
 		return c
 	}
-	a.answers = fleetAnswers{gen: gen, at: now, ok: true, results: CheckAll(ctx, a.fleet, obj)}
+	ans := fleetAnswers{gen: gen, epoch: epoch, at: now, ok: true}
+	// Every set of blockers at once: each is bounded, and one policy's slow health check must not
+	// add up with the others'.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); rs := CheckAll(ctx, a.fleet, obj); mu.Lock(); ans.results = rs; mu.Unlock() }()
 	for name, b := range pools {
-		if rs := CheckAll(ctx, b.fleet, obj); len(rs) > 0 {
-			if a.answers.pools == nil {
-				a.answers.pools = map[string][]Result{}
-			}
-			a.answers.pools[name] = rs
+		if len(b.fleet) == 0 {
+			continue
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if rs := CheckAll(ctx, b.fleet, obj); len(rs) > 0 {
+				mu.Lock()
+				if ans.pools == nil {
+					ans.pools = map[string][]Result{}
+				}
+				ans.pools[name] = rs
+				mu.Unlock()
+			}
+		}()
 	}
-	return a.answers
+	wg.Wait()
+	a.answers = ans
+	return ans
 }
 
 // Pools are the budgets as admission counts them now (reservations included).

@@ -62,6 +62,7 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 		// The group budget is judged by it (independently of PoolKeys): a node that hops to another
 		// group mid-cycle still occupies the one it started in.
 		admittedIn := map[string]string{}
+		decidedUnder := map[string]string{} // the policy each pending admission was decided under
 		hops := 0
 		sw := fleetswitch.Switch{}
 		now := t0
@@ -195,7 +196,11 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 				if m, ok := policyLimits[e.Policy]; ok && !e.Counts {
 					inPolicy := 0 // judged from the test's truth, not PoolKeys: pinned policies stay
 					for n, o := range truth {
-						if n != name && o.Policy == e.Policy && (o.Counts || pending[n] != nil) {
+						pol := o.Policy
+						if pending[n] != nil {
+							pol = decidedUnder[n] // its admission, being written, pins that one
+						}
+						if n != name && pol == e.Policy && (o.Counts || pending[n] != nil) {
 							inPolicy++
 						}
 					}
@@ -216,6 +221,7 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 				}
 				pending[name] = d.Release
 				admittedIn[name] = e.Group
+				decidedUnder[name] = e.Policy
 				admitted++
 			}
 		}

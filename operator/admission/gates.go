@@ -39,6 +39,8 @@ type Policy struct {
 	// RebootPolicy's generation it was built from (pinned on a node at its admission).
 	Name       string
 	Generation int64
+	// UID of the RebootPolicy object, pinned with the generation (its first characters).
+	UID string
 	// Invalid: why the policy is not accepted (its spec did not compile): its nodes are held.
 	Invalid string
 	// Paused: why the policy is paused ("" it is not): its nodes are held.

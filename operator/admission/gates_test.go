@@ -104,7 +104,7 @@ func TestFleetBlockersGateAsksEveryBlocker(t *testing.T) {
 	}
 	x, f := fleetOf(map[string]Node{"a": waiting}, fleetswitch.Switch{})
 	a := NewAdmitter(Config{Blockers: []Blocker{fire("quiet", ""), fire("prometheus-alerts", "NodeDown firing"), fire("min-ready-nodes", "2 of 5 Ready")}}, x)
-	f.blocking, f.retry = a.fleetBlocking(context.Background(), obj("a"), t0, nil).results, DefaultBlockerRetry
+	f.blocking, f.retry = a.fleetBlocking(context.Background(), obj("a"), t0, nil, 0).results, DefaultBlockerRetry
 	v := FleetBlockersGate.Check(context.Background(), Input{Obj: obj("a"), Fleet: f})
 	if v.String() != "prometheus-alerts: NodeDown firing" || v.Retry != DefaultBlockerRetry {
 		t.Errorf("verdict %q retry %s", v, v.Retry)

@@ -28,13 +28,16 @@ type Index struct {
 	// reserved: nodes held in their cycle whatever their entry says, while an admission (or a step
 	// that frees a slot) is being written; a count, since holds may nest.
 	reserved map[string]int
-	gen      uint64
+	// reservedAs: the policy an admission being written decided a node under; while reserved, it
+	// counts there whatever its labels say meanwhile (its pin lands with the admission's PATCH).
+	reservedAs map[string]string
+	gen        uint64
 }
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
 	return &Index{nodes: map[string]Node{}, size: map[string]int{}, used: map[string]int{}, waiting: map[string]Node{},
-		settling: map[string]Node{}, since: map[string]time.Time{}, reserved: map[string]int{}}
+		settling: map[string]Node{}, since: map[string]time.Time{}, reserved: map[string]int{}, reservedAs: map[string]string{}}
 }
 
 // Update brings name's entry up to date: get returns the node's entry now (ok false: it is gone). get
@@ -81,6 +84,9 @@ func (x *Index) set(name string, e Node, present bool, now time.Time) bool {
 func (x *Index) effective(name string, e Node) Node {
 	if x.reserved[name] > 0 {
 		e.Counts, e.State = true, protocol.BeforeHooks
+		if p, ok := x.reservedAs[name]; ok {
+			e.Policy, e.PolicyTied = p, ""
+		}
 	}
 	return e
 }
@@ -88,8 +94,18 @@ func (x *Index) effective(name string, e Node) Node {
 // Reserve holds name in its cycle in every pool until the returned release is called; release
 // reports whether that changed the counts (a slot was freed: waiting nodes deserve another look).
 func (x *Index) Reserve(name string) (release func() bool) {
+	return x.reserve(name, nil)
+}
+
+// ReserveAs is Reserve for a node admitted under policy: while reserved it counts against that
+// policy's budget, even if a relabel moves its entry to another before its pin is written.
+func (x *Index) ReserveAs(name, policy string) (release func() bool) {
+	return x.reserve(name, &policy)
+}
+
+func (x *Index) reserve(name string, policy *string) (release func() bool) {
 	x.mu.Lock()
-	x.setReserved(name, +1)
+	x.setReserved(name, +1, policy)
 	x.mu.Unlock()
 	var once sync.Once
 	return func() bool {
@@ -97,20 +113,24 @@ func (x *Index) Reserve(name string) (release func() bool) {
 		once.Do(func() {
 			x.mu.Lock()
 			defer x.mu.Unlock()
-			changed = x.setReserved(name, -1)
+			changed = x.setReserved(name, -1, nil)
 		})
 		return changed
 	}
 }
 
-func (x *Index) setReserved(name string, d int) bool {
+func (x *Index) setReserved(name string, d int, policy *string) bool {
 	was := x.reserved[name] > 0
 	e, had := x.nodes[name]
 	if had {
 		x.account(name, x.effective(name, e), -1)
 	}
+	if policy != nil {
+		x.reservedAs[name] = *policy
+	}
 	if x.reserved[name] += d; x.reserved[name] <= 0 {
 		delete(x.reserved, name)
+		delete(x.reservedAs, name)
 	}
 	if had {
 		x.account(name, x.effective(name, e), +1)

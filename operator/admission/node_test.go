@@ -1,8 +1,10 @@
 package admission
 
 import (
+	"github.com/slipway-dev/slipway/operator/budget"
 	"reflect"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,4 +91,26 @@ func TestAGroupHopFreesNoSlot(t *testing.T) {
 	if got := PauseGate.Check(t.Context(), Input{Name: "hopper", Node: hopper, Fleet: &Fleet{Switch: fleetswitch.Switch{Groups: map[string]string{"a": "maintenance"}}}}); got.Kind != KindPaused {
 		t.Errorf("pause of group a, node admitted in a now in b: %v, want paused", got)
 	}
+}
+
+// A node admitted under a policy counts against that policy's budget while its admission is being
+// written, even if a relabel moves its entry to another policy meanwhile: the next node of the first
+// policy waits.
+func TestReservationKeepsThePolicy(t *testing.T) {
+	x := NewIndex()
+	a := NewAdmitter(Config{Limits: Limits{Fleet: max(t, "10"), ControlPlane: max(t, "1")}}, x)
+	a.SetPolicies(map[string]*Policy{"db": {Name: "db"}, "web": {Name: "web"}}, map[string]budget.Max{"db": max(t, "1")})
+	x.Update("a", t0, func() (Node, bool) { return Node{State: protocol.NeedsReboot, Policy: "db"}, true })
+	x.Update("b", t0.Add(time.Second), func() (Node, bool) { return Node{State: protocol.NeedsReboot, Policy: "db"}, true })
+	look := func(n string) (*corev1.Node, bool) { return obj(n), true }
+	d := a.Decide(t.Context(), "a", obj("a"), fleetswitch.Switch{}, t0.Add(2*time.Second), look)
+	if !d.Admitted() || d.Policy.Name != "db" {
+		t.Fatalf("a: %v under %+v", d.Verdict, d.Policy)
+	}
+	// Relabelled into web while its admission's PATCH is on its way.
+	x.Update("a", t0.Add(3*time.Second), func() (Node, bool) { return Node{State: protocol.NeedsReboot, Policy: "web"}, true })
+	if got := a.Decide(t.Context(), "b", obj("b"), fleetswitch.Switch{}, t0.Add(4*time.Second), look); got.Admitted() || got.Kind != KindBudget {
+		t.Fatalf("b of db while a's admission under db is being written: %v, want held by db's budget", got.Verdict)
+	}
+	d.Release()
 }

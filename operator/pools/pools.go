@@ -27,8 +27,12 @@ import (
 type Pool struct {
 	Name       string
 	Generation int64
-	Priority   int32
-	Selector   labels.Selector // nil when the selector does not parse (Err says why)
+	// UID of the RebootPolicy object: pins tell a policy created again under its name apart.
+	UID string
+	// Deleted: the policy is gone and this is what holds its nodes for a grace period (the controller).
+	Deleted  bool
+	Priority int32
+	Selector labels.Selector // nil when the selector does not parse (Err says why)
 	// Spec: the default policy's Spec with what the object sets (published as this pool's policy).
 	Spec policy.Spec
 	// Policy: Spec compiled (nil when Err); Admission: what admission reads of it (Invalid set when Err).
@@ -45,16 +49,16 @@ type Pool struct {
 }
 
 // Merge is the Spec a RebootPolicy gives its nodes: def (the flags') with what spec sets. A list that
-// is set replaces the flags' (an empty list: none); a field left out keeps the flags' value.
+// is set replaces the flags' (an empty list: none), but for exclusions, which add to the flags'; a
+// field left out keeps the flags' value.
 func Merge(def policy.Spec, spec v1alpha1.RebootPolicySpec) policy.Spec {
 	s := def
 	if spec.Windows != nil {
 		s.Windows = spec.Windows
 		s.FLUOWindow = policy.FLUOWindow{} // the pool's windows replace all of the flags' windows
 	}
-	if spec.Exclusions != nil {
-		s.Exclusions = spec.Exclusions
-	}
+	// A change freeze guards the whole fleet: a pool adds its own, it cannot lift the flags'.
+	s.Exclusions = append(append([]string(nil), def.Exclusions...), spec.Exclusions...)
 	if c := spec.Canary; c != nil {
 		if c.Nodes != nil {
 			s.Canary.Nodes = int(*c.Nodes)
@@ -91,15 +95,15 @@ func Compile(def policy.Spec, rp *v1alpha1.RebootPolicy) *Pool {
 	p := compile(def, rp)
 	if p.Err == "" && p.Spec.Settle.PDBs && !def.Settle.PDBs {
 		p.Err = "settle.pdbs: the update-operator runs with --settle-pdbs=false and so does not watch PodDisruptionBudgets; turn the flag on or leave settle.pdbs out"
-		p.Admission = &admission.Policy{Name: p.Name, Generation: p.Generation, Invalid: p.Err}
+		p.Admission = &admission.Policy{Name: p.Name, Generation: p.Generation, UID: p.UID, Invalid: p.Err}
 		p.Policy = nil
 	}
 	return p
 }
 
 func compile(def policy.Spec, rp *v1alpha1.RebootPolicy) *Pool {
-	p := &Pool{Name: rp.Name, Generation: rp.Generation, Priority: rp.Spec.Priority, Spec: Merge(def, rp.Spec)}
-	p.Admission = &admission.Policy{Name: rp.Name, Generation: rp.Generation}
+	p := &Pool{Name: rp.Name, Generation: rp.Generation, UID: string(rp.UID), Priority: rp.Spec.Priority, Spec: Merge(def, rp.Spec)}
+	p.Admission = &admission.Policy{Name: rp.Name, Generation: rp.Generation, UID: p.UID}
 	fail := func(err error) *Pool {
 		p.Err = err.Error()
 		p.Admission.Invalid = p.Err
@@ -111,6 +115,9 @@ func compile(def policy.Spec, rp *v1alpha1.RebootPolicy) *Pool {
 	}
 	if sel.Empty() {
 		return fail(fmt.Errorf("nodeSelector is empty: the update-operator's flags are the policy of every node"))
+	}
+	if err := selectorKeys(rp.Spec.NodeSelector); err != nil {
+		return fail(err)
 	}
 	p.Selector = sel
 	if m := rp.Spec.MaxUnavailable; m != nil {
@@ -137,7 +144,7 @@ func compile(def policy.Spec, rp *v1alpha1.RebootPolicy) *Pool {
 	p.PodSelectors = rp.Spec.BlockingPodSelectors
 	p.Policy = compiled
 	a := compiled.Admission()
-	a.Name, a.Generation = rp.Name, rp.Generation
+	a.Name, a.Generation, a.UID = rp.Name, rp.Generation, p.UID
 	if rp.Spec.Paused {
 		a.Paused = "policy " + rp.Name + " paused"
 		if r := strings.TrimSpace(rp.Spec.PausedReason); r != "" {
@@ -146,6 +153,29 @@ func compile(def policy.Spec, rp *v1alpha1.RebootPolicy) *Pool {
 	}
 	p.Admission = a
 	return p
+}
+
+// selectorKeys refuses a selector on a label a node writes itself (the agent's, FLUO's, FleetLock's):
+// the node could choose its own pool, and with it its window and budget. Slipway's own keys are
+// refused too.
+func selectorKeys(sel metav1.LabelSelector) error {
+	keys := []string{}
+	for k := range sel.MatchLabels {
+		keys = append(keys, k)
+	}
+	for _, e := range sel.MatchExpressions {
+		keys = append(keys, e.Key)
+	}
+	for _, k := range keys {
+		switch owner := protocol.Owners[k]; owner {
+		case "":
+		case protocol.WriterAgent, protocol.WriterFLUO, protocol.WriterFleetLock:
+			return fmt.Errorf("nodeSelector: %s is written by the %s on each node: a node could choose its own policy; select on a label only an admin sets (node-restriction.kubernetes.io/<name>, which kubelets cannot set)", k, owner)
+		default:
+			return fmt.Errorf("nodeSelector: %s is a protocol key written by the %s; select on a label of your own", k, owner)
+		}
+	}
+	return nil
 }
 
 // ParseMax reads a pool's maxUnavailable: a count of at least 1 or a percentage.

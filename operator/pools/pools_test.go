@@ -36,9 +36,10 @@ func TestMerge(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(def) {
 		t.Errorf("an empty policy changed the flags' spec: %+v", got)
 	}
-	got = Merge(def, v1alpha1.RebootPolicySpec{Windows: []string{"Sun 02:00-06:00"}, Exclusions: []string{},
+	got = Merge(def, v1alpha1.RebootPolicySpec{Windows: []string{"Sun 02:00-06:00"}, Exclusions: []string{"2026-12-31"},
 		Canary: &v1alpha1.Canary{Nodes: ptr(int32(3))}})
-	if strings.Join(got.Windows, ";") != "Sun 02:00-06:00" || got.FLUOWindow != (policy.FLUOWindow{}) || len(got.Exclusions) != 0 ||
+	// Its windows replace the flags'; its freezes add to the flags' (a pool cannot lift a freeze).
+	if strings.Join(got.Windows, ";") != "Sun 02:00-06:00" || got.FLUOWindow != (policy.FLUOWindow{}) || strings.Join(got.Exclusions, ";") != "2026-12-24/2026-12-26;2026-12-31" ||
 		got.Canary.Nodes != 3 || got.Canary.Bake.Duration != time.Hour || got.Canary.MaxFailedPerVersion != 2 {
 		t.Errorf("merged %+v", got)
 	}
@@ -76,6 +77,9 @@ func TestCompile(t *testing.T) {
 			s.NodeSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Sometimes"}}}
 		}, "nodeSelector"},
 		{"empty selector", func(s *v1alpha1.RebootPolicySpec) { s.NodeSelector = metav1.LabelSelector{} }, "nodeSelector is empty"},
+		{"selector on a key the agent writes", func(s *v1alpha1.RebootPolicySpec) {
+			s.NodeSelector = metav1.LabelSelector{MatchLabels: map[string]string{"flatcar-linux-update.v1.flatcar-linux.net/group": "stable"}}
+		}, "a node could choose its own policy"},
 		{"bad health check", func(s *v1alpha1.RebootPolicySpec) {
 			s.HealthChecks = []string{"deployments.apps/web@shop: object.status.("}
 		}, "healthChecks:"},
