@@ -461,23 +461,14 @@ func policyStatus(p *pools.Pool, old v1alpha1.RebootPolicyStatus, entries map[st
 	}
 	if p.Err != "" {
 		cond("Accepted", false, "Invalid", p.Err+"; its waiting nodes are held (blocked-by policy)")
-		st.Window = "invalid"
 	} else {
 		cond("Accepted", true, "Compiled", "the spec compiled; nodes matching it follow it from their next admission")
 	}
 	a := p.Admission
-	switch {
-	case p.Err != "":
-	case a.Paused != "":
-		st.Window = "paused"
-	case a.Schedule == nil || a.Schedule.Open(now):
-		st.Window = "open"
-	default:
-		st.Window = "closed"
-		if next := a.Schedule.NextOpen(now); !next.IsZero() {
-			t := metav1.NewTime(next)
-			st.NextOpen = &t
-		}
+	var next time.Time
+	if st.Window, next = p.Window(now); !next.IsZero() {
+		t := metav1.NewTime(next)
+		st.NextOpen = &t
 	}
 	if a.Paused != "" {
 		cond("Paused", true, "SpecPaused", a.Paused)

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -266,6 +267,22 @@ func (s *Set) Of(n *corev1.Node, inCycle bool) (name, tied string) {
 	}
 	name, t := s.Select(labels.Set(n.Labels))
 	return name, strings.Join(t, ", ")
+}
+
+// Window is where the pool's window stands at now: "invalid" (its spec did not compile), "paused",
+// "open" or "closed" (next: when it opens; zero: not within 400 days). The operator's status and the
+// view say the same.
+func (p *Pool) Window(now time.Time) (state string, next time.Time) {
+	a := p.Admission
+	switch {
+	case p.Err != "":
+		return "invalid", time.Time{}
+	case a.Paused != "":
+		return "paused", time.Time{}
+	case a.Schedule == nil || a.Schedule.Open(now):
+		return "open", time.Time{}
+	}
+	return "closed", a.Schedule.NextOpen(now)
 }
 
 // Limits are the pools' own budgets, by name (admission.Limits.Policies).

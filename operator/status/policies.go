@@ -54,18 +54,9 @@ func policyRows(set *pools.Set, rps []v1alpha1.RebootPolicy, nodes []Node, now t
 	}
 	for _, p := range set.Pools() {
 		row := Policy{Name: p.Name, Priority: p.Priority, Nodes: count[p.Name], Paused: spec[p.Name].Paused, Reason: spec[p.Name].PausedReason, Error: p.Err}
-		a := p.Admission
-		switch {
-		case p.Err != "":
-			row.Window = "invalid"
-		case a.Paused != "":
-			row.Window = "paused"
-		case a.Schedule == nil || a.Schedule.Open(now):
-			row.Window = "open"
-		default:
-			row.Window = "closed"
-			row.NextOpen = timePtr(a.Schedule.NextOpen(now))
-		}
+		var next time.Time
+		row.Window, next = p.Window(now)
+		row.NextOpen = timePtr(next)
 		out = append(out, row)
 	}
 	return out
