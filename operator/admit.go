@@ -83,7 +83,8 @@ func (c *Controller) markWaiting(ctx context.Context, n *corev1.Node, blocked *a
 		}
 	}
 	if taint != taintKeep {
-		c.cfg.Steer.Taint(&p, n, taint == taintOn)
+		// The taint of the policy it waits under; one of another key (its pool or the flag changed) goes.
+		c.nodePolicy(n, false).Steer.Taint(&p, n, taint == taintOn)
 	}
 	if p.Empty() {
 		return n, nil

@@ -289,11 +289,7 @@ func New(cfg Config) (*Controller, error) {
 		blockers = append(blockers, mr)
 	}
 	if len(cfg.Steer.Pre) > 0 {
-		// A pre-reboot label over someone else's holds the node rather than clobber it (steer.Config.Conflict).
-		blockers = append(blockers, admission.Func{N: string(admission.KindSteeringLabel), F: func(_ context.Context, n *corev1.Node) (bool, string) {
-			why := cfg.Steer.Conflict(n)
-			return why != "", why
-		}})
+		blockers = append(blockers, c.steeringConflict())
 	}
 	c.admitter = admission.NewAdmitter(admission.Config{
 		Limits: c.limits(),

@@ -425,3 +425,53 @@ func TestDeletedPolicyHoldsItsNodes(t *testing.T) {
 		t.Errorf("admitted %s after the deletion under %q; want the 3 s grace, then the flags'", d, n.Annotations[protocol.AdmittedPolicy])
 	}
 }
+
+// A pool's own steering, with real agents: the gpu pool's waiting node carries the pool's taint, its
+// node in its cycle the load-balancer exclusion and the pool's pre-reboot label, removed when the cycle
+// ends; the flags' node (no steering) waits untainted and finishes unlabelled.
+func TestPoolSteering(t *testing.T) {
+	dyn := needPools(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	sns := simNodes(t, "pst", 3)
+	g0, g1, other := sns[0].Name, sns[1].Name, sns[2].Name
+	for _, name := range []string{g0, g1} {
+		if _, err := client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"labels":{"pool":"gpu"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createPolicy(t, dyn, "gpu", v1alpha1.RebootPolicySpec{NodeSelector: selector("pool", "gpu"),
+		Steering: &v1alpha1.Steering{PreferNoScheduleTaint: ptr("example.com/gpu-waiting"), ExcludeFromLoadBalancers: ptr(true),
+			PreLabels: []string{"example.com/draining=true"}, PostLabels: []string{"example.com/draining-"}}})
+	startOperator(t, opOptions{max: "1", tweak: func(c *operator.Config) { c.Dynamic = dyn }})
+	waitPolicy(t, dyn, "gpu", "counted its nodes", func(rp *v1alpha1.RebootPolicy) bool { return rp.Status.Nodes == 2 })
+	if err := sns[0].SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, g0, 30*time.Second, "in its cycle with the pool's steering", func(n *corev1.Node) bool {
+		return admittedNow(n) && n.Labels["example.com/draining"] == "true" && n.Labels[protocol.ExcludeFromLBs] == protocol.True
+	})
+	for _, sn := range sns[1:] {
+		if err := sn.SendNeedReboot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tainted := func(n *corev1.Node) bool {
+		for _, tn := range n.Spec.Taints {
+			if tn.Key == "example.com/gpu-waiting" && tn.Effect == corev1.TaintEffectPreferNoSchedule {
+				return true
+			}
+		}
+		return false
+	}
+	waitNode(t, g1, 30*time.Second, "waiting with the pool's taint", func(n *corev1.Node) bool { return n.Annotations[protocol.BlockedBy] != "" && tainted(n) })
+	if n := waitNode(t, other, 30*time.Second, "the flags' node waiting", func(n *corev1.Node) bool { return n.Annotations[protocol.BlockedBy] != "" || admittedNow(n) }); tainted(n) {
+		t.Errorf("the flags' node (no steering) carries the gpu pool's taint: %v", n.Spec.Taints)
+	}
+	for _, name := range []string{g0, g1, other} {
+		n := waitNode(t, name, 90*time.Second, "finished", finished)
+		if _, ok := n.Labels["example.com/draining"]; ok || n.Labels[protocol.ExcludeFromLBs] != "" || tainted(n) {
+			t.Errorf("%s after its cycle: labels %v taints %v", name, n.Labels, n.Spec.Taints)
+		}
+	}
+}

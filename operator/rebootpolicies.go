@@ -269,6 +269,9 @@ func (c *Controller) poolBlockers(p *pools.Pool) ([]admission.Blocker, error) {
 		}
 		bs = append(bs, &health.Blocker{Checks: p.HealthChecks, Client: c.cfg.Dynamic, Mapper: c.restMapper()})
 	}
+	if p.Policy != nil && len(p.Policy.Steer.Pre) > 0 {
+		bs = append(bs, c.steeringConflict())
+	}
 	if len(p.PodSelectors) > 0 {
 		b, err := blocker.NewPodsOnNode(c.podInformer(), p.PodSelectors)
 		if err != nil {
@@ -277,6 +280,16 @@ func (c *Controller) poolBlockers(p *pools.Pool) ([]admission.Blocker, error) {
 		bs = append(bs, b)
 	}
 	return bs, nil
+}
+
+// steeringConflict holds a node whose pre-reboot labels would change a label Slipway did not set
+// (steer.Config.Conflict) rather than clobber it, under the labels of the policy it waits under (its
+// RebootPolicy's steering, or the flags').
+func (c *Controller) steeringConflict() admission.Blocker {
+	return admission.Func{N: string(admission.KindSteeringLabel), F: func(_ context.Context, n *corev1.Node) (bool, string) {
+		why := c.nodePolicy(n, false).Steer.Conflict(n)
+		return why != "", why
+	}}
 }
 
 // restMapper maps the health checks' resources to their kinds, once per controller.
@@ -319,9 +332,8 @@ func (c *Controller) assignPolicy(n *corev1.Node, e *admission.Node) {
 }
 
 // nodePolicy is the compiled policy node n runs under: while in its cycle the one pinned at its
-// admission (that generation, when this operator compiled it; else the policy's current one), else its
-// pool's, else the flags'. A node whose pool is tied or invalid is not admitted; what it finishes or
-// settles under is the flags'.
+// admission (policyByPin), else its pool's, else the flags'. A node whose pool is tied or invalid is
+// not admitted; what it waits, finishes or settles under is the flags'.
 func (c *Controller) nodePolicy(n *corev1.Node, inCycle bool) *policy.Policy {
 	set := c.pools.Load()
 	if set == nil {
@@ -329,17 +341,28 @@ func (c *Controller) nodePolicy(n *corev1.Node, inCycle bool) *policy.Policy {
 	}
 	if inCycle {
 		if pin, ok := n.Annotations[protocol.AdmittedPolicy]; ok {
-			if pin == "" {
-				return &c.cfg.Policy
-			}
-			if p, ok := c.compiled.Load(pin); ok {
-				return p.(*policy.Policy)
-			}
-			// Admitted by another operator process (restarted since): the policy as it is now.
+			return c.policyByPin(pin)
 		}
 	}
 	name, tied := set.Of(n, inCycle)
 	if p := set.Get(name); p != nil && p.Policy != nil && tied == "" {
+		return p.Policy
+	}
+	return &c.cfg.Policy
+}
+
+// policyByPin is the compiled policy a pin names ("" the flags'): that generation when this operator
+// compiled it, else (admitted by an operator process since restarted) the policy as it is now, else
+// (deleted) the flags'.
+func (c *Controller) policyByPin(pin string) *policy.Policy {
+	if pin == "" {
+		return &c.cfg.Policy
+	}
+	if p, ok := c.compiled.Load(pin); ok {
+		return p.(*policy.Policy)
+	}
+	name, _, _ := strings.Cut(pin, "/")
+	if p := c.pools.Load().Get(name); p != nil && p.Policy != nil && !p.Deleted {
 		return p.Policy
 	}
 	return &c.cfg.Policy

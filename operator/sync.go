@@ -75,7 +75,13 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		d, err := c.drain(ctx, n, log)
 		return minRetry(d, retry), err
 	}
-	s := step{n: n, f: f, from: state, row: row, now: c.cfg.Now(), hooks: c.cfg.Hooks, groupLabel: c.cfg.GroupLabel, steer: c.cfg.Steer, policyPin: pin}
+	// Steering: an admission writes its policy's (the one it was decided under), a cycle's end the
+	// pinned one's.
+	steering := c.nodePolicy(n, state.InCycle()).Steer
+	if admitted {
+		steering = c.policyByPin(pin).Steer
+	}
+	s := step{n: n, f: f, from: state, row: row, now: c.cfg.Now(), hooks: c.cfg.Hooks, groupLabel: c.cfg.GroupLabel, steer: steering, policyPin: pin}
 	s.undrainable = undrainable
 	if row.Do == protocol.FailOldVersion {
 		s.failed = fmt.Sprintf("%s: back on %q, rebooted for %q", FailOldVersion, n.Labels[protocol.Version], n.Annotations[protocol.RebootVersion])

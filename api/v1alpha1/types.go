@@ -96,6 +96,12 @@ type RebootPolicySpec struct {
 	// fields: the flags' --settle-time, --settle-pdbs and --settle-timeout.
 	// +optional
 	Settle *Settle `json:"settle,omitempty"`
+	// Steering: what this pool's nodes carry around their cycle. Unset fields: the flags'
+	// --prefer-no-schedule-taint, --exclude-from-load-balancers, --pre-reboot-node-labels and
+	// --post-reboot-node-labels. The operator's admission policy must allow the taint and label keys
+	// (Helm's operator.preferNoScheduleTaint and steering label values, or by hand with kustomize).
+	// +optional
+	Steering *Steering `json:"steering,omitempty"`
 	// Drain: how this pool's nodes are drained. Unset fields: the flags' --drain-timeout,
 	// --drain-grace-period, --drain-pod-selector and --drain-failure-policy.
 	// +optional
@@ -116,6 +122,28 @@ type Settle struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="a positive duration, e.g. 30m or 1h30m"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// Steering is a pool's --prefer-no-schedule-taint, --exclude-from-load-balancers,
+// --pre-reboot-node-labels and --post-reboot-node-labels.
+type Steering struct {
+	// PreferNoScheduleTaint: a taint key a waiting node carries as KEY:PreferNoSchedule ("" none).
+	// +optional
+	// +kubebuilder:validation:MaxLength=316
+	PreferNoScheduleTaint *string `json:"preferNoScheduleTaint,omitempty"`
+	// ExcludeFromLoadBalancers: label the node node.kubernetes.io/exclude-from-external-load-balancers
+	// for its cycle.
+	// +optional
+	ExcludeFromLoadBalancers *bool `json:"excludeFromLoadBalancers,omitempty"`
+	// PreLabels and PostLabels: KEY=VALUE or KEY- written when its cycle starts and ends.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=400
+	PreLabels []string `json:"preLabels,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=400
+	PostLabels []string `json:"postLabels,omitempty"`
 }
 
 // Drain is a pool's --drain-timeout, --drain-grace-period, --drain-pod-selector and

@@ -73,6 +73,16 @@ func Merge(def policy.Spec, spec v1alpha1.RebootPolicySpec) policy.Spec {
 		set(&s.Settle.PDBs, st.PDBs)
 		set(&s.Settle.Timeout, st.Timeout)
 	}
+	if st := spec.Steering; st != nil {
+		set(&s.Steering.PreferNoScheduleTaint, st.PreferNoScheduleTaint)
+		set(&s.Steering.ExcludeFromLoadBalancers, st.ExcludeFromLoadBalancers)
+		if st.PreLabels != nil {
+			s.Steering.PreLabels = st.PreLabels
+		}
+		if st.PostLabels != nil {
+			s.Steering.PostLabels = st.PostLabels
+		}
+	}
 	if d := spec.Drain; d != nil {
 		set(&s.Drain.Timeout, d.Timeout)
 		set(&s.Drain.GracePeriod, d.GracePeriod)
