@@ -16,10 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,8 +87,12 @@ type Config struct {
 	// node's k-th update is release 4500.k.0, so releases roll over the fleet and each one's canaries
 	// go first; the referee judges that no more than CanaryNodes took a release before they proved it.
 	// A person (the scenario) resumes the lost machine's release once it is marked stalled.
-	CanaryNodes   int
-	CanaryBake    time.Duration
+	CanaryNodes int
+	CanaryBake  time.Duration
+	// Pools: RebootPolicies by name with their maxUnavailable; the nodes are spread over them round
+	// robin by the kubelet label PoolLabel, and the referee judges each pool's budget once no operator of
+	// a release before pools runs (nil: none).
+	Pools         map[string]int
 	SettleTimeout time.Duration // after the target: how long everything may take to settle
 	ProgressEvery time.Duration
 	Seed          uint64
@@ -105,7 +111,7 @@ func Full() Config {
 		LeaderCutEvery: 45 * time.Second, LeaderCutFor: 8 * time.Second, ReregisterEvery: 15 * time.Second,
 		UpgradeFrom: "previous", UpgradeAt: 30,
 		APIRestarts: 2, EtcdRestarts: 2, NeverBack: true, DeleteLostNode: true, PDBBlock: 45 * time.Second, RebootTimeout: 30 * time.Second,
-		CanaryNodes: 1, CanaryBake: 3 * time.Second,
+		CanaryNodes: 1, CanaryBake: 3 * time.Second, Pools: map[string]int{"a": 1, "b": 2},
 		SettleTimeout: 3 * time.Minute, ProgressEvery: 10 * time.Second}
 }
 
@@ -123,7 +129,7 @@ func Short() Config {
 		LeaderCutEvery: 35 * time.Second, LeaderCutFor: 7 * time.Second, ReregisterEvery: 12 * time.Second,
 		UpgradeFrom: "previous", UpgradeAt: 5,
 		APIRestarts: 1, EtcdRestarts: 1, NeverBack: true, DeleteLostNode: true, PDBBlock: 15 * time.Second, RebootTimeout: 10 * time.Second,
-		CanaryNodes: 1, CanaryBake: 2 * time.Second,
+		CanaryNodes: 1, CanaryBake: 2 * time.Second, Pools: map[string]int{"a": 1, "b": 2},
 		SettleTimeout: 90 * time.Second, ProgressEvery: 10 * time.Second}
 }
 
@@ -329,13 +335,23 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		}
 	}
 
+	poolNames := slices.Sorted(maps.Keys(cfg.Pools))
+	if len(poolNames) > 0 {
+		if err := r.createPools(ctx, poolNames); err != nil {
+			return res, err
+		}
+	}
 	r.say("starting %d simulated Flatcar nodes (dbus-daemon, update_engine + logind stand-ins, update-agent each)", cfg.Nodes)
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed))
 	for i := 0; i < cfg.Nodes; i++ {
 		name := fmt.Sprintf("chaos-%02d", i)
 		delay := time.Duration(float64(cfg.RebootDelay) * (0.5 + rng.Float64()))
+		var labels map[string]string
+		if len(poolNames) > 0 {
+			labels = map[string]string{PoolLabel: poolNames[i%len(poolNames)]}
+		}
 		sn, err := simnode.New(runCtx, name, simnode.Options{Client: r.client, Dir: filepath.Join(cfg.Dir, "nodes", name),
-			Log: klog.Background(), RebootDelay: delay, AgentBinary: r.oldAgent, Kubeconfig: cp.Kubeconfig})
+			Log: klog.Background(), RebootDelay: delay, AgentBinary: r.oldAgent, Kubeconfig: cp.Kubeconfig, Labels: labels})
 		if err != nil {
 			return res, err
 		}
@@ -509,6 +525,13 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		res.Notes = append(res.Notes, fmt.Sprintf("update-agent processes that exited on their own (crashes; restarted): %d", x))
 	}
 	res.Notes = append(res.Notes, fmt.Sprintf("peak unavailable %d (budget %d); checker relists (watch gaps) %d", st.Peak, cfg.MaxUnavailable, st.Relists))
+	if len(cfg.Pools) > 0 {
+		var peaks []string
+		for _, name := range slices.Sorted(maps.Keys(cfg.Pools)) {
+			peaks = append(peaks, fmt.Sprintf("%s %d (budget %d)", name, r.check.PoolPeaks()[name], cfg.Pools[name]))
+		}
+		res.Notes = append(res.Notes, "peak unavailable per pool while judged: "+strings.Join(peaks, ", "))
+	}
 	if res.Faults["apiserver-restart"] < cfg.APIRestarts {
 		res.Notes = append(res.Notes, fmt.Sprintf("only %d of %d API server restarts happened", res.Faults["apiserver-restart"], cfg.APIRestarts))
 	}

@@ -76,6 +76,10 @@ func (r *runner) upgrader(ctx context.Context, _ *rand.Rand) {
 		r.fault("operator-upgraded")
 		r.say("upgrade: operator %s (previous release) replaced by a new-build process; in a cycle: %s", id, r.stages(ctx))
 	}
+	if len(r.cfg.Pools) > 0 {
+		r.check.JudgePools() // no process of the release before pools is left
+		r.say("upgrade: every operator knows RebootPolicies; the referee judges each pool's budget from the first moment all are within it")
+	}
 	order := r.inCycle(ctx)
 	for _, n := range r.nodes {
 		if !contains(order, n) {

@@ -45,12 +45,14 @@ const (
 
 // Kinds of violation.
 const (
-	Budget   = "budget"    // more nodes unavailable at one instant than the budget allows
-	PDB      = "pdb"       // a PDB-protected workload dropped below its minAvailable
-	Drain    = "drain"     // reboot-ok granted on a schedulable node, or with pods still on it
-	Reboot   = "reboot"    // a reboot without reboot-ok, or two reboots for one grant
-	Update   = "update"    // reboots do not match the updates staged (one reboot per update)
-	EndState = "end-state" // what the cluster looks like once everything settled
+	Budget = "budget" // more nodes unavailable at one instant than the budget allows
+	// PoolBudget: more nodes of one pool (RebootPolicy) unavailable at one instant than its budget.
+	PoolBudget = "pool-budget"
+	PDB        = "pdb"       // a PDB-protected workload dropped below its minAvailable
+	Drain      = "drain"     // reboot-ok granted on a schedulable node, or with pods still on it
+	Reboot     = "reboot"    // a reboot without reboot-ok, or two reboots for one grant
+	Update     = "update"    // reboots do not match the updates staged (one reboot per update)
+	EndState   = "end-state" // what the cluster looks like once everything settled
 )
 
 // Violation is one broken invariant, with the evidence.
@@ -92,6 +94,13 @@ type Checker struct {
 	rvsSane bool
 	canary  *canaryCheck    // nil: the canary invariant is off (Canaries)
 	halted  map[string]bool // versions held until a person resumes them (Halted; judged with the canaries)
+	// pools: RebootPolicy budgets by the value of the node label poolKey (Pools); judged once poolsOn.
+	poolKey    string
+	pools      map[string]int
+	poolsOn    bool
+	poolsArmed bool           // every pool was within its budget once since JudgePools: judged from then on
+	poolOver   map[string]int // the high of each pool's current episode above its budget
+	poolPeaks  map[string]int
 }
 
 type nodeState struct {
@@ -398,9 +407,84 @@ func (c *Checker) rebootedFor(s *nodeState, n *corev1.Node) {
 	s.rebootedFor[key] = true
 }
 
+// Pools sets RebootPolicy budgets to judge: limits by the value of the node label key (the label the
+// policies' selectors read; a node without it is in none). Judged from JudgePools on: an operator that
+// does not know RebootPolicies (the release before them) is not held to them.
+func (c *Checker) Pools(key string, limits map[string]int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.poolKey, c.pools, c.poolOver, c.poolPeaks = key, limits, map[string]int{}, map[string]int{}
+}
+
+// JudgePools starts judging the pools' budgets (Pools) from the first moment every pool is within its
+// budget: an operator that knew no pools may have left one above it, which the next does not undo.
+func (c *Checker) JudgePools() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.poolsOn = true
+	c.checkBudget()
+}
+
+// PoolPeaks are the most nodes of each pool unavailable at once while judged.
+func (c *Checker) PoolPeaks() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.poolPeaks {
+		out[k] = v
+	}
+	return out
+}
+
+// checkPools compares each pool's unavailable nodes with its budget: one violation per episode above it,
+// and another each time the episode reaches a new high.
+func (c *Checker) checkPools() {
+	if !c.poolsOn {
+		return
+	}
+	busy := map[string][]string{}
+	for name, s := range c.nodes {
+		if s.last == nil {
+			continue
+		}
+		pool, ok := s.last.Labels[c.poolKey]
+		if _, judged := c.pools[pool]; !ok || !judged {
+			continue
+		}
+		if why := Unavailable(s.last); len(why) > 0 {
+			busy[pool] = append(busy[pool], name+"("+strings.Join(why, ",")+")")
+		}
+	}
+	if !c.poolsArmed {
+		for pool, limit := range c.pools {
+			if len(busy[pool]) > limit {
+				return
+			}
+		}
+		c.poolsArmed = true
+	}
+	for pool, limit := range c.pools {
+		n := len(busy[pool])
+		if n > c.poolPeaks[pool] {
+			c.poolPeaks[pool] = n
+		}
+		if n <= limit {
+			delete(c.poolOver, pool)
+			continue
+		}
+		if high, over := c.poolOver[pool]; over && n <= high {
+			continue
+		}
+		c.poolOver[pool] = n
+		sort.Strings(busy[pool])
+		c.violate(PoolBudget, "", "%d nodes of pool %s unavailable at once, its budget %d: %s", n, pool, limit, strings.Join(busy[pool], " "))
+	}
+}
+
 // checkBudget compares the nodes unavailable right now with the budget. One violation per episode
 // above the budget, and another each time the episode reaches a new high.
 func (c *Checker) checkBudget() {
+	c.checkPools()
 	var busy []string
 	for name, s := range c.nodes {
 		if s.last == nil {

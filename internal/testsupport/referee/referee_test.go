@@ -422,3 +422,31 @@ func TestNodeReregisteredUnderItsName(t *testing.T) {
 	cycle("f", 20, "f1", "f2", run)
 	wantKinds(t, c)
 }
+
+// A pool's budget (RebootPolicy) is judged by the pool label, once judging started: two of pool a at
+// once break its budget of 1 though the fleet's 3 holds; a node without the label is in no pool.
+func TestPoolBudget(t *testing.T) {
+	c := newChecker(3)
+	c.Pools("pool", map[string]int{"a": 1})
+	inPool := func(n *corev1.Node, pool string) *corev1.Node {
+		n.Labels = map[string]string{"pool": pool}
+		return n
+	}
+	c.ReplaceNodes([]corev1.Node{*inPool(node("a1", 1, "a0", idle...), "a"), *inPool(node("a2", 1, "b0", idle...), "a"), *node("x", 1, "x0", idle...)})
+	c.ObserveNode(inPool(node("a1", 2, "a0", cordoned...), "a"))
+	c.ObserveNode(inPool(node("a2", 3, "b0", cordoned...), "a")) // not judged yet (the release before pools)
+	wantKinds(t, c)
+	c.JudgePools() // judged once every pool is within its budget: not yet
+	wantKinds(t, c)
+	c.ObserveNode(inPool(node("a2", 4, "b0", idle...), "a"))
+	c.ObserveNode(node("x", 5, "x0", cordoned...)) // no pool: the fleet's budget only
+	wantKinds(t, c)
+	c.ObserveNode(inPool(node("a2", 6, "b0", cordoned...), "a"))
+	wantKinds(t, c, "pool-budget:")
+	if v := c.Violations()[0].Msg; !strings.Contains(v, "2 nodes of pool a unavailable at once, its budget 1") {
+		t.Errorf("evidence: %s", v)
+	}
+	if p := c.PoolPeaks()["a"]; p != 2 {
+		t.Errorf("pool a's peak %d, want 2", p)
+	}
+}

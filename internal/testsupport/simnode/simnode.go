@@ -67,6 +67,7 @@ type Node struct {
 	// instead of the agent package in this process; kubeconfig is its API server. A later
 	// SetAgentBinary takes effect at the next start (an agent restart or the next boot).
 	agentBin, kubeconfig string
+	labels               map[string]string // Options.Labels
 	// life serializes what stops and starts the agent (a simulated reboot, an agent restart), so an
 	// agent restarted by a test never outlives the boot it was started in.
 	life sync.Mutex
@@ -87,13 +88,16 @@ type Options struct {
 	// the agent package in this process: another build of the agent, as a DaemonSet roll brings.
 	AgentBinary string
 	Kubeconfig  string
+	// Labels are the kubelet's --node-labels: on the Node when it is registered, and again whenever it
+	// is registered anew.
+	Labels map[string]string
 }
 
 // New starts the node's bus and stand-ins, registers its Node object (Ready, with a boot ID) and
 // starts its agent.
 func New(ctx context.Context, name string, o Options) (*Node, error) {
 	n := &Node{Name: name, Dir: o.Dir, client: o.Client, log: o.Log.WithValues("simnode", name), RebootDelay: o.RebootDelay, ctx: ctx, version: o.Version,
-		agentBin: o.AgentBinary, kubeconfig: o.Kubeconfig}
+		agentBin: o.AgentBinary, kubeconfig: o.Kubeconfig, labels: o.Labels}
 	if n.version == "" {
 		n.version = "4459.2.1"
 	}
@@ -127,7 +131,7 @@ func New(ctx context.Context, name string, o Options) (*Node, error) {
 		return nil, err
 	}
 	n.bootID = bootID(name, 0)
-	if _, err := testenv.CreateNode(ctx, o.Client, name, n.bootID, nil); err != nil {
+	if _, err := testenv.CreateNode(ctx, o.Client, name, n.bootID, o.Labels); err != nil {
 		n.Stop()
 		return nil, err
 	}
@@ -377,9 +381,9 @@ func (n *Node) reboot() {
 	for {
 		_, err := testenv.SetNodeStatus(n.ctx, n.client, n.Name, id, !n.BackNotReady)
 		if apierrors.IsNotFound(err) && !n.BackNotReady {
-			_, err = testenv.RegisterNode(n.ctx, n.client, n.Name, id)
+			_, err = testenv.RegisterNode(n.ctx, n.client, n.Name, id, n.labels)
 		} else if apierrors.IsNotFound(err) {
-			_, err = testenv.CreateNode(n.ctx, n.client, n.Name, id, nil)
+			_, err = testenv.CreateNode(n.ctx, n.client, n.Name, id, n.labels)
 		}
 		if err == nil {
 			break
@@ -425,7 +429,7 @@ func (n *Node) Reregister(ctx context.Context, gap time.Duration) (bool, error) 
 		}
 		// Registered Ready in one request: the machine never stopped running, and a Node that is
 		// NotReady for a moment would count against the budget for something Slipway did not do.
-		_, err := testenv.RegisterNode(ctx, n.client, n.Name, n.BootID())
+		_, err := testenv.RegisterNode(ctx, n.client, n.Name, n.BootID(), n.labels)
 		if err == nil || apierrors.IsAlreadyExists(err) {
 			return true, nil // (already: the kubelet's reboot path registered it meanwhile)
 		}

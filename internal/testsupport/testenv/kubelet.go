@@ -26,9 +26,9 @@ func CreateNode(ctx context.Context, c kubernetes.Interface, name, bootID string
 
 // RegisterNode creates a Node that is Ready with the given boot ID from its first version on (status
 // in the create request, as a kubelet registering a node that already runs sends it).
-func RegisterNode(ctx context.Context, c kubernetes.Interface, name, bootID string) (*corev1.Node, error) {
+func RegisterNode(ctx context.Context, c kubernetes.Interface, name, bootID string, labels map[string]string) (*corev1.Node, error) {
 	now := metav1.Now()
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 		Message: "stand-in kubelet", LastHeartbeatTime: now, LastTransitionTime: now}}
 	n.Status.NodeInfo.BootID = bootID
