@@ -1,8 +1,12 @@
 package fleetsim
 
 import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
 	"context"
 	"fmt"
+	"github.com/slipway-dev/slipway/api/v1alpha1"
 	"math"
 	"os"
 	"path/filepath"
@@ -44,6 +48,10 @@ type Config struct {
 	// (0: none; at most 25 s, the operator's HTTP write timeout). HeapProfile: take one at the end.
 	CPUProfile  time.Duration
 	HeapProfile bool
+
+	// Policies > 0: that many RebootPolicies over the nodes (PoolLabel, round robin), each with
+	// maxUnavailable 100%: what selecting, nesting and publishing pools cost, not a tighter budget.
+	Policies int
 
 	OperatorBin string
 	// OperatorArgs are appended to the operator's command line (a flag given again wins), e.g.
@@ -278,8 +286,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			cfg.Logf("[%6.1fs]   %s", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
 		}
 	}
-	if b.sim, err = NewSim(SimConfig{Rest: cp.RestConfig(), Prefix: "sim", RebootDelay: cfg.Reboot, Workers: cfg.Workers, Logf: logf}); err != nil {
+	if b.sim, err = NewSim(SimConfig{Rest: cp.RestConfig(), Prefix: "sim", RebootDelay: cfg.Reboot, Workers: cfg.Workers, Logf: logf, Pools: cfg.Policies}); err != nil {
 		return nil, err
+	}
+	if cfg.Policies > 0 {
+		if err := createPolicies(ctx, cp, cfg.Policies); err != nil {
+			return nil, err
+		}
+		b.say("%d RebootPolicies over the nodes (label %s, maxUnavailable 100%% each)", cfg.Policies, PoolLabel)
 	}
 	if err := b.sim.Start(ctx); err != nil {
 		return nil, err
@@ -312,6 +326,32 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	b.checkReboots()
 	b.setPhase("done", nil)
 	return b.res, nil
+}
+
+// createPolicies installs the RebootPolicy CRD as the installs ship it and n RebootPolicies p0..p<n-1>.
+func createPolicies(ctx context.Context, cp *testenv.ControlPlane, n int) error {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if err := testenv.InstallCRDs(ctx, cp.RestConfig(), filepath.Join(root, "deploy/base/crd")); err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cp.RestConfig())
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("p%d", i)
+		u := &unstructured.Unstructured{Object: map[string]interface{}{"apiVersion": v1alpha1.GroupVersion.String(), "kind": "RebootPolicy",
+			"metadata": map[string]interface{}{"name": name},
+			"spec": map[string]interface{}{"nodeSelector": map[string]interface{}{"matchLabels": map[string]interface{}{PoolLabel: name}},
+				"maxUnavailable": "100%"}}}
+		if _, err := dyn.Resource(v1alpha1.Resource).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating RebootPolicy %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 func (b *bench) ticker(ctx context.Context) {

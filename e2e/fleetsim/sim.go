@@ -60,7 +60,12 @@ type SimConfig struct {
 	Workers int
 	// Logf receives one line per node event (nil: none).
 	Logf func(format string, args ...interface{})
+	// Pools > 0 labels node i PoolLabel=p<i mod Pools> (the bench's RebootPolicies select on it).
+	Pools int
 }
+
+// PoolLabel is the node label the bench's RebootPolicies select on.
+const PoolLabel = "fleetsim.slipway.dev/pool"
 
 // Sim is a fleet of simulated nodes.
 type Sim struct {
@@ -84,6 +89,7 @@ type Sim struct {
 type simNode struct {
 	mu   sync.Mutex
 	name string
+	idx  int // its number among the simulated nodes
 	boot int
 	// version is the OS version running; staged the one update_engine downloaded ("" when none).
 	version, staged string
@@ -213,7 +219,7 @@ func (s *Sim) CreateNodes(ctx context.Context, count, parallel int, progress fun
 	start := len(s.names)
 	var todo []*simNode
 	for i := start; i < start+count; i++ {
-		n := &simNode{name: fmt.Sprintf("%s-%05d", s.cfg.Prefix, i), version: "4459.2.1", newBoot: true,
+		n := &simNode{name: fmt.Sprintf("%s-%05d", s.cfg.Prefix, i), idx: i, version: "4459.2.1", newBoot: true,
 			status: updateengine.Status{CurrentOperation: updateengine.StatusIdle, NewVersion: "0.0.0", LastCheckedTime: time.Now().Unix()}}
 		s.nodes[n.name] = n
 		s.names = append(s.names, n.name)
@@ -280,6 +286,9 @@ func (s *Sim) register(ctx context.Context, n *simNode) error {
 			NodeInfo: corev1.NodeSystemInfo{BootID: n.bootID(), OSImage: "Flatcar Container Linux by Kinvolk " + n.version,
 				KubeletVersion: "v1.35.4", OperatingSystem: "linux", Architecture: "amd64"},
 		},
+	}
+	if s.cfg.Pools > 0 {
+		node.Labels[PoolLabel] = fmt.Sprintf("p%d", n.idx%s.cfg.Pools)
 	}
 	out, err := s.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err != nil {

@@ -66,6 +66,7 @@ func run() int {
 	idle := flag.Duration("idle", time.Minute, "idle window after the rolling run in which writes are counted (0: skip)")
 	cpu := flag.Duration("cpu-profile", 25*time.Second, "CPU profile of the operator from the start of the rolling run (at most 25s; 0: none); each latency run is profiled too, for -reboot plus 2s")
 	out := flag.String("out", "", "directory for fleet.json and the profiles (default <repo>/bench-results)")
+	policies := flag.Int("policies", 0, "RebootPolicies over the nodes (each maxUnavailable 100%): what pools cost; 0 none")
 	opArgs := flag.String("operator-args", "", "extra update-operator flags, space-separated (a flag given again wins), e.g. \"--kube-api-qps=1000 --kube-api-burst=2000\"")
 	rev := flag.String("operator-rev", "", "build the operator from this commit (git archive) instead of the working tree, e.g. HEAD")
 	keep := flag.Bool("keep", false, "keep the scratch directory (control-plane and operator logs) after a clean run")
@@ -137,7 +138,7 @@ func run() int {
 			say("fleetbench: %d nodes: each latency run signals %d nodes (the rest of the fleet)", n, ln)
 		}
 		cfg := fleetsim.Config{Nodes: n, Need: *need, K: *k, Reboot: *reboot, Settle: *settle, LatencyNeed: ln, LatencyK: max(*latK, 1), LatencySpread: *latSpread,
-			Idle: *idle, CPUProfile: *cpu, HeapProfile: true, OperatorBin: op.Path, OperatorArgs: strings.Fields(*opArgs),
+			Idle: *idle, CPUProfile: *cpu, HeapProfile: true, OperatorBin: op.Path, OperatorArgs: strings.Fields(*opArgs), Policies: *policies,
 			Dir: filepath.Join(scratch, strconv.Itoa(n)), ProfileDir: *out, Say: say}
 		if *verbose {
 			cfg.Logf = say
