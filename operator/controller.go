@@ -481,6 +481,8 @@ func (c *Controller) processNext(ctx context.Context, slot int) bool {
 		err = c.syncFleet(ctx)
 	case policiesKey:
 		err = c.syncPolicies(ctx)
+	case policySpecsKey:
+		c.policiesChanged()
 	case waitingKey:
 		for _, n := range c.index.WaitingNames() {
 			// A node whose last sync failed has its retry scheduled with backoff (AddRateLimited):

@@ -29,8 +29,13 @@ import (
 	"github.com/slipway-dev/slipway/operator/pools"
 )
 
-// policiesKey: write the RebootPolicies' status (policyStatus), at most about once a second.
-const policiesKey = "/policies"
+// policiesKey: write the RebootPolicies' status (policyStatus), at most about once a second;
+// policySpecsKey: compile them again (policiesChanged), once for a burst of changes (the informer's
+// initial list of fifty policies is one recompile, not fifty).
+const (
+	policiesKey    = "/policies"
+	policySpecsKey = "/policy-specs"
+)
 
 // policyStatusEvery batches the status writes of the RebootPolicies: counts change with every step
 // of every node, a person reads them by the second at best.
@@ -120,17 +125,18 @@ func (c *Controller) runPolicyInformer(ctx context.Context) error {
 	f := dynamicinformer.NewDynamicSharedInformerFactory(c.cfg.Dynamic, 0)
 	inf := f.ForResource(v1alpha1.Resource).Informer()
 	// A status write (ours) changes no generation: only a spec, a label or the set of policies does.
+	changed := func() { c.queue.Add(policySpecsKey) }
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(interface{}) { c.policiesChanged() },
+		AddFunc: func(interface{}) { changed() },
 		UpdateFunc: func(old, obj interface{}) {
 			o, ok1 := old.(*unstructured.Unstructured)
 			n, ok2 := obj.(*unstructured.Unstructured)
 			if ok1 && ok2 && o.GetGeneration() == n.GetGeneration() {
 				return
 			}
-			c.policiesChanged()
+			changed()
 		},
-		DeleteFunc: func(interface{}) { c.policiesChanged() },
+		DeleteFunc: func(interface{}) { changed() },
 	}); err != nil {
 		return err
 	}
@@ -202,10 +208,11 @@ func (c *Controller) policiesChanged() {
 			}
 			grace := cmp.Or(c.cfg.PolicyDeleteGrace, DefaultPolicyDeleteGrace)
 			c.tombstones[p.Name] = tombstone{pool: p, until: now.Add(grace)}
-			time.AfterFunc(grace+10*time.Millisecond, c.policiesChanged)
 		}
 	}
 	for name, t := range c.tombstones {
+		// Look again when it ends (the queue keeps the earliest of several: each pass asks anew).
+		c.queue.AddAfter(policySpecsKey, t.until.Sub(now)+10*time.Millisecond)
 		gone := *t.pool
 		gone.Deleted = true
 		gone.Admission = &admission.Policy{Name: name, Generation: gone.Generation, UID: gone.UID,
@@ -392,14 +399,19 @@ func (c *Controller) syncPolicies(ctx context.Context) error {
 	}
 	now := c.cfg.Now()
 	entries := c.index.EntriesByName()
-	tied := map[string][]string{} // policy -> nodes that tie between it and another
+	tied := map[string][]string{}             // policy -> nodes that tie between it and another
+	byPolicy := map[string][]admission.Node{} // policy -> its nodes' entries
+	all := make([]admission.Node, 0, len(entries))
 	for node, e := range entries {
+		all = append(all, e)
+		byPolicy[e.Policy] = append(byPolicy[e.Policy], e)
 		for _, name := range strings.Split(e.PolicyTied, ", ") {
 			if name != "" {
 				tied[name] = append(tied[name], node)
 			}
 		}
 	}
+	fleetStats := admission.VersionsOf(all) // canary places and proof are the fleet's
 	sw := c.fleetSwitch()
 	// A window opens or an exclusion ends without any node changing: look again then (at most every 5
 	// minutes), so window and nextOpen do not go stale on an idle fleet.
@@ -422,7 +434,7 @@ func (c *Controller) syncPolicies(ctx context.Context) error {
 		if err != nil {
 			continue
 		}
-		st := policyStatus(p, rp.Status, entries, tied[p.Name], sw, now)
+		st := policyStatus(p, rp.Status, byPolicy[p.Name], fleetStats, tied[p.Name], sw, now)
 		if equality.Semantic.DeepEqual(st, rp.Status) {
 			continue
 		}
@@ -441,15 +453,10 @@ func (c *Controller) syncPolicies(ctx context.Context) error {
 
 // policyStatus is pool p's status: counts from the index entries of its nodes, the window now, where
 // each OS version's canaries stand, and the conditions (their transition times kept from old).
-func policyStatus(p *pools.Pool, old v1alpha1.RebootPolicyStatus, entries map[string]admission.Node, tied []string, sw fleetView, now time.Time) v1alpha1.RebootPolicyStatus {
+func policyStatus(p *pools.Pool, old v1alpha1.RebootPolicyStatus, mine []admission.Node, fleetStats map[string]*admission.VersionStats, tied []string, sw fleetView, now time.Time) v1alpha1.RebootPolicyStatus {
 	st := v1alpha1.RebootPolicyStatus{ObservedGeneration: p.Generation, Conditions: append([]metav1.Condition(nil), old.Conditions...)}
-	var mine []admission.Node
 	newest := ""
-	for _, e := range entries {
-		if e.Policy != p.Name {
-			continue
-		}
-		mine = append(mine, e)
+	for _, e := range mine {
 		for _, v := range []string{e.Version, e.AskedVersion} {
 			if protocol.CompareVersions(protocol.NormalVersion(v), newest) > 0 {
 				newest = protocol.NormalVersion(v)
@@ -513,11 +520,6 @@ func policyStatus(p *pools.Pool, old v1alpha1.RebootPolicyStatus, entries map[st
 	// The versions the pool's nodes ask for; where their canaries stand is the fleet's (canary proof and
 	// places are counted over every node, as admission counts them).
 	stats := admission.VersionsOf(mine)
-	var all []admission.Node
-	for _, e := range entries {
-		all = append(all, e)
-	}
-	fleetStats := admission.VersionsOf(all)
 	var versions []string
 	for v := range stats {
 		versions = append(versions, v)
@@ -529,8 +531,8 @@ func policyStatus(p *pools.Pool, old v1alpha1.RebootPolicyStatus, entries map[st
 			continue
 		}
 		vs := v1alpha1.VersionStatus{Version: v, Asking: int32(s.Asking)}
-		if a.Canary.On() {
-			full := admission.WithMemory(*fleetStats[v], v, sw)
+		if fs := fleetStats[v]; a.Canary.On() && fs != nil {
+			full := admission.WithMemory(*fs, v, sw)
 			cs := admission.CanaryOf(full, a.Canary, sw.VersionResumedAt(v), now, 0)
 			if cs.State != "off" {
 				vs.Canary = cs.State
