@@ -136,10 +136,10 @@ type Fleet struct {
 	ActiveBlockers map[string]string
 	blocking       []Result // the fleet-wide blockers' answers for this decision
 	perNode        []Blocker
-	// poolBlocking: each policy's fleet-wide blockers that block, by name; poolPerNode: each policy's
-	// per-node blockers.
+	// poolBlocking: each policy's fleet-wide blockers that block, by name; pools: each policy's own
+	// blockers (its per-node ones are asked by the plan).
 	poolBlocking map[string][]Result
-	poolPerNode  map[string][]Blocker
+	pools        map[string]poolBlockers
 	retry        time.Duration
 	lookup       func(name string) (*corev1.Node, bool)
 	plan         func() *Plan
@@ -192,13 +192,8 @@ func (a *Admitter) Decide(ctx context.Context, name string, obj *corev1.Node, sw
 	if !ok {
 		return Decision{Verdict: Held(KindGone, "no longer waiting", 0)}
 	}
-	f := &Fleet{Snapshot: s, Switch: sw, Order: a.order, blocking: answers.results, poolBlocking: answers.pools, perNode: a.perNode, retry: a.retry, lookup: lookup}
-	if len(a.pools) > 0 {
-		f.poolPerNode = map[string][]Blocker{}
-		for name, b := range a.pools {
-			f.poolPerNode[name] = b.perNode
-		}
-	}
+	f := &Fleet{Snapshot: s, Switch: sw, Order: a.order, blocking: answers.results, poolBlocking: answers.pools, pools: a.pools,
+		perNode: a.perNode, retry: a.retry, lookup: lookup}
 	f.versions = func() map[string]*VersionStats {
 		if !a.canaryOn {
 			return nil
@@ -252,12 +247,10 @@ func (a *Admitter) fleetBlocking(ctx context.Context, obj *corev1.Node, now time
 		return c
 	}
 	ans := fleetAnswers{gen: gen, epoch: epoch, at: now, ok: true}
-	// Every set of blockers at once: each is bounded, and one policy's slow health check must not
-	// add up with the others'.
+	// The policies' blockers beside the fleet's: each is bounded, and one policy's slow health check
+	// must not add up with the others'.
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); rs := CheckAll(ctx, a.fleet, obj); mu.Lock(); ans.results = rs; mu.Unlock() }()
 	for name, b := range pools {
 		if len(b.fleet) == 0 {
 			continue
@@ -275,7 +268,9 @@ func (a *Admitter) fleetBlocking(ctx context.Context, obj *corev1.Node, now time
 			}
 		}()
 	}
+	results := CheckAll(ctx, a.fleet, obj)
 	wg.Wait()
+	ans.results = results
 	a.answers = ans
 	return ans
 }

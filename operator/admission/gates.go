@@ -394,7 +394,7 @@ var NodeBlockersGate = Gate{Name: "node-blockers", Scope: ScopeNode, Plan: PlanC
 			if rs := CheckAll(ctx, in.Fleet.perNode, n); len(rs) > 0 {
 				return Held(Kind(rs[0].Name), rs[0].Reason, in.Fleet.retry)
 			}
-			if rs := CheckAll(ctx, in.Fleet.poolPerNode[in.pol().Name], n); len(rs) > 0 {
+			if rs := CheckAll(ctx, in.Fleet.pools[in.pol().Name].perNode, n); len(rs) > 0 {
 				return Held(Kind(rs[0].Name), "policy "+in.pol().Name+": "+rs[0].Reason, in.Fleet.retry)
 			}
 			return Pass

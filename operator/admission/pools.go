@@ -68,14 +68,7 @@ func poolsOf(total int, size, used map[string]int, l Limits) []Pool {
 		out = append(out, Pool{Key: ControlPlanePool, Kind: PoolControlPlane, Nodes: n, Used: used[ControlPlanePool],
 			Limit: l.ControlPlane.Limit(n), Limited: true})
 	}
-	var groups []string
-	for k := range size {
-		if g, ok := strings.CutPrefix(k, groupPoolPrefix); ok {
-			groups = append(groups, g)
-		}
-	}
-	sort.Strings(groups)
-	for _, g := range groups {
+	for _, g := range suffixes(size, groupPoolPrefix) {
 		k := GroupPool(g)
 		p := Pool{Key: k, Kind: PoolGroup, Group: g, Nodes: size[k], Used: used[k]}
 		if l.PerGroup != nil {
@@ -83,14 +76,7 @@ func poolsOf(total int, size, used map[string]int, l Limits) []Pool {
 		}
 		out = append(out, p)
 	}
-	var policies []string
-	for k := range size {
-		if name, ok := strings.CutPrefix(k, policyPoolPrefix); ok {
-			policies = append(policies, name)
-		}
-	}
-	sort.Strings(policies)
-	for _, name := range policies {
+	for _, name := range suffixes(size, policyPoolPrefix) {
 		k := PolicyPool(name)
 		p := Pool{Key: k, Kind: PoolPolicy, Policy: name, Nodes: size[k], Used: used[k]}
 		if m, ok := l.Policies[name]; ok {
@@ -98,5 +84,18 @@ func poolsOf(total int, size, used map[string]int, l Limits) []Pool {
 		}
 		out = append(out, p)
 	}
+	return out
+}
+
+// suffixes are the keys of size that start with prefix, without it, sorted: the groups or the
+// policies that have pools.
+func suffixes(size map[string]int, prefix string) []string {
+	var out []string
+	for k := range size {
+		if rest, ok := strings.CutPrefix(k, prefix); ok {
+			out = append(out, rest)
+		}
+	}
+	sort.Strings(out)
 	return out
 }
