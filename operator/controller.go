@@ -134,9 +134,10 @@ type Controller struct {
 	overlay       *nodes.Overlay
 	index         *admission.Index // what admission reads of every node, kept per change
 	admitter      *admission.Admitter
-	// pools: the RebootPolicies compiled (nil: none); rp: their informer (rebootpolicies.go).
+	// pools: the RebootPolicies compiled (nil: none); rpInf: their informer, nil until the resource
+	// could be listed (rebootpolicies.go).
 	pools atomic.Pointer[pools.Set]
-	// compiled: every pool's compiled policy by "<name>/<generation>", for nodes pinned to it.
+	// compiled: every pool's compiled policy by its pin (pinOf), for nodes pinned to it.
 	compiled sync.Map
 	// The pools' own blockers' clients (rebootpolicies.go): a REST mapper for health checks, a pod
 	// informer when the flags have none; runCtx is Run's, which the lazily started informer runs under.
@@ -145,8 +146,8 @@ type Controller struct {
 	podsOnce   sync.Once
 	pods       cache.SharedIndexInformer
 	runCtx     context.Context
-	rpMu       sync.Mutex // guards rp
-	rp         rebootPolicies
+	rpMu       sync.Mutex // guards rpInf
+	rpInf      cache.SharedIndexInformer
 	// policiesMu makes policiesChanged one at a time; it guards tombstones (deleted policies whose
 	// nodes are held for PolicyDeleteGrace).
 	policiesMu sync.Mutex

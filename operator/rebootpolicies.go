@@ -41,15 +41,6 @@ const (
 // of every node, a person reads them by the second at best.
 const policyStatusEvery = time.Second
 
-// rebootPolicies is what the controller keeps of the RebootPolicy objects: an informer once the
-// resource is there (the CRD installed, the RBAC to list it), and the pools compiled from them.
-type rebootPolicies struct {
-	informer cache.SharedIndexInformer // nil until the resource could be listed
-	// missing: why the resource could not be listed at start ("" it could); looked for again every
-	// minute, so installing the CRD later needs no restart.
-	missing string
-}
-
 // probePolicies lists RebootPolicies once: ok when the resource is there; otherwise why not, in words
 // a person can act on. Never an error that stops the operator: without the resource it runs the flags'
 // policy for every node.
@@ -94,8 +85,7 @@ func (c *Controller) startPolicies(ctx context.Context) error {
 	ok, why := c.probePolicies(ctx)
 	if !ok {
 		c.log.Info("no RebootPolicies", "why", why)
-		c.rp.missing = why
-		go c.lookForPolicies(ctx)
+		go c.lookForPolicies(ctx) // installing the CRD later needs no restart
 		return nil
 	}
 	return c.runPolicyInformer(ctx)
@@ -124,7 +114,7 @@ func (c *Controller) lookForPolicies(ctx context.Context) {
 func (c *Controller) runPolicyInformer(ctx context.Context) error {
 	f := dynamicinformer.NewDynamicSharedInformerFactory(c.cfg.Dynamic, 0)
 	inf := f.ForResource(v1alpha1.Resource).Informer()
-	// A status write (ours) changes no generation: only a spec, a label or the set of policies does.
+	// A status write (ours) changes no generation: only a spec change or a policy added or deleted does.
 	changed := func() { c.queue.Add(policySpecsKey) }
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(interface{}) { changed() },
@@ -141,7 +131,7 @@ func (c *Controller) runPolicyInformer(ctx context.Context) error {
 		return err
 	}
 	c.rpMu.Lock()
-	c.rp.informer, c.rp.missing = inf, ""
+	c.rpInf = inf
 	c.rpMu.Unlock()
 	f.Start(ctx.Done())
 	go func() { <-ctx.Done(); f.Shutdown() }()
@@ -162,7 +152,7 @@ func (c *Controller) policiesChanged() {
 	c.policiesMu.Lock()
 	defer c.policiesMu.Unlock()
 	c.rpMu.Lock()
-	inf := c.rp.informer
+	inf := c.rpInf
 	c.rpMu.Unlock()
 	if inf == nil {
 		return
@@ -183,9 +173,7 @@ func (c *Controller) policiesChanged() {
 		p := pools.Compile(base, rp)
 		if p.Err == "" {
 			if bs, err := c.poolBlockers(p); err != nil {
-				p.Err = err.Error()
-				p.Admission = &admission.Policy{Name: p.Name, Generation: p.Generation, UID: p.UID, Invalid: p.Err}
-				p.Policy = nil
+				p.Refuse(err.Error())
 			} else if len(bs) > 0 {
 				with := *p.Admission
 				with.Blockers = bs
@@ -392,7 +380,7 @@ func (c *Controller) syncPolicies(ctx context.Context) error {
 		return nil
 	}
 	c.rpMu.Lock()
-	inf := c.rp.informer
+	inf := c.rpInf
 	c.rpMu.Unlock()
 	if inf == nil {
 		return nil

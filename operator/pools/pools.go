@@ -105,19 +105,22 @@ func set[T any](dst *T, v *T) {
 func Compile(def policy.Spec, rp *v1alpha1.RebootPolicy) *Pool {
 	p := compile(def, rp)
 	if p.Err == "" && p.Spec.Settle.PDBs && !def.Settle.PDBs {
-		p.Err = "settle.pdbs: the update-operator runs with --settle-pdbs=false and so does not watch PodDisruptionBudgets; turn the flag on or leave settle.pdbs out"
-		p.Admission = &admission.Policy{Name: p.Name, Generation: p.Generation, UID: p.UID, Invalid: p.Err}
-		p.Policy = nil
+		p.Refuse("settle.pdbs: the update-operator runs with --settle-pdbs=false and so does not watch PodDisruptionBudgets; turn the flag on or leave settle.pdbs out")
 	}
 	return p
 }
 
+// Refuse marks p not accepted for why: its nodes are held (admission.Policy.Invalid) and nothing
+// compiled of it is used.
+func (p *Pool) Refuse(why string) {
+	p.Err, p.Policy = why, nil
+	p.Admission = &admission.Policy{Name: p.Name, Generation: p.Generation, UID: p.UID, Invalid: why}
+}
+
 func compile(def policy.Spec, rp *v1alpha1.RebootPolicy) *Pool {
 	p := &Pool{Name: rp.Name, Generation: rp.Generation, UID: string(rp.UID), Priority: rp.Spec.Priority, Spec: Merge(def, rp.Spec)}
-	p.Admission = &admission.Policy{Name: rp.Name, Generation: rp.Generation, UID: p.UID}
 	fail := func(err error) *Pool {
-		p.Err = err.Error()
-		p.Admission.Invalid = p.Err
+		p.Refuse(err.Error())
 		return p
 	}
 	sel, err := metav1.LabelSelectorAsSelector(&rp.Spec.NodeSelector)
