@@ -192,6 +192,13 @@ const (
 	WriterFleetLock Writer = "fleetlock"
 )
 
+// OnNode reports whether w writes from the node itself (its agent, FLUO's agent, the FleetLock server
+// acting for it): a node could set such a key on itself, so it must not choose a node's budget group or
+// reboot policy.
+func (w Writer) OnNode() bool {
+	return w == WriterAgent || w == WriterFLUO || w == WriterFleetLock
+}
+
 // Owners says, for every key above, who may write it: the one place a reader finds "who writes what".
 // Hook annotations are configured at run time and are not listed.
 var Owners = map[string]Writer{

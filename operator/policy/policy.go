@@ -284,10 +284,10 @@ func groupLabel(l string) error {
 	}
 	// A group the node itself may write is no budget: a node could leave its group's budget or
 	// pause by relabelling itself (the agent policy lets the agent write exactly its own keys).
-	switch owner := protocol.Owners[l]; owner {
-	case protocol.WriterAgent, protocol.WriterFLUO, protocol.WriterFleetLock:
+	switch owner := protocol.Owners[l]; {
+	case owner.OnNode():
 		return fmt.Errorf("group-label %q is written by the %s on each node: a node could move itself out of its group's budget; use a label only an admin sets, e.g. topology.kubernetes.io/zone or node-restriction.kubernetes.io/<name> (which kubelets cannot set)", l, owner)
-	case "":
+	case owner == "":
 		return nil
 	default:
 		return fmt.Errorf("group-label %q is a protocol key written by the %s; use a label of your own", l, owner)

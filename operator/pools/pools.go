@@ -181,9 +181,9 @@ func selectorKeys(sel metav1.LabelSelector) error {
 		keys = append(keys, e.Key)
 	}
 	for _, k := range keys {
-		switch owner := protocol.Owners[k]; owner {
-		case "":
-		case protocol.WriterAgent, protocol.WriterFLUO, protocol.WriterFleetLock:
+		switch owner := protocol.Owners[k]; {
+		case owner == "":
+		case owner.OnNode():
 			return fmt.Errorf("nodeSelector: %s is written by the %s on each node: a node could choose its own policy; select on a label only an admin sets (node-restriction.kubernetes.io/<name>, which kubelets cannot set)", k, owner)
 		default:
 			return fmt.Errorf("nodeSelector: %s is a protocol key written by the %s; select on a label of your own", k, owner)
