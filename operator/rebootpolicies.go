@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/slipway-dev/slipway/api/v1alpha1"
+	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/blocker"
@@ -495,7 +496,7 @@ func policyStatus(p *pools.Pool, old v1alpha1.RebootPolicyStatus, mine []admissi
 	}
 	if len(tied) > 0 {
 		sort.Strings(tied)
-		cond("Overlapping", true, "SamePriority", fmt.Sprintf("%d node(s) also match another RebootPolicy of priority %d and are held: %s", len(tied), p.Priority, names(tied, 5)))
+		cond("Overlapping", true, "SamePriority", fmt.Sprintf("%d node(s) also match another RebootPolicy of priority %d and are held: %s", len(tied), p.Priority, nodes.Names(tied, 5)))
 	} else {
 		cond("Overlapping", false, "NoOverlap", "")
 	}
@@ -539,12 +540,4 @@ func policyStatus(p *pools.Pool, old v1alpha1.RebootPolicyStatus, mine []admissi
 	// Transition times only move when a condition's status does (meta.SetStatusCondition); a status
 	// otherwise equal to the old one is not written.
 	return st
-}
-
-// names lists up to n of them, then how many more.
-func names(all []string, n int) string {
-	if len(all) <= n {
-		return strings.Join(all, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(all[:n], ", "), len(all)-n)
 }

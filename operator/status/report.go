@@ -12,6 +12,7 @@ import (
 	"github.com/slipway-dev/slipway/api/v1alpha1"
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
+	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/policy"
@@ -374,7 +375,7 @@ func problems(r Report, now time.Time) []Problem {
 		if len(h.nodes) == 1 {
 			p.Node = h.nodes[0]
 		} else {
-			p.What = fmt.Sprintf("%d nodes (%s) %s", len(h.nodes), names(h.nodes, 3), p.What)
+			p.What = fmt.Sprintf("%d nodes (%s) %s", len(h.nodes), nodes.Names(h.nodes, 3), p.What)
 		}
 		out = append(out, p)
 	}
@@ -388,19 +389,11 @@ func problems(r Report, now time.Time) []Problem {
 		p := Problem{Kind: "no-agent", Node: agentless[0], What: "no update-agent has ever annotated it: it never asks to reboot",
 			Do: "check the update-agent DaemonSet's nodeSelector and tolerations (docs/install.md)"}
 		if len(agentless) > 1 {
-			p.Node, p.What = "", fmt.Sprintf("%d nodes (%s) have no update-agent: they never ask to reboot", len(agentless), names(agentless, 3))
+			p.Node, p.What = "", fmt.Sprintf("%d nodes (%s) have no update-agent: they never ask to reboot", len(agentless), nodes.Names(agentless, 3))
 		}
 		out = append(out, p)
 	}
 	return out
-}
-
-// names lists up to n of them, then how many more.
-func names(all []string, n int) string {
-	if len(all) <= n {
-		return strings.Join(all, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(all[:n], ", "), len(all)-n)
 }
 
 // versions summarises entries per OS version the way admission decides on them: what the Nodes say
