@@ -347,6 +347,7 @@ func New(cfg Config) (*Controller, error) {
 		}
 		pdbs := c.gateFactory().Policy().V1().PodDisruptionBudgets()
 		c.pdbs = pdbs.Lister()
+		c.drains.pdbs = c.pdbsBefore
 		// A PDB recovering ends the settling of the nodes whose drain consumed it.
 		if _, err := pdbs.Informer().AddEventHandler(onAnyChange(func() {
 			for _, name := range c.index.SettlingNames() {

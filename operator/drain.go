@@ -45,11 +45,18 @@ type drainResult struct {
 	// (--wait-for-volume-detach only). They stay attached through the reboot, so the wait for volume
 	// detach does not wait for them.
 	staying map[string]bool
+	// pdbs: the settle-pdbs value (settle.go) read from the pods the cycle's first attempt listed,
+	// before it evicted any; the grant writes it. pdbsRead: it was read (later attempts keep it: by
+	// then the first one's evictions have consumed the budgets).
+	pdbs     string
+	pdbsRead bool
 }
 
 // drainer runs drains in the background, at most one per node, through kubectl's drain package: the
 // Eviction API, PDBs respected, DaemonSet and mirror pods skipped. Results wait in memory until the
-// controller picks them up; losing them on restart only means draining again, which is idempotent.
+// controller picks them up; losing them on restart only means draining again, which is idempotent
+// (but for the settle-pdbs snapshot: the drain again finds the pods already evicted, so that cycle
+// settles on time alone).
 type drainer struct {
 	client kubernetes.Interface
 	cfg    DrainConfig
@@ -58,9 +65,12 @@ type drainer struct {
 	// attached reports whether any VolumeAttachment names node (nil: assume so). Without one there is
 	// nothing to wait for, and no need to read the pods that stay.
 	attached func(node string) bool
-	mu       sync.Mutex
-	running  map[string]context.CancelFunc
-	results  map[string]*drainResult
+	// pdbs is the settle-pdbs value of the pods a drain is about to evict (settle.go), asked before
+	// the first eviction of a cycle when the node's policy settles on PDBs.
+	pdbs    func(node string, pods []corev1.Pod) string
+	mu      sync.Mutex
+	running map[string]context.CancelFunc
+	results map[string]*drainResult
 }
 
 func newDrainer(c kubernetes.Interface, cfg DrainConfig, log klog.Logger, done func(string)) *drainer {
@@ -69,29 +79,31 @@ func newDrainer(c kubernetes.Interface, cfg DrainConfig, log klog.Logger, done f
 
 // start begins an attempt for node in cycle unless one is running. It reports whether it started one.
 // notReady: the node's kubelet is not Ready (pods deleted on it will not finish terminating).
-// cfg: the node's policy's drain (its pool's timeout, grace period, pod selector).
-func (d *drainer) start(ctx context.Context, node, cycle string, notReady bool, cfg DrainConfig) bool {
+// cfg: the node's policy's drain (its pool's timeout, grace period, pod selector); settlePDBs: its
+// policy settles on PDBs (the attempt reads what they allow before it evicts).
+func (d *drainer) start(ctx context.Context, node, cycle string, notReady bool, cfg DrainConfig, settlePDBs bool) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.running[node]; ok {
 		return false
 	}
-	failures := 0
+	prev := drainResult{}
 	if r, ok := d.results[node]; ok && r.cycle == cycle {
-		failures = r.failures
+		prev = *r
 	}
 	delete(d.results, node)
 	ctx, cancel := context.WithCancel(ctx)
 	d.running[node] = cancel
 	go func() {
-		staying, err := d.drain(ctx, node, notReady, cfg)
+		r := &drainResult{cycle: cycle, failures: prev.failures, pdbs: prev.pdbs, pdbsRead: prev.pdbsRead || !settlePDBs || d.pdbs == nil}
+		staying, err := d.drain(ctx, node, notReady, cfg, r)
 		cancelled := ctx.Err() != nil
 		cancel()
 		if cancelled {
 			// forget() or shutdown: nobody waits for this attempt any more.
 			return
 		}
-		r := &drainResult{cycle: cycle, err: err, at: time.Now(), failures: failures, staying: staying}
+		r.err, r.at, r.staying = err, time.Now(), staying
 		if err != nil {
 			r.failures++
 		}
@@ -172,8 +184,9 @@ func (d *drainer) forget(node string) {
 }
 
 // drain evicts node's pods; with --wait-for-volume-detach it then returns the PersistentVolumes the
-// pods left on the node use (staying).
-func (d *drainer) drain(ctx context.Context, node string, notReady bool, cfg DrainConfig) (staying map[string]bool, err error) {
+// pods left on the node use (staying). Before the first eviction it reads the settle-pdbs value of
+// the pods it evicts into r, unless r has it: one pod LIST serves the drain and the snapshot.
+func (d *drainer) drain(ctx context.Context, node string, notReady bool, cfg DrainConfig, r *drainResult) (staying map[string]bool, err error) {
 	log := d.log.WithValues("node", node)
 	var out logWriter
 	out.log = log
@@ -215,7 +228,11 @@ func (d *drainer) drain(ctx context.Context, node string, notReady bool, cfg Dra
 	if w := list.Warnings(); w != "" {
 		log.Info("drain warnings", "warnings", w)
 	}
-	if pods := list.Pods(); len(pods) > 0 {
+	pods := list.Pods()
+	if !r.pdbsRead {
+		r.pdbs, r.pdbsRead = d.pdbs(node, pods), true
+	}
+	if len(pods) > 0 {
 		log.Info("evicting pods", "count", len(pods))
 		if err := h.DeleteOrEvictPods(pods); err != nil {
 			return nil, fmt.Errorf("evicting pods: %w", err)
@@ -280,8 +297,9 @@ func (c *Controller) drain(ctx context.Context, n *corev1.Node, log klog.Logger)
 			return wait, nil
 		}
 	}
-	dc := c.nodePolicy(n, true).Drain
-	if c.drains.start(ctx, n.Name, cycle, !protocol.NodeReady(n), dc) {
+	pol := c.nodePolicy(n, true)
+	if c.drains.start(ctx, n.Name, cycle, !protocol.NodeReady(n), pol.Drain, pol.Settle.PDBs) {
+		dc := pol.Drain
 		log.Info("draining", "timeout", dc.Timeout.String(), "podSelector", dc.PodSelector)
 	}
 	return 0, nil

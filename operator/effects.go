@@ -31,7 +31,8 @@ type step struct {
 	failed string
 	// undrainable: why SkipUndrainable ends the cycle (the failed drain).
 	undrainable string
-	// pdbs: StartDrain's settle-pdbs value (the PDBs before the drain; "" none or --settle-pdbs off).
+	// pdbs: GrantReboot's settle-pdbs value (the PDBs of the pods the drain evicted, before it did;
+	// "" none, --settle-pdbs off, or the drain's result lost to a restart).
 	pdbs string
 	// policyPin: the RebootPolicy an admission is under (protocol.AdmittedPolicy's value, policyPin).
 	policyPin string
@@ -91,7 +92,7 @@ var effects = []effect{
 	},
 	{
 		Do:     protocol.StartDrain,
-		Writes: "cordon (cordoned=true, unless already unschedulable); drain-started=now; settle-pdbs=the PDBs of the node's pods and the disruptions each allows now (--settle-pdbs; else cleared); clear drain-error, blocked-by, label before-reboot and its hook annotations; cycle-started=now, admitted-group, admitted-control-plane, the steering labels and clear waiting-since when admitted straight into the drain",
+		Writes: "cordon (cordoned=true, unless already unschedulable); drain-started=now; clear settle-pdbs (the last cycle's), drain-error, blocked-by, label before-reboot and its hook annotations; cycle-started=now, admitted-group, admitted-control-plane, the steering labels and clear waiting-since when admitted straight into the drain",
 		patch:  startDrain,
 		Event:  "Draining",
 		message: func(s step) string {
@@ -104,7 +105,7 @@ var effects = []effect{
 	},
 	{
 		Do:     protocol.GrantReboot,
-		Writes: "reboot-ok=true; reboot-boot-id=the current boot ID; reboot-ok-time=now; reboot-version=its new-version (when that is another version than it runs); clear drain-started, drain-error",
+		Writes: "reboot-ok=true; reboot-boot-id=the current boot ID; reboot-ok-time=now; reboot-version=its new-version (when that is another version than it runs); settle-pdbs=the PDBs of the pods the drain evicted and the disruptions each allowed before it did (--settle-pdbs, when any allowed one); clear drain-started, drain-error",
 		patch:  grantReboot,
 		Event:  "RebootGranted",
 		message: func(s step) string {
@@ -323,11 +324,7 @@ func startDrain(s step) *nodes.Patch {
 		p.SetAnnotation(n, protocol.Cordoned, protocol.True)
 	}
 	p.SetAnnotation(n, protocol.DrainStarted, now)
-	if s.pdbs != "" {
-		p.SetAnnotation(n, protocol.SettlePDBs, s.pdbs)
-	} else {
-		p.DeleteAnnotation(n, protocol.SettlePDBs) // the last cycle's
-	}
+	p.DeleteAnnotation(n, protocol.SettlePDBs) // the last cycle's; the grant writes this one's
 	p.DeleteAnnotation(n, protocol.DrainError)
 	p.DeleteLabel(n, protocol.BeforeReboot)
 	clearHooks(p, n, s.hooks.Before)
@@ -345,6 +342,10 @@ func grantReboot(s step) *nodes.Patch {
 		p.SetAnnotation(s.n, protocol.RebootVersion, v) // the version it must come back on
 	} else {
 		p.DeleteAnnotation(s.n, protocol.RebootVersion)
+	}
+	if s.pdbs != "" {
+		// Never cleared here: a value an operator before this one wrote at the drain's start stays.
+		p.SetAnnotation(s.n, protocol.SettlePDBs, s.pdbs)
 	}
 	p.DeleteAnnotation(s.n, protocol.DrainStarted)
 	p.DeleteAnnotation(s.n, protocol.DrainError)

@@ -1,7 +1,6 @@
 package operator
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strconv"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -104,30 +102,23 @@ func (c *Controller) shortPDBs(value string) []string {
 	return short
 }
 
-// pdbsBeforeDrain reads, as the drain of n is about to begin, the PDBs its pods fall under and the
-// disruptions each allows: the settle-pdbs value ("" when none, or --settle-pdbs is off). Pods the
-// drain will not evict (DaemonSet, mirror) may add PDBs the drain does not consume; those are back at
-// once. PDBs that allow no disruption now can never be short (shortPDBs) and are left out, and at most
-// maxSettlePDBs are kept (the first by name): a tenant with thousands of PDBs must not make the drain's
-// PATCH exceed the API server's 256 KiB of annotations, on every retry. The PDBs left out still gate
-// the next drain's evictions themselves.
-func (c *Controller) pdbsBeforeDrain(ctx context.Context, n *corev1.Node) (string, error) {
-	if !c.nodePolicy(n, true).Settle.PDBs || c.pdbs == nil {
-		return "", nil
-	}
-	pods, err := c.cfg.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
-	if err != nil {
-		return "", fmt.Errorf("listing the pods of %s for --settle-pdbs: %w", n.Name, err)
-	}
+// pdbsBefore is the settle-pdbs value of the pods a drain of node is about to evict (drainer.pdbs):
+// the PDBs they fall under and the disruptions each allows now, read from the PDB informer. The pods
+// are the drain's own list (one LIST for both). Pods the drain does not evict (DaemonSet, mirror)
+// are not in it: their PDBs are not consumed. PDBs that allow no disruption now can never be short
+// (shortPDBs) and are left out, and at most maxSettlePDBs are kept (the first by name): a tenant with
+// thousands of PDBs must not make the grant's PATCH exceed the API server's 256 KiB of annotations.
+// The PDBs left out still gate the next drain's evictions themselves.
+func (c *Controller) pdbsBefore(node string, pods []corev1.Pod) string {
 	seen := map[string]int32{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for i := range pods {
+		p := &pods[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		list, err := c.pdbs.PodDisruptionBudgets(p.Namespace).List(labels.Everything())
-		if err != nil && !apierrors.IsNotFound(err) {
-			return "", err
+		if err != nil {
+			continue // the informer's cache: only a broken index fails, and then there is nothing to read
 		}
 		for _, pdb := range list {
 			sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
@@ -145,10 +136,10 @@ func (c *Controller) pdbsBeforeDrain(ctx context.Context, n *corev1.Node) (strin
 	}
 	sort.Strings(items)
 	if len(items) > maxSettlePDBs {
-		c.log.Info("--settle-pdbs: more PodDisruptionBudgets than are kept; settling waits for the first by name", "node", n.Name, "pdbs", len(items), "kept", maxSettlePDBs)
+		c.log.Info("--settle-pdbs: more PodDisruptionBudgets than are kept; settling waits for the first by name", "node", node, "pdbs", len(items), "kept", maxSettlePDBs)
 		items = items[:maxSettlePDBs]
 	}
-	return strings.Join(items, ","), nil
+	return strings.Join(items, ",")
 }
 
 // maxSettlePDBs bounds the settle-pdbs annotation: 64 entries of at most 253+1+63+1+10 bytes each

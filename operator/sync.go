@@ -86,9 +86,9 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if row.Do == protocol.FailOldVersion {
 		s.failed = fmt.Sprintf("%s: back on %q, rebooted for %q", FailOldVersion, n.Labels[protocol.Version], n.Annotations[protocol.RebootVersion])
 	}
-	if row.Do == protocol.StartDrain {
-		if s.pdbs, err = c.pdbsBeforeDrain(ctx, n); err != nil {
-			return 0, err
+	if row.Do == protocol.GrantReboot {
+		if r, ok := c.drains.result(n.Name, n.Annotations[protocol.DrainStarted]); ok {
+			s.pdbs = r.pdbs
 		}
 	}
 	return 0, c.act(ctx, s, log)

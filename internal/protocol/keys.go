@@ -113,9 +113,10 @@ const (
 	// slipway_operator_stalled_nodes{reason} say the same.
 	Stalled = SlipwayPrefix + "stalled"
 
-	// SettlePDBs — operator: the PodDisruptionBudgets the node's pods fell under when its drain began,
-	// with the disruptions each allowed then, "<namespace>/<name>=<n>,..." (sorted; those allowing none
-	// left out; at most 64). After the cycle the node settles (holds its budget slots) until each allows
+	// SettlePDBs — operator: the PodDisruptionBudgets the pods its drain evicted fell under, with the
+	// disruptions each allowed before the first eviction, "<namespace>/<name>=<n>,..." (sorted; those
+	// allowing none left out; at most 64); written with reboot-ok, cleared when the next drain starts
+	// (an operator before this one wrote it when the drain started). After the cycle the node settles (holds its budget slots) until each allows
 	// a disruption again (--settle-pdbs), at most --settle-timeout after it finished.
 	SettlePDBs = SlipwayPrefix + "settle-pdbs"
 
