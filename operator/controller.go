@@ -112,6 +112,9 @@ type Config struct {
 	Notify *notify.Sender
 	// Identity is this instance's leader-election identity, published as the fleet status's leader.
 	Identity string
+	// FleetLazyEvery: how long news only the status view reads (cycle durations, proofs while no
+	// policy runs canaries) may wait before it is written (DefaultFleetLazyEvery when 0).
+	FleetLazyEvery time.Duration
 	// StartPaused: on a fresh install (no slipway-fleet ConfigMap in Namespace yet) the leader
 	// creates it paused before its first admission (--start-paused).
 	StartPaused bool
@@ -213,6 +216,9 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if cfg.StallPolicy == "" {
 		cfg.StallPolicy = stall.Hold
+	}
+	if cfg.FleetLazyEvery <= 0 {
+		cfg.FleetLazyEvery = DefaultFleetLazyEvery
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers

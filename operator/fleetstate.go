@@ -47,7 +47,17 @@ type fleetState struct {
 	// (fleetswitch.Status.CycleSeconds); cyclesRead: the ones an earlier leader published are in.
 	cycles     []int
 	cyclesRead bool
+	// lazySince: when a fleet sync first found only lazy news to write (lazyNews), zero when none
+	// waits; it is written Config.FleetLazyEvery after.
+	lazySince time.Time
 }
+
+// DefaultFleetLazyEvery is how long news only the status view reads may wait before a fleet sync writes it:
+// the last cycles' durations (its ETAs) and canary proofs while no policy runs canaries (its proven
+// counts). Roll-outs finish a node every few seconds; writing both ConfigMaps with every finish was
+// two of a cycle's 11.8 requests. Failures, halts, pauses, blockers and the policies are written at
+// once, and proofs as the cycle ends while any policy runs canaries (proved).
+const DefaultFleetLazyEvery = 30 * time.Second
 
 // noteCycle records how long a cycle that finished took, for the published Status (the status view's
 // ETAs); the next fleet sync publishes it.
@@ -117,15 +127,31 @@ func (c *Controller) failedReboot(n *corev1.Node, why string, at time.Time) {
 	c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "RebootFailed", "counts against --max-failed-reboots (%d of %d): %s", len(failed), c.cfg.MaxFailedReboots, why)
 }
 
-// proved records that a cycle this operator ran for version ended well, the only canary proof, and
-// writes the fleet record before it returns (the caller then ends the cycle).
+// proved records that a cycle this operator ran for version ended well, the only canary proof. While
+// any policy runs canaries it writes the fleet record before it returns (the caller then ends the
+// cycle): a leader killed in between leaves a successor that knows the canary finished. Otherwise the
+// proof only feeds the status view's counts, and a fleet sync writes it within Config.FleetLazyEvery.
 func (c *Controller) proved(ctx context.Context, n *corev1.Node, version string, at time.Time) error {
 	p := fleetrecord.Proof{Node: n.Name, UID: string(n.UID), Version: version, At: at, BootID: protocol.CurrentBootID(n)}
 	c.learn(func(r *fleetrecord.Record) bool { return r.AddProof(p) })
-	if c.cfg.Namespace == "" {
+	if c.cfg.Namespace == "" || !c.canaries() {
 		return nil
 	}
-	return c.writeRecord(ctx)
+	_, err := c.writeRecord(ctx, true)
+	return err
+}
+
+// canaries reports whether any policy in force (the flags' or a RebootPolicy's) sends canaries.
+func (c *Controller) canaries() bool {
+	if c.cfg.Canary.Nodes > 0 {
+		return true
+	}
+	for _, p := range c.pools.Load().Pools() {
+		if p.Policy != nil && p.Policy.Canary.Nodes > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // refinished moves a proof written before its cycle's last PATCH to the moment that PATCH landed (the
@@ -292,8 +318,9 @@ func decodeRecord(cm *corev1.ConfigMap) (fleetrecord.Record, string) {
 // writeRecord stores the fleet's memory when the stored record lacks any of it: merged onto the
 // record as stored (a person's resume written meanwhile is kept), conditional on the resourceVersion
 // it was read at, so no write of another leader or a person is ever lost. The informer's copy may
-// trail this leader's own last write: a conflict reads the live object and merges again.
-func (c *Controller) writeRecord(ctx context.Context) error {
+// trail this leader's own last write: a conflict reads the live object and merges again. Unless now,
+// what lacks only proofs is left to a later sync (lazyNews): it returns lazy true then.
+func (c *Controller) writeRecord(ctx context.Context, now bool) (lazy bool, err error) {
 	c.recordWrite.Lock() // the fleet sync and a finishing node's sync: one write at a time
 	defer c.recordWrite.Unlock()
 	cms := c.cfg.Client.CoreV1().ConfigMaps(c.cfg.Namespace)
@@ -306,23 +333,26 @@ func (c *Controller) writeRecord(ctx context.Context) error {
 		learned := c.fleet.rec.Merge(stored) // a person's resume, another leader's entries
 		c.fleet.rec.Bound()
 		want := c.fleet.rec.Encode()
+		onlyProofs := c.fleet.rec.SameButProofs(stored)
 		c.fleet.mu.Unlock()
 		if learned || wasBroken != (broken != "") {
 			c.enqueueWaiting() // a resume may release waiting nodes; a broken record holds them
 		}
 		if broken != "" {
-			return errors.New("not writing the fleet record over one it cannot read: " + broken)
+			return false, errors.New("not writing the fleet record over one it cannot read: " + broken)
 		}
 		var err error
 		var out *corev1.ConfigMap
 		switch {
+		case cm != nil && cm.Data[fleetrecord.Key] == want:
+			return false, nil
 		case cm == nil:
 			out, err = cms.Create(ctx, &corev1.ConfigMap{
 				ObjectMeta: metav1.ObjectMeta{Name: fleetrecord.ConfigMapName, Namespace: c.cfg.Namespace,
 					Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}},
 				Data: map[string]string{fleetrecord.Key: want}}, metav1.CreateOptions{})
-		case cm.Data[fleetrecord.Key] == want:
-			return nil
+		case !now && onlyProofs:
+			return true, nil
 		default:
 			cm = cm.DeepCopy()
 			if cm.Data == nil {
@@ -351,9 +381,9 @@ func (c *Controller) writeRecord(ctx context.Context) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("writing the fleet record ConfigMap %s/%s: %w", c.cfg.Namespace, fleetrecord.ConfigMapName, err)
+			return false, fmt.Errorf("writing the fleet record ConfigMap %s/%s: %w", c.cfg.Namespace, fleetrecord.ConfigMapName, err)
 		}
-		return nil
+		return false, nil
 	}
 }
 
@@ -365,15 +395,20 @@ func (c *Controller) Remembered() (halted []string, failed int) {
 	return c.fleet.rec.Halted(c.cfg.Canary.MaxFailed), len(c.fleet.rec.BudgetFailures())
 }
 
-// syncFleet publishes the fleet Status when it changed and pauses the fleet (failures-paused) when
-// the failure budget is spent, counted from the Nodes.
+// syncFleet writes the fleet record, publishes the fleet Status when it changed and pauses the fleet
+// (failures-paused) when the failure budget is spent, counted from the Nodes. News only the status
+// view reads waits up to Config.FleetLazyEvery (lazyNews).
 func (c *Controller) syncFleet(ctx context.Context) error {
 	if c.cfg.Namespace == "" {
 		return nil
 	}
+	now := c.cfg.Now()
+	c.fleet.mu.Lock()
+	due := !c.fleet.lazySince.IsZero() && !now.Before(c.fleet.lazySince.Add(c.cfg.FleetLazyEvery))
+	c.fleet.mu.Unlock()
 	// The record first; a record that cannot be written (or read) still leaves the status published
 	// (it says why admissions hold), and the sync is retried.
-	recErr := c.writeRecord(ctx)
+	recLazy, recErr := c.writeRecord(ctx, due)
 	cm := c.fleetConfigMap()
 	sw := fleetswitch.Read(cm)
 	c.fleet.mu.Lock()
@@ -402,8 +437,12 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 		return err
 	}
 	policies := c.published()
-	if pause == nil && cm != nil && cm.Data[fleetswitch.KeyStatus] == string(raw) && cm.Data[fleetswitch.KeyPolicies] == policies {
-		return recErr
+	same := pause == nil && cm != nil && cm.Data[fleetswitch.KeyPolicies] == policies
+	if same && cm.Data[fleetswitch.KeyStatus] == string(raw) {
+		return c.lazyNews(now, recLazy, false, recErr)
+	}
+	if same && !due && onlyCycles(cm, st) {
+		return c.lazyNews(now, recLazy, true, recErr)
 	}
 	var patch map[string]interface{}
 	if pause != nil {
@@ -435,7 +474,36 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 		}
 		c.cfg.Notify.Notify(notify.Event{Kind: notify.KindFleetPaused, Reason: reason, Time: c.cfg.Now()})
 	}
-	return recErr
+	return c.lazyNews(now, recLazy, false, recErr)
+}
+
+// lazyNews ends a fleet sync: when the record (record) or the status (status) has news left unwritten
+// because only the status view reads it, the sync comes back for it Config.FleetLazyEvery after such news was
+// first left; when neither has, none waits.
+func (c *Controller) lazyNews(now time.Time, record, status bool, err error) error {
+	c.fleet.mu.Lock()
+	defer c.fleet.mu.Unlock()
+	switch {
+	case record || status:
+		if c.fleet.lazySince.IsZero() {
+			c.fleet.lazySince = now
+		}
+		c.queue.AddAfter(fleetKey, c.fleet.lazySince.Add(c.cfg.FleetLazyEvery).Sub(now))
+	case err == nil:
+		c.fleet.lazySince = time.Time{}
+	}
+	return err
+}
+
+// onlyCycles reports whether st differs from the Status published in cm in the cycle durations alone.
+func onlyCycles(cm *corev1.ConfigMap, st fleetswitch.Status) bool {
+	prev, ok := fleetswitch.ReadStatus(cm)
+	if !ok {
+		return false
+	}
+	st.CycleSeconds = prev.CycleSeconds
+	raw, err := json.Marshal(st)
+	return err == nil && string(raw) == cm.Data[fleetswitch.KeyStatus]
 }
 
 // published is the policies this operator runs as it publishes them (policy.Published): the Spec its

@@ -250,3 +250,28 @@ func TestProofPerMachineAndVersion(t *testing.T) {
 		t.Errorf("proofs of v with u1 still in its cycle: %v", got)
 	}
 }
+
+// SameButProofs tells a record that lacks only proofs (which may wait) from one that lacks a failure
+// or a resume (which may not).
+func TestSameButProofs(t *testing.T) {
+	var stored Record
+	stored.AddFailure(Failure{Node: "a", UID: "u1", Reason: ReasonStalled, At: at(0)})
+	mine := stored.Clone()
+	if !mine.SameButProofs(stored) {
+		t.Error("equal records: want same")
+	}
+	mine.AddProof(Proof{Node: "b", UID: "u2", Version: "4593.2.5", At: at(1)})
+	if !mine.SameButProofs(stored) || !stored.SameButProofs(mine) {
+		t.Error("a proof more: want same but proofs")
+	}
+	withFailure := mine.Clone()
+	withFailure.AddFailure(Failure{Node: "c", UID: "u3", Reason: ReasonOldVersion, Version: "4593.2.5", At: at(2), Budget: true})
+	if withFailure.SameButProofs(stored) {
+		t.Error("a failure more: want different")
+	}
+	withResume := mine.Clone()
+	withResume.AddResume(Resume{Version: "4593.2.5", By: "alice", At: at(3)})
+	if withResume.SameButProofs(stored) {
+		t.Error("a resume more: want different")
+	}
+}
