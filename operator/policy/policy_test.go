@@ -17,7 +17,7 @@ func full() Spec {
 	s := Defaults()
 	s.MaxUnavailable, s.MaxUnavailablePerGroup, s.MaxUnavailableControlPlane = "20%", "2", "1"
 	s.GroupLabel, s.ControlPlaneOrder = "topology.kubernetes.io/zone", "workers-first"
-	s.Windows = []string{"Mon-Fri 22:00-05:00 Europe/Berlin", "last-Sun 02:00-06:00"}
+	s.Windows = []string{"Mon-Fri 22:00-05:00 Europe/Berlin", "last-Sun 02:00-06:00", "kured sat,su 10pm-05:00 Europe/Berlin"}
 	s.Exclusions = []string{"2026-12-24/2026-12-26"}
 	s.FLUOWindow = FLUOWindow{Start: "Thu 14:00", Length: "1h", TimeZone: "Europe/Berlin"}
 	s.Hooks = Hooks{Before: []string{"example.com/before"}, After: []string{"example.com/after"}}

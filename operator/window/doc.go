@@ -52,10 +52,20 @@
 // "00:00-24:00" and "00:00-00:00" are the whole day. A range from a day to itself ("Mon-Mon") is
 // refused as ambiguous.
 //
-// Compared with the peers: kured's --reboot-days=mon,tue --start-time=22:00 --end-time=05:00
-// --time-zone=Europe/Berlin becomes "Mon,Tue 22:00-05:00 Europe/Berlin" (kured's end time is
-// inclusive to the second, here it is exclusive; kured's 12-hour forms such as "3pm" are not
-// accepted). FLUO's "Thu 14:00" with length "1h30m" is "Thu 14:00-15:30".
+// # kured's windows
+//
+//	window = "kured" [ " " days ] " " start "-" end [ " " zone ]
+//
+// with kured's own --reboot-days (day names or 0-6, comma-separated; default every day), --start-time
+// and --end-time (15:04, 15:04:05, 03:04pm, 15, 03pm or 3pm) and --time-zone (default UTC), judged as
+// kured judges them: the instant's weekday in the zone must be one of the days, and its time of day
+// must lie between the start and the end, both inclusive (the end to the last nanosecond of its
+// second). A start after the end wraps around midnight within the same day: kured's
+// --reboot-days=mon,fri --start-time=22:00 --end-time=05:00 is open Monday 00:00-05:00 and 22:00-24:00
+// and Friday the same — never early Tuesday or early Saturday. Slipway's own "Mon,Fri 22:00-05:00"
+// names the day a window starts on, and is open Friday 22:00 to Saturday 05:00: not the same hours.
+// Daylight-saving days are kured's too (its 24 hours of real time around midnight). FLUO's "Thu 14:00"
+// with length "1h30m" is "Thu 14:00-15:30".
 //
 // # Exclusion syntax
 //

@@ -21,6 +21,8 @@ type Rule struct {
 	start   int // minutes after midnight, 0..1439
 	end     int // minutes after midnight, 1..1440; at or before start: on the next day
 	loc     *time.Location
+	// k: a window in kured's terms ("kured ..."), which judges instants its own way (kured.go).
+	k *kured
 }
 
 // dayNames holds the names a day may be given by (any case), as kured accepts them.
@@ -128,6 +130,14 @@ func ParseWindow(spec string) (*Rule, error) {
 		return fail("empty; %s", windowSyntax)
 	}
 	r := &Rule{spec: norm, loc: time.UTC}
+	if strings.EqualFold(fields[0], "kured") {
+		k, err := parseKured(fields[1:])
+		if err != nil {
+			return fail("%v", err)
+		}
+		r.k, r.loc = k, k.loc
+		return r, nil
+	}
 	// The days are optional: a first field that looks like a time range is the time range.
 	if looksLikeClock(fields[0]) {
 		r.days = [7]bool{true, true, true, true, true, true, true}
@@ -299,6 +309,9 @@ func (r *Rule) String() string {
 	if r == nil {
 		return "always"
 	}
+	if r.k != nil {
+		return r.k.String()
+	}
 	return fmt.Sprintf("%s %s-%s %s", r.daysString(), clockString(r.start), clockString(r.end), r.loc)
 }
 
@@ -380,6 +393,9 @@ func (r *Rule) Contains(t time.Time) bool {
 	if r == nil {
 		return true
 	}
+	if r.k != nil {
+		return r.k.contains(t)
+	}
 	today := civilDate(t, r.loc)
 	// An occurrence starting on day D lasts at most about 25 hours; its instants have local dates from
 	// D-1 (a clock set back across midnight) to D+2 (an end in a repeated hour after midnight).
@@ -400,6 +416,9 @@ func (r *Rule) Contains(t time.Time) bool {
 // lost in a skipped hour moves the next opening a week on); a monthly one at least every few months
 // (a 5th weekday, a 31st).
 func (r *Rule) NextOpen(t time.Time) time.Time {
+	if r.k != nil {
+		return r.k.nextOpen(t)
+	}
 	if r.Contains(t) {
 		return t
 	}
