@@ -22,10 +22,13 @@ func (c *Controller) admit(ctx context.Context, n *corev1.Node, state protocol.S
 	out *corev1.Node, admitted bool, retry time.Duration, done func(), pin string, err error) {
 	done = func() {}
 	if state != protocol.NeedsReboot || f.Paused {
-		c.cfg.Notify.Unblocked(n.Name)
-		var blocked *admission.Verdict // a paused node keeps what it said
-		if state != protocol.NeedsReboot {
-			blocked = &admission.Pass
+		blocked := &admission.Pass
+		if state == protocol.NeedsReboot {
+			// Wants a reboot, and a person paused it: held like any other node, so it is seen.
+			blocked = &admission.NodePaused
+			c.cfg.Notify.Blocked(n.Name, blocked.String())
+		} else {
+			c.cfg.Notify.Unblocked(n.Name)
 		}
 		taint := taintOff // not waiting for a turn: paused, or nothing to do
 		if state.InCycle() {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
+	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
@@ -227,14 +228,28 @@ func TestPausedNodeSkipped(t *testing.T) {
 	waitNode(t, nodes[1].Name, 30*time.Second, "cycle finished", finished)
 	// The paused node asked too, and the operator has read that and left it alone.
 	waitNode(t, nodes[0].Name, 20*time.Second, "paused node asks", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootNeeded] == protocol.True })
+	// It is held like any other node that wants a reboot, so the status view, the blocked-nodes metric
+	// and the pending-too-long alert see it (a node paused and forgotten never updates again).
+	waitNode(t, nodes[0].Name, 20*time.Second, "blocked-by paused: node, with waiting-since", func(n *corev1.Node) bool {
+		return n.Annotations[protocol.BlockedBy] == admission.NodePaused.String() && n.Annotations[protocol.WaitingSince] != ""
+	})
+	if events(t, nodes[0].Name, "Blocked") == 0 {
+		t.Error("no Blocked Event for the paused node")
+	}
 	settled(t, nodes[0].Name)
 	n := getNode(t, nodes[0].Name)
 	if n.Spec.Unschedulable || n.Annotations[protocol.RebootOK] == protocol.True || n.Annotations[protocol.DrainStarted] != "" || nodes[0].Boots() != 0 {
 		t.Fatalf("paused node was touched: %v", n.Annotations)
 	}
-	// Unpausing lets it go.
+	// Unpausing lets it go, and its hold goes with its admission.
 	annotate(t, nodes[0].Name, map[string]*string{protocol.RebootPaused: nil})
-	waitNode(t, nodes[0].Name, 30*time.Second, "cycle finished after unpause", finished)
+	n = waitNode(t, nodes[0].Name, 30*time.Second, "cycle finished after unpause", finished)
+	if _, ok := n.Annotations[protocol.BlockedBy]; ok {
+		t.Errorf("blocked-by left after the cycle: %q", n.Annotations[protocol.BlockedBy])
+	}
+	if _, ok := n.Annotations[protocol.WaitingSince]; ok {
+		t.Error("waiting-since left after the cycle")
+	}
 }
 
 // Before- and after-reboot hooks hold the node until their annotations are "true".

@@ -174,7 +174,9 @@ func TestSyncCycleRows(t *testing.T) {
 		events   []string
 	}{
 		{name: "idle: nothing", ann: nil},
-		{name: "paused while asking: nothing", ann: with(map[string]string{"F/reboot-paused": "true"})},
+		{name: "paused while asking: held, and seen as held", ann: with(map[string]string{"F/reboot-paused": "true"}),
+			patches: []string{`{"metadata":{"annotations":{"S/blocked-by":"paused: node: annotation F/reboot-paused is set (kubectl slipway resume --nodes NODE, or remove it)","S/waiting-since":"NOW"},"resourceVersion":"1"}}`},
+			events:  []string{"Warning Blocked paused: node: annotation flatcar-linux-update.v1.flatcar-linux.net/reboot-paused is set (kubectl slipway resume --nodes NODE, or remove it)"}},
 		{name: "admitted, before hooks", tweak: hooks, ann: need,
 			patches: []string{`{"metadata":{"annotations":{"S/admitted-group":"","S/admitted-policy":"","S/cycle-started":"NOW"},"labels":{"F/before-reboot":"true"},"resourceVersion":"1"}}`},
 			events:  []string{"Normal BeforeRebootHooks reboot admitted; waiting for before-reboot annotations [example.com/before]"}},

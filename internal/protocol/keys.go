@@ -159,6 +159,10 @@ const (
 	// slipway_operator_longest_wait_seconds and kubectl slipway status read, so a leader change does not
 	// restart the count.
 	WaitingSince = SlipwayPrefix + "waiting-since"
+	// PausedBy — admin, through `kubectl slipway pause --nodes`: "<who> <RFC 3339 time>[: <reason>]",
+	// written with reboot-paused=true. `resume --nodes all` lifts only the pauses that carry it, so a
+	// node paused by hand for its own reasons stays paused.
+	PausedBy = SlipwayPrefix + "paused-by"
 
 	// BlockedBy — operator: why a waiting node is not admitted yet, "<kind>: <detail>" (budget, window,
 	// paused, order, or a blocker's name); removed when it is admitted. Written when the reason changes.
@@ -245,6 +249,7 @@ var Owners = map[string]Writer{
 	FleetLockID:            WriterFleetLock,
 	FleetLockEnrolled:      WriterAdmin,
 	RebootPaused:           WriterAdmin,
+	PausedBy:               WriterAdmin,
 	AgentMadeUnschedulable: WriterFLUO,
 }
 

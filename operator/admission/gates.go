@@ -197,10 +197,15 @@ var RebootPausedGate = Gate{Name: "reboot-paused", Scope: ScopeNode, Plan: PlanF
 	Doc: "the node is reboot-paused (annotation `" + protocol.RebootPaused + "`)",
 	Check: func(_ context.Context, in Input) Verdict {
 		if in.Node.Paused {
-			return Held(KindPaused, "node: annotation "+protocol.RebootPaused+" is set", 0)
+			return NodePaused
 		}
 		return Pass
 	}}
+
+// NodePaused is what holds a node that wants a reboot while it is reboot-paused: the controller writes
+// it as the node's blocked-by (with waiting-since) like any other hold, so the status view, the
+// blocked-nodes metric and the pending-too-long alert see a node a person paused and forgot.
+var NodePaused = Held(KindPaused, "node: annotation "+protocol.RebootPaused+" is set (kubectl slipway resume --nodes NODE, or remove it)", 0)
 
 // AgentProtocolGate holds a node whose agent speaks a node protocol this operator does not: an agent
 // upgraded before the operator may mean something else by the keys it writes, and a reboot is not

@@ -52,8 +52,8 @@ const (
 
 const usage = `Usage:
   %[1]s [status] [-o text|wide|json] [--group GROUP] [--policy NAME] [--state STATE] [-w [--interval D]]
-  %[1]s pause [--group GROUP | --policy NAME] [--reason TEXT]
-  %[1]s resume [--group GROUP | --policy NAME | --failures | --version V] [--reason TEXT]
+  %[1]s pause [--group GROUP | --policy NAME | --nodes NODES [--except NODES]] [--reason TEXT]
+  %[1]s resume [--group GROUP | --policy NAME | --nodes NODES [--except NODES] | --failures | --version V] [--reason TEXT]
   %[1]s version
 
 Commands:
@@ -71,6 +71,12 @@ Commands:
            (--max-failed-per-version): its failures recorded before now no longer count. Both
            are kept in the fleet record with who (the API server's view of your identity), when
            (the API server's clock) and --reason
+  pause --nodes, resume --nodes
+           hold single nodes (FLUO's reboot-paused annotation, with update.slipway.dev/paused-by
+           saying who, when and why): pause --nodes all --except node-7 lets one node try an
+           update while the others wait; resume --nodes all undoes it, lifting only the pauses
+           pause --nodes set (a node paused by hand is named to be resumed). Nodes in their cycle
+           are left to finish it; a name that matches no Node changes nothing
 
 Flags:
   -o, --output FORMAT      text (aligned columns cut to the terminal's width, else $COLUMNS, else
@@ -85,6 +91,8 @@ Flags:
                            cleared between frames on a terminal; json: one document per frame)
       --interval D         with --watch: how often (default 2s)
       --reason TEXT        why, shown to everyone who looks (pause; resume --failures/--version)
+      --nodes NODES        pause or resume these nodes: names, comma-separated, or all
+      --except NODES       with --nodes: not these
       --failures           resume: the failure budget's pause, and a new count of failed reboots
       --version V          resume: OS version V's halt, and a new count of its failures
       --kubeconfig PATH    kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the
@@ -102,10 +110,12 @@ type options struct {
 	policy                         string
 	failures                       bool
 	version                        string
-	state                          string
-	timeout                        time.Duration
-	watch                          bool
-	interval                       time.Duration
+	// nodes, except: pause|resume --nodes (names, or "all") and --except (names).
+	nodes, except []string
+	state         string
+	timeout       time.Duration
+	watch         bool
+	interval      time.Duration
 }
 
 // env is what Main takes from the process, replaceable in tests.
@@ -187,6 +197,9 @@ func parseArgs(args []string) (string, options, error) {
 	fs.BoolVar(&o.failures, "failures", false, "")
 	fs.StringVar(&o.version, "version", "", "")
 	fs.StringVar(&o.state, "state", "", "")
+	var nodesFlag, exceptFlag string
+	fs.StringVar(&nodesFlag, "nodes", "", "")
+	fs.StringVar(&exceptFlag, "except", "", "")
 	fs.DurationVar(&o.timeout, "request-timeout", o.timeout, "")
 	fs.BoolVar(&o.watch, "watch", false, "")
 	fs.BoolVar(&o.watch, "w", false, "")
@@ -234,6 +247,7 @@ func parseArgs(args []string) (string, options, error) {
 	for _, err := range []error{
 		only("o", "status"), only("output", "status"),
 		only("group", "status", "pause", "resume"), only("policy", "status", "pause", "resume"), only("reason", "pause", "resume"), only("failures", "resume"), only("version", "resume"),
+		only("nodes", "pause", "resume"), only("except", "pause", "resume"),
 		only("state", "status"), only("watch", "status"), only("w", "status"), only("interval", "status"),
 	} {
 		if err != nil {
@@ -265,6 +279,24 @@ func parseArgs(args []string) (string, options, error) {
 		}
 		if o.group != "" || o.failures || o.version != "" {
 			return "", o, errors.New("--policy with --group, --failures or --version: give one of them")
+		}
+	}
+	if set["nodes"] {
+		var err error
+		if o.nodes, err = parseNodeNames("nodes", nodesFlag); err != nil {
+			return "", o, err
+		}
+		if o.group != "" || o.policy != "" || o.failures || o.version != "" {
+			return "", o, errors.New("--nodes with --group, --policy, --failures or --version: give one of them")
+		}
+	}
+	if set["except"] {
+		if !set["nodes"] {
+			return "", o, errors.New("--except without --nodes: give --nodes all --except NODES")
+		}
+		var err error
+		if o.except, err = parseNodeNames("except", exceptFlag); err != nil {
+			return "", o, err
 		}
 	}
 	if cmd == "resume" && o.reason != "" && !o.failures && o.version == "" && o.policy == "" {
@@ -598,6 +630,9 @@ func (c *client) pause(ctx context.Context, w io.Writer, o options, e env) error
 	if o.policy != "" {
 		return c.pausePolicy(ctx, w, o, true)
 	}
+	if len(o.nodes) > 0 {
+		return c.pauseNodes(ctx, w, o, e)
+	}
 	by := c.who(o, e)
 	patch := fleetswitch.PausePatch(o.group, o.reason, by, e.now())
 	what := "patching ConfigMap " + o.namespace + "/" + fleetswitch.ConfigMapName
@@ -629,6 +664,9 @@ func (c *client) pause(ctx context.Context, w io.Writer, o options, e env) error
 func (c *client) resume(ctx context.Context, w io.Writer, o options, e env) error {
 	if o.policy != "" {
 		return c.pausePolicy(ctx, w, o, false)
+	}
+	if len(o.nodes) > 0 {
+		return c.resumeNodes(ctx, w, o)
 	}
 	if o.version != "" || o.failures {
 		if err := c.remember(ctx, w, o, e); err != nil {

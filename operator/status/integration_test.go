@@ -625,6 +625,11 @@ func TestErrors(t *testing.T) {
 		{"bad group", []string{"pause", "--group", "zone b"}, nil, ExitUsage, "kubectl slipway: --group \"zone b\": "},
 		{"unknown flag", []string{"--frobnicate"}, nil, ExitUsage, "kubectl slipway: flag provided but not defined: -frobnicate\n"},
 		{"two commands", []string{"pause", "resume"}, nil, ExitUsage, "kubectl slipway: unexpected argument \"resume\" after \"pause\"\n"},
+		{"--except without --nodes", []string{"pause", "--except", "a"}, nil, ExitUsage, "kubectl slipway: --except without --nodes: give --nodes all --except NODES\n"},
+		{"--nodes with --group", []string{"pause", "--nodes", "a", "--group", "z"}, nil, ExitUsage, "kubectl slipway: --nodes with --group, --policy, --failures or --version: give one of them\n"},
+		{"bad node name", []string{"resume", "--nodes", "a,B_x"}, nil, ExitUsage, "kubectl slipway: --nodes: node name \"B_x\": "},
+		{"all in a list", []string{"pause", "--nodes", "a,all"}, nil, ExitUsage, "kubectl slipway: --nodes \"a,all\": all stands alone, and only in --nodes\n"},
+		{"--nodes on status", []string{"--nodes", "a"}, nil, ExitUsage, "kubectl slipway: --nodes is not a flag of status\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a command that never ends fails
@@ -902,5 +907,80 @@ func TestPoliciesInTheView(t *testing.T) {
 	}
 	if got, _ = rps.Get(ctx, "gpu", metav1.GetOptions{}); got.GetResourceVersion() != before {
 		t.Error("a refused command changed the policy")
+	}
+}
+
+// pause --nodes all --except one holds every other node in one command, and resume --nodes all undoes
+// exactly that: a node paused by hand stays paused until it is named, a node in its cycle is left to
+// finish it, and a name that matches no Node changes nothing.
+func TestPauseNodes(t *testing.T) {
+	cp, c := controlPlane(t)
+	base := []string{"--kubeconfig", cp.Kubeconfig}
+	createNodes(t, c, []testNode{
+		{name: "pn-0", ready: true}, {name: "pn-1", ready: true}, {name: "pn-2", ready: true},
+		{name: "pn-hand", ready: true, ann: map[string]string{protocol.RebootPaused: "yes"}},
+		{name: "pn-cycle", ready: true, ann: map[string]string{protocol.RebootNeeded: protocol.True, protocol.RebootOK: protocol.True}},
+	})
+	ann := func(name string) map[string]string {
+		t.Helper()
+		n, err := c.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Annotations
+	}
+	paused := func() []string {
+		t.Helper()
+		var out []string
+		for _, n := range []string{"pn-0", "pn-1", "pn-2", "pn-hand", "pn-cycle"} {
+			if _, ok := ann(n)[protocol.RebootPaused]; ok {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	do := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := cli(append(args, base...)...)
+		if code != ExitOK || errOut != "" {
+			t.Fatalf("%v: exit %d, stderr %s", args, code, errOut)
+		}
+		return out
+	}
+	// A typo changes nothing.
+	if _, errOut, code := cli(append([]string{"pause", "--nodes", "all", "--except", "pn-7"}, base...)...); code != ExitError || !strings.Contains(errOut, "no Node named pn-7; nothing was changed") {
+		t.Fatalf("unknown node: exit %d, %s", code, errOut)
+	}
+	if got := paused(); strings.Join(got, ",") != "pn-hand" {
+		t.Fatalf("after the refused pause: paused %v", got)
+	}
+	out := do("pause", "--nodes", "all", "--except", "pn-0", "--reason", "trying 4593.2.5 on pn-0")
+	for _, want := range []string{"paused 2 nodes: pn-1, pn-2\n", "already paused, left as they are: pn-hand\n", "in their reboot cycle, left to finish it (pause them again after): pn-cycle\n", "Undo: resume --nodes all"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("pause output lacks %q:\n%s", want, out)
+		}
+	}
+	if got := strings.Join(paused(), ","); got != "pn-1,pn-2,pn-hand" {
+		t.Errorf("paused %s, want pn-1,pn-2,pn-hand", got)
+	}
+	if a := ann("pn-1"); a[protocol.RebootPaused] != protocol.True || a[protocol.PausedBy] != "admin "+fixedNow.UTC().Format(time.RFC3339)+": trying 4593.2.5 on pn-0" {
+		t.Errorf("pn-1: %v", a)
+	}
+	if _, ok := ann("pn-hand")[protocol.PausedBy]; ok || ann("pn-hand")[protocol.RebootPaused] != "yes" {
+		t.Errorf("the hand-paused node was rewritten: %v", ann("pn-hand"))
+	}
+	out = do("resume", "--nodes", "all")
+	if !strings.Contains(out, "resumed 2 nodes: pn-1, pn-2\n") || !strings.Contains(out, "left paused (paused by hand, not by pause --nodes; name them to resume them): pn-hand") {
+		t.Errorf("resume output:\n%s", out)
+	}
+	if got := strings.Join(paused(), ","); got != "pn-hand" {
+		t.Errorf("after resume --nodes all: paused %s, want pn-hand", got)
+	}
+	if _, ok := ann("pn-1")[protocol.PausedBy]; ok {
+		t.Error("paused-by left on pn-1")
+	}
+	do("resume", "--nodes", "pn-hand")
+	if got := paused(); len(got) != 0 {
+		t.Errorf("after resume --nodes pn-hand: paused %v", got)
 	}
 }
