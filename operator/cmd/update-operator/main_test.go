@@ -399,3 +399,21 @@ func TestFlagReference(t *testing.T) {
 		"A flag given on the command line wins over its environment variable.\n\n" + flagenv.Reference(fs, "UPDATE_OPERATOR")
 	docs.CheckGenerated(t, "../../../docs/reference/update-operator.md", page)
 }
+
+// The README's quick start sets the policy of install.yaml with `kubectl set env`: the environment's
+// UPDATE_OPERATOR_REBOOT_WINDOW and UPDATE_OPERATOR_MAX_UNAVAILABLE are the flags.
+func TestPolicyFromTheEnvironment(t *testing.T) {
+	t.Setenv("UPDATE_OPERATOR_REBOOT_WINDOW", "Mon-Fri 22:00-05:00 Europe/Berlin")
+	t.Setenv("UPDATE_OPERATOR_MAX_UNAVAILABLE", "10%")
+	o, _, err := parse([]string{"--namespace=ns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxUnavailable.String() != "10%" || cfg.Schedule == nil || !strings.Contains(cfg.Schedule.String(), "Mon-Fri 22:00-05:00 Europe/Berlin") {
+		t.Errorf("from the environment: max-unavailable %s, schedule %v", cfg.MaxUnavailable, cfg.Schedule)
+	}
+}
