@@ -39,7 +39,7 @@ func promtool(t *testing.T) string {
 type promRule struct {
 	Alert       string            `json:"alert"`
 	Expr        string            `json:"expr"`
-	For         string            `json:"for"`
+	For         string            `json:"for,omitempty"`
 	Labels      map[string]string `json:"labels"`
 	Annotations map[string]string `json:"annotations"`
 }
@@ -183,7 +183,10 @@ func TestPodMonitorScrapesTheOperator(t *testing.T) {
 	}
 }
 
-var wantAlerts = []string{"SlipwayNodeStalled", "SlipwayFleetPaused", "SlipwayBlockedTooLong", "SlipwayRebootPendingTooLong", "SlipwayOperatorNoLeader"}
+// runbookBase is where every alert's runbook_url points: an entry of docs/troubleshooting.md.
+const runbookBase = "https://github.com/slipway-dev/slipway/blob/main/docs/troubleshooting.md#"
+
+var wantAlerts = []string{"SlipwayNodeStalled", "SlipwayNodeRebooting", "SlipwayFleetPaused", "SlipwayBlockedTooLong", "SlipwayRebootPendingTooLong", "SlipwayOperatorNoLeader"}
 
 func TestAlertRules(t *testing.T) {
 	bin := promtool(t)
@@ -194,6 +197,11 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	ns, groups := renderedRule(t)
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "troubleshooting.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	troubleshooting := strings.Split(string(doc), "\n")
 	if ns != "slipway-system" {
 		t.Errorf("PrometheusRule namespace %q, want slipway-system", ns)
 	}
@@ -203,6 +211,13 @@ func TestAlertRules(t *testing.T) {
 			alerts = append(alerts, r.Alert)
 			if r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
 				t.Errorf("%s: want a severity label and summary and description annotations", r.Alert)
+			}
+			// Its runbook is its entry in docs/troubleshooting.md: the anchor GitHub makes of "### <alert>".
+			if want := runbookBase + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+				t.Errorf("%s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
+			}
+			if !slices.Contains(troubleshooting, "### "+r.Alert) {
+				t.Errorf("%s: docs/troubleshooting.md has no \"### %s\" for its runbook_url to point at", r.Alert, r.Alert)
 			}
 		}
 	}
@@ -251,7 +266,9 @@ func TestAlertRules(t *testing.T) {
 		name, alert, old, new string
 	}{
 		{"stalled fires at once", "SlipwayNodeStalled", "5m", "0s"},
-		{"a replica restart restarts the stall's 5 minutes", "SlipwayNodeStalled", "max without (instance, pod) (slipway_operator_stalled_nodes)", "slipway_operator_stalled_nodes"},
+		{"a replica restart restarts the stall's 5 minutes", "SlipwayNodeStalled", "max without (instance, pod, os_version, state, blocked_by, policy) (slipway_operator_node_info{stalled!=\"\"})", "max without (os_version, state, blocked_by, policy) (slipway_operator_node_info{stalled!=\"\"})"},
+		{"nodes not stalled fire too", "SlipwayNodeStalled", `{stalled!=""}`, ""},
+		{"the rebooting alert waits", "SlipwayNodeRebooting", "> 0", "> 0 unless on() (vector(time()) < 300)"},
 		{"paused group ignored", "SlipwayFleetPaused", "max without (instance, pod) (slipway_operator_fleet_paused)", `max without (instance, pod) (slipway_operator_fleet_paused{group=""})`},
 		{"paused fires early", "SlipwayFleetPaused", "2h", "1h"},
 		{"waiting on a window counts as blocked", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|paused`, `budget|order|settling|canary|paused`},
@@ -289,5 +306,60 @@ func TestAlertRules(t *testing.T) {
 				t.Errorf("promtool test rules passes with this mistake:\n%s", out)
 			}
 		})
+	}
+}
+
+// The inhibition example holds back node alerts only while SlipwayNodeRebooting fires for the same
+// node: its source is that alert (which carries node), it matches on node, and its target is node
+// alerts, never Slipway's own. amtool checks it as Alertmanager would, where installed.
+func TestInhibitionExample(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("monitoring", "alertmanager-inhibit.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		InhibitRules []struct {
+			SourceMatchers []string `json:"source_matchers"`
+			TargetMatchers []string `json:"target_matchers"`
+			Equal          []string `json:"equal"`
+		} `json:"inhibit_rules"`
+	}
+	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.InhibitRules) != 1 {
+		t.Fatalf("%d inhibit rules, want 1", len(cfg.InhibitRules))
+	}
+	r := cfg.InhibitRules[0]
+	_, groups := renderedRule(t)
+	var source *promRule
+	for _, g := range groups {
+		for i := range g.Rules {
+			if `alertname="`+g.Rules[i].Alert+`"` == strings.Join(r.SourceMatchers, "") {
+				source = &g.Rules[i]
+			}
+		}
+	}
+	if source == nil || source.Alert != "SlipwayNodeRebooting" || !strings.Contains(source.Expr, "slipway_operator_node_in_cycle") {
+		t.Fatalf("source %v: want exactly SlipwayNodeRebooting, the alert of nodes in their cycle", r.SourceMatchers)
+	}
+	if !slices.Equal(r.Equal, []string{"node"}) {
+		t.Errorf("equal %v: want [node] (the rebooting node's alerts only)", r.Equal)
+	}
+	if m := strings.Join(r.TargetMatchers, " "); !strings.Contains(m, "KubeNodeNotReady") || strings.Contains(m, "Slipway") {
+		t.Errorf("targets %s: want node alerts such as KubeNodeNotReady, none of Slipway's", m)
+	}
+	testenv.NeedRealParts(t, "amtool (Alertmanager's config check)")
+	amtool, err := exec.LookPath("amtool")
+	if err != nil {
+		t.Skip("amtool not found (Debian's prometheus-alertmanager package): the structure above is checked, Alertmanager's own parse is not")
+	}
+	dir := t.TempDir()
+	conf := "route: {receiver: x}\nreceivers: [{name: x}]\n" + string(b)
+	if err := os.WriteFile(filepath.Join(dir, "alertmanager.yml"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(amtool, "check-config", filepath.Join(dir, "alertmanager.yml")).CombinedOutput(); err != nil {
+		t.Fatalf("amtool check-config: %v\n%s", err, out)
 	}
 }

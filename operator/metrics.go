@@ -21,6 +21,9 @@ type FleetView interface {
 	// Remembered is what the fleet record holds now: the halted OS versions and the nodes whose
 	// failures count against --max-failed-reboots.
 	Remembered() (halted []string, failed int)
+	// PolicyOf is the RebootPolicy a node is in ("" the flags'): the one its cycle is pinned to, else
+	// the one it matches now.
+	PolicyOf(n *corev1.Node) string
 }
 
 // Metrics are the operator's Prometheus metrics. Node counts per state are computed from the
@@ -49,6 +52,12 @@ type Metrics struct {
 	longestWait  *prometheus.Desc
 	halted       *prometheus.Desc
 	failedNow    *prometheus.Desc
+	// Per node: nodeInfo (one series each), inCycle (one per node in its cycle); and the fleet's
+	// nodes without an agent and nodes per OS version.
+	nodeInfo     *prometheus.Desc
+	inCycle      *prometheus.Desc
+	noAgent      *prometheus.Desc
+	versionNodes *prometheus.Desc
 	// now is the scrape's clock (time.Now; tests set it).
 	now  func() time.Time
 	view FleetView
@@ -71,6 +80,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Nodes whose failed reboots count against --max-failed-reboots now, from the fleet record (until kubectl slipway resume --failures).", nil, nil),
 		longestWait: prometheus.NewDesc("slipway_operator_longest_wait_seconds",
 			"How long the node that has waited longest for its turn has been waiting (its update.slipway.dev/waiting-since); 0 when none waits. Read from the Nodes: a leader change does not restart it.", nil, nil),
+		nodeInfo: prometheus.NewDesc("slipway_operator_node_info",
+			"1 per Node (one series each: 5,000 nodes are 5,000 series): its OS version (the agent's os-release label), cycle state, what holds it (the kind in update.slipway.dev/blocked-by, \"\" nothing), why it is stalled (\"\" it is not) and its RebootPolicy (\"\" the flags').",
+			[]string{"node", "os_version", "state", "blocked_by", "stalled", "policy"}, nil),
+		inCycle: prometheus.NewDesc("slipway_operator_node_in_cycle",
+			"1 for each node in its reboot cycle (admitted: hooks, drain, reboot, back and not yet finished); no series for the others. For inhibiting node alerts during a planned reboot (deploy/monitoring/alertmanager-inhibit.yaml).",
+			[]string{"node"}, nil),
+		noAgent: prometheus.NewDesc("slipway_operator_nodes_without_agent",
+			"Nodes Ready for 10 minutes without any key an update-agent (Slipway's or FLUO's) or the FleetLock server writes: they never ask to reboot.", nil, nil),
+		versionNodes: prometheus.NewDesc("slipway_operator_version_nodes",
+			"Nodes per OS version, a roll-out's progress: phase on (running it, out of their cycle), asking (waiting to reboot for it), in_cycle (in their cycle for it).",
+			[]string{"version", "phase"}, nil),
 		now: time.Now,
 		IsLeader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "slipway_operator_is_leader", Help: "1 while this instance holds the leader lease.",
@@ -141,6 +161,10 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.longestWait
 	ch <- m.halted
 	ch <- m.failedNow
+	ch <- m.nodeInfo
+	ch <- m.inCycle
+	ch <- m.noAgent
+	ch <- m.versionNodes
 }
 
 // Collect implements prometheus.Collector.
@@ -160,10 +184,34 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	longest := 0.0
 	if m.view != nil {
 		now := m.now()
+		noAgent := 0
+		type phase struct{ version, phase string }
+		versions := map[phase]int{}
 		for _, n := range m.view.Nodes() {
 			f := protocol.Observe(n, protocol.Hooks{}) // hooks do not change the state
 			state := protocol.Classify(f)
 			counts[state]++
+			version := n.Labels[protocol.Version]
+			switch {
+			case state.InCycle():
+				ch <- prometheus.MustNewConstMetric(m.inCycle, prometheus.GaugeValue, 1, n.Name)
+				if v := n.Annotations[protocol.RebootVersion]; v != "" {
+					version = v // granted for it
+				} else if v := protocol.AskedVersion(n); v != "" {
+					version = v
+				}
+				versions[phase{version, "in_cycle"}]++
+			case state == protocol.NeedsReboot && protocol.AskedVersion(n) != "":
+				versions[phase{protocol.AskedVersion(n), "asking"}]++
+				versions[phase{version, "on"}]++
+			default:
+				versions[phase{version, "on"}]++
+			}
+			if protocol.NoAgent(n, f, now) {
+				noAgent++
+			}
+			ch <- prometheus.MustNewConstMetric(m.nodeInfo, prometheus.GaugeValue, 1, n.Name, n.Labels[protocol.Version], string(state),
+				string(admission.KindOf(n.Annotations[protocol.BlockedBy])), f.Stalled, m.view.PolicyOf(n))
 			if t, err := time.Parse(time.RFC3339, n.Annotations[protocol.WaitingSince]); err == nil && state == protocol.NeedsReboot {
 				longest = max(longest, now.Sub(t).Seconds())
 			}
@@ -194,6 +242,12 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.halted, prometheus.GaugeValue, 1, ver)
 		}
 		ch <- prometheus.MustNewConstMetric(m.failedNow, prometheus.GaugeValue, float64(failed))
+		ch <- prometheus.MustNewConstMetric(m.noAgent, prometheus.GaugeValue, float64(noAgent))
+		for p, v := range versions {
+			if p.version != "" {
+				ch <- prometheus.MustNewConstMetric(m.versionNodes, prometheus.GaugeValue, float64(v), p.version, p.phase)
+			}
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(m.longestWait, prometheus.GaugeValue, longest)
 	for r, v := range blocked {

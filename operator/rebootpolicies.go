@@ -347,6 +347,20 @@ func (c *Controller) nodePolicy(n *corev1.Node, inCycle bool) *policy.Policy {
 	return &c.cfg.Policy
 }
 
+// PolicyOf is the RebootPolicy n is in ("" the flags'): the one its cycle is pinned to, else the one
+// it matches now (FleetView; a tie or no match is the flags').
+func (c *Controller) PolicyOf(n *corev1.Node) string {
+	set := c.pools.Load()
+	if set == nil {
+		return ""
+	}
+	name, tied := set.Of(n, protocol.Classify(protocol.Observe(n, c.cfg.Hooks)).InCycle())
+	if tied != "" {
+		return ""
+	}
+	return name
+}
+
 // policyByPin is the compiled policy a pin names ("" the flags'): that generation when this operator
 // compiled it, else (admitted by an operator process since restarted) the policy as it is now, else
 // (deleted) the flags'.

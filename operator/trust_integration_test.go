@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -58,6 +59,13 @@ func TestNeverReturningNodeStalls(t *testing.T) {
 	}
 	if v := stalledGauge(t, reg, stall.RebootTimeout); v != 1 {
 		t.Errorf("slipway_operator_stalled_nodes{reason=reboot-timeout} = %v, want 1", v)
+	}
+	// The per-node series name it: the stall alert and node-alert inhibition read them.
+	if m := metricWithLabel(t, reg, "slipway_operator_node_in_cycle", "node", lost.Name); m == nil || m.GetGauge().GetValue() != 1 {
+		t.Errorf("slipway_operator_node_in_cycle{node=%s}: %v, want 1", lost.Name, m)
+	}
+	if m := metricWithLabel(t, reg, "slipway_operator_node_info", "node", lost.Name); m == nil || labelOf(m, "stalled") != stall.RebootTimeout || labelOf(m, "state") != string(protocol.Rebooting) {
+		t.Errorf("slipway_operator_node_info{node=%s}: %v, want stalled=%s state=rebooting", lost.Name, m, stall.RebootTimeout)
 	}
 	// Hold (default): the slot stays taken. The operator has looked at the next node since the stall
 	// and still holds it for the budget.
@@ -409,4 +417,14 @@ func TestUngrantedRebootIsSeen(t *testing.T) {
 	if v := counterLabel(t, reg, "slipway_operator_stalls_total", "reason", stall.Ungranted); v != 1 {
 		t.Errorf(`slipway_operator_stalls_total{reason="ungranted"} = %v, want 1`, v)
 	}
+}
+
+// labelOf is the value of label name on m ("" none).
+func labelOf(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
 }

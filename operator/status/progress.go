@@ -142,39 +142,3 @@ func poolLimits(bs []Budget) map[string]int {
 	return out
 }
 
-// agentKeys are the keys only an agent (Slipway's or FLUO's) or the FleetLock server, which speaks for
-// nodes without one, writes (protocol.Owners).
-var agentKeys = func() []string {
-	var out []string
-	for k, w := range protocol.Owners {
-		if w == protocol.WriterAgent || w == protocol.WriterFLUO || w == protocol.WriterFleetLock {
-			out = append(out, k)
-		}
-	}
-	return out
-}()
-
-// noAgent: none of agentKeys is on the node, as annotation or label, though it has been Ready for
-// NoAgentAfter (since its Ready condition's last transition; unknown counts as long enough). Every
-// agent writes reboot-needed (and more) on its first report, so such a node never asks to reboot. Left
-// out: a node that is not Ready (that is what holds its agent back, and its row says so), and one
-// enrolled in FleetLock, whose Zincati speaks only when it asks to reboot.
-func noAgent(n *corev1.Node, f protocol.Facts, now time.Time) bool {
-	if !f.Ready || n.Labels[protocol.FleetLockEnrolled] == protocol.True {
-		return false
-	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady && !c.LastTransitionTime.IsZero() && now.Sub(c.LastTransitionTime.Time) < NoAgentAfter {
-			return false
-		}
-	}
-	for _, k := range agentKeys {
-		if _, ok := n.Annotations[k]; ok {
-			return false
-		}
-		if _, ok := n.Labels[k]; ok {
-			return false
-		}
-	}
-	return true
-}

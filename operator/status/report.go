@@ -176,7 +176,7 @@ const BlockedProblemAfter = time.Hour
 
 // NoAgentAfter is how long a node must have been Ready without any agent's key before the view lists
 // it under Problems: its update-agent pod starts once it is Ready.
-const NoAgentAfter = 10 * time.Minute
+const NoAgentAfter = protocol.NoAgentAfter
 
 // Node is one node's row.
 type Node struct {
@@ -475,7 +475,7 @@ func node(n *corev1.Node, groupLabel string, policy stall.Policy, timeout time.D
 		Undrainable:   a[protocol.Undrainable],
 		StallHint:     stallHint(a[protocol.Stalled], n),
 		StallsAt:      timePtr(stallsAt),
-		NoAgent:       noAgent(n, f, now),
+		NoAgent:       protocol.NoAgent(n, f, now),
 	}
 }
 

@@ -10,9 +10,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
+	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/docs"
 	"github.com/slipway-dev/slipway/operator/admission"
 )
@@ -159,12 +161,17 @@ func describe(t *testing.T, cs []prometheus.Collector) []metricInfo {
 	return out
 }
 
-// emptyFleet is a FleetView with no nodes: the fleet pool and the whole-fleet pause series exist.
+// emptyFleet is a FleetView with one node, in its cycle: the fleet pool, the whole-fleet pause and the
+// per-node series exist.
 type emptyFleet struct{}
 
-func (emptyFleet) Nodes() []*corev1.Node       { return nil }
-func (emptyFleet) Switch() fleetswitch.Switch  { return fleetswitch.Switch{} }
-func (emptyFleet) Remembered() ([]string, int) { return []string{"4600.0.0"}, 0 } // one halted version: its series is listed
+func (emptyFleet) Nodes() []*corev1.Node {
+	return []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{protocol.Version: "4459.2.0"},
+		Annotations: map[string]string{protocol.RebootNeeded: protocol.True, protocol.RebootOK: protocol.True, protocol.NewVersion: "4593.2.5"}}}}
+}
+func (emptyFleet) Switch() fleetswitch.Switch   { return fleetswitch.Switch{} }
+func (emptyFleet) Remembered() ([]string, int)  { return []string{"4600.0.0"}, 0 } // one halted version: its series is listed
+func (emptyFleet) PolicyOf(*corev1.Node) string { return "" }
 
 func (emptyFleet) Pools() []admission.Pool {
 	return []admission.Pool{{Key: admission.FleetPool, Kind: admission.PoolFleet, Limited: true}}
