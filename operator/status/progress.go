@@ -141,4 +141,3 @@ func poolLimits(bs []Budget) map[string]int {
 	}
 	return out
 }
-
