@@ -319,6 +319,53 @@ func TestRebootRequiredFileEqualsComponent(t *testing.T) {
 	assertSame(t, want, helm(t, map[string]any{"agent": map[string]any{"rebootRequiredFile": true}}))
 }
 
+// monitoring.*.enabled renders deploy/ with the deploy/monitoring component (PodMonitor, PrometheusRule,
+// the Grafana dashboard's ConfigMap), exactly; additionalLabels add to the objects' labels.
+func TestMonitoringEqualsComponent(t *testing.T) {
+	deploy, err := filepath.Abs(deployDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, deploy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%q]\ncomponents: [%q]\n",
+		rel, filepath.Join(rel, "monitoring"))
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := kustomize(t, dir)
+	const ruleKey, pmKey, dashKey = "monitoring.coreos.com/v1 PrometheusRule slipway-system/slipway",
+		"monitoring.coreos.com/v1 PodMonitor slipway-system/slipway-update-operator", "v1 ConfigMap slipway-system/slipway-grafana-dashboard"
+	for _, key := range []string{ruleKey, pmKey, dashKey} {
+		if _, ok := want[key]; !ok {
+			t.Fatalf("the component no longer renders %s: %v", key, slices.Sorted(maps.Keys(want)))
+		}
+	}
+	on := map[string]any{"enabled": true}
+	assertSame(t, want, helm(t, map[string]any{"monitoring": map[string]any{"podMonitor": on, "prometheusRule": on, "grafanaDashboard": on}}))
+
+	got := helm(t, map[string]any{"monitoring": map[string]any{
+		"podMonitor":       map[string]any{"enabled": true, "additionalLabels": map[string]any{"release": "kps"}},
+		"prometheusRule":   map[string]any{"enabled": true, "additionalLabels": map[string]any{"release": "kps"}},
+		"grafanaDashboard": map[string]any{"enabled": true, "namespace": "monitoring", "labels": map[string]any{"dashboards": "on"}}}})
+	for _, key := range []string{ruleKey, pmKey} {
+		labels, _ := got[key]["metadata"].(map[string]any)["labels"].(map[string]any)
+		if labels["release"] != "kps" || labels["app.kubernetes.io/part-of"] != "slipway" {
+			t.Errorf("%s labels %v: want release=kps added to its own", key, labels)
+		}
+	}
+	dash, ok := got["v1 ConfigMap monitoring/slipway-grafana-dashboard"]
+	if !ok {
+		t.Fatalf("grafanaDashboard.namespace not honoured: %v", slices.Sorted(maps.Keys(got)))
+	}
+	if labels := dash["metadata"].(map[string]any)["labels"].(map[string]any); labels["dashboards"] != "on" || labels["app.kubernetes.io/part-of"] != "slipway" {
+		t.Errorf("dashboard labels %v: want the values' labels (Helm merges them into the default's) and part-of", labels)
+	}
+}
+
 // kubectlBin is the project's kubectl (hack/build-controlplane.sh builds and caches it; `make test`
 // does that first), or $SLIPWAY_CONTROLPLANE_DIR/kubectl.
 func kubectlBin(t *testing.T) string {
