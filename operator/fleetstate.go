@@ -20,6 +20,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/version"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/notify"
 	"github.com/slipway-dev/slipway/operator/policy"
@@ -521,6 +522,7 @@ func (c *Controller) published() string {
 func (c *Controller) status() fleetswitch.Status {
 	st := fleetswitch.Status{
 		Leader:                     c.cfg.Identity,
+		Version:                    version.String(),
 		GroupLabel:                 c.cfg.GroupLabel,
 		MaxUnavailable:             c.cfg.MaxUnavailable.String(),
 		MaxUnavailableControlPlane: c.cfg.MaxUnavailableControlPlane.String(),

@@ -174,6 +174,9 @@ func ptr(s string) *string { return &s }
 // fleet-wide blockers active now. It changes rarely; the operator writes it only when it changes.
 type Status struct {
 	Leader string `json:"leader,omitempty"`
+	// Version is the leading operator's own version (internal/version): the status view flags agents
+	// of another version.
+	Version string `json:"version,omitempty"`
 	// GroupLabel is --group-label ("" when budgets are not per group).
 	GroupLabel string `json:"groupLabel,omitempty"`
 	// MaxUnavailable, MaxUnavailablePerGroup, MaxUnavailableControlPlane as given (count or %).

@@ -51,7 +51,7 @@ const (
 )
 
 const usage = `Usage:
-  %[1]s [status] [-o text|wide|json] [--group GROUP] [--policy NAME] [--state STATE] [-w [--interval D]]
+  %[1]s [status] [-o text|wide|json] [--group GROUP] [--policy NAME] [--state STATE] [--all] [-w [--interval D]]
   %[1]s pause [--group GROUP | --policy NAME | --nodes NODES [--except NODES]] [--reason TEXT]
   %[1]s resume [--group GROUP | --policy NAME | --nodes NODES [--except NODES] | --failures | --version V] [--reason TEXT]
   %[1]s version
@@ -87,6 +87,9 @@ Flags:
                            (its spec.paused and pausedReason: kubectl get rp shows it too)
       --state STATE        status: only nodes in this state (idle, needs-reboot, before-reboot,
                            draining, rebooting, rebooted, after-reboot)
+      --all                status: list idle nodes with nothing to say too (by default one line
+                           counts them; rows come problems first, then in cycle, then waiting
+                           in the order they will go)
   -w, --watch              status: again every --interval until interrupted (text: the screen is
                            cleared between frames on a terminal; json: one document per frame)
       --interval D         with --watch: how often (default 2s)
@@ -112,10 +115,12 @@ type options struct {
 	version                        string
 	// nodes, except: pause|resume --nodes (names, or "all") and --except (names).
 	nodes, except []string
-	state         string
-	timeout       time.Duration
-	watch         bool
-	interval      time.Duration
+	// all: status lists idle nodes with nothing to say one row each too.
+	all      bool
+	state    string
+	timeout  time.Duration
+	watch    bool
+	interval time.Duration
 }
 
 // env is what Main takes from the process, replaceable in tests.
@@ -199,6 +204,7 @@ func parseArgs(args []string) (string, options, error) {
 	fs.StringVar(&o.state, "state", "", "")
 	var nodesFlag, exceptFlag string
 	fs.StringVar(&nodesFlag, "nodes", "", "")
+	fs.BoolVar(&o.all, "all", false, "")
 	fs.StringVar(&exceptFlag, "except", "", "")
 	fs.DurationVar(&o.timeout, "request-timeout", o.timeout, "")
 	fs.BoolVar(&o.watch, "watch", false, "")
@@ -248,7 +254,7 @@ func parseArgs(args []string) (string, options, error) {
 		only("o", "status"), only("output", "status"),
 		only("group", "status", "pause", "resume"), only("policy", "status", "pause", "resume"), only("reason", "pause", "resume"), only("failures", "resume"), only("version", "resume"),
 		only("nodes", "pause", "resume"), only("except", "pause", "resume"),
-		only("state", "status"), only("watch", "status"), only("w", "status"), only("interval", "status"),
+		only("state", "status"), only("all", "status"), only("watch", "status"), only("w", "status"), only("interval", "status"),
 	} {
 		if err != nil {
 			return "", o, err
@@ -498,7 +504,7 @@ func write(w io.Writer, r Report, o options, e env) error {
 	case "json":
 		return WriteJSON(w, r)
 	case "wide":
-		return WriteText(w, r, TextOptions{Location: e.zone})
+		return WriteText(w, r, TextOptions{Location: e.zone, All: o.all})
 	}
 	width := DefaultWidth
 	if e.termWidth != nil {
@@ -509,7 +515,7 @@ func write(w io.Writer, r Report, o options, e env) error {
 	if n, err := strconv.Atoi(e.getenv("COLUMNS")); err == nil && n > 0 {
 		width = n
 	}
-	return WriteText(w, r, TextOptions{Width: width, Location: e.zone})
+	return WriteText(w, r, TextOptions{Width: width, Location: e.zone, All: o.all || o.state != ""})
 }
 
 // clearScreen moves the cursor home and clears the terminal (ANSI), between --watch frames.

@@ -146,6 +146,7 @@ func knownFleet(t *testing.T, c kubernetes.Interface, ns string) {
 			protocol.LastRebootTime: "2026-11-02T03:00:00Z",
 		}},
 		{name: "node-a", labels: zone("zone-a", map[string]string{protocol.Version: "4500.1.0"}), ready: true, ann: map[string]string{
+			protocol.AgentVersion:   "v0.4.0",
 			protocol.RebootNeeded:   "false",
 			protocol.RebootOK:       "false",
 			protocol.LastRebootTime: "2026-11-20T03:00:00Z",
@@ -177,12 +178,14 @@ func knownFleet(t *testing.T, c kubernetes.Interface, ns string) {
 		}},
 		// Two workers waiting for the budget, the longer waiting one first in the queue.
 		{name: "node-f", labels: zone("zone-a", map[string]string{protocol.Version: "4459.2.0"}), ready: true, ann: map[string]string{
+			protocol.AgentVersion: "v0.4.0",
 			protocol.RebootNeeded: "true",
 			protocol.NewVersion:   "4500.1.0",
 			protocol.BlockedBy:    "budget: full (max-unavailable)",
 			protocol.WaitingSince: "2026-11-23T08:30:00Z",
 		}},
 		{name: "node-g", labels: zone("zone-c", map[string]string{protocol.Version: "4459.2.0"}), ready: true, ann: map[string]string{
+			protocol.AgentVersion: "v0.3.0", // not the operator's: flagged
 			protocol.RebootNeeded: "true",
 			protocol.NewVersion:   "4500.1.0",
 			protocol.BlockedBy:    "budget: full (max-unavailable)",
@@ -194,6 +197,7 @@ func knownFleet(t *testing.T, c kubernetes.Interface, ns string) {
 	createNamespace(t, c, ns)
 	st := fleetswitch.Status{
 		Leader:                     "update-operator-6d5f9-x2x4q",
+		Version:                    "v0.4.0",
 		GroupLabel:                 zoneKey,
 		MaxUnavailable:             "2",
 		MaxUnavailablePerGroup:     "1",
@@ -232,9 +236,16 @@ const knownNS = "slipway-known"
 
 // goldenText is the exact output of `kubectl slipway -n slipway-known` for knownFleet at fixedNow,
 // with no $COLUMNS (100 columns).
-const goldenText = `Problems:  node-b: stalled: drain-failing -> drain keeps failing: Cannot evict pod as it would vi...
-           node-c: waiting 3h: paused: group zone-b paused: AZ maintenance -> docs/troubleshootin...
-           node-h: no update-agent has ever annotated it: it never asks to reboot -> check the up...
+const goldenText = `Problems:  node-b: stalled: drain-failing -> drain keeps failing: Cannot evict pod as it would
+           violate the pod's disruption budget. (pod shop/web-0, PodDisruptionBudget shop/web)
+           node-e: over budget fleet (3 unavailable, limit 2): it holds the extra slot, cordoned
+           outside a cycle -> uncordon it if it need not be down; nothing new starts meanwhile
+           node-c: waiting 3h: paused: group zone-b paused: AZ maintenance ->
+           docs/troubleshooting.md: paused
+           node-h: no update-agent has ever annotated it: it never asks to reboot -> check the
+           update-agent DaemonSet's nodeSelector and tolerations (docs/install.md)
+           1 node(s) run an update-agent other than the operator's v0.4.0: v0.3.0 on node-g -> roll
+           the update-agent DaemonSet to the operator's version (docs/install.md, Upgrade)
 Fleet:     running
 Groups:    zone-b PAUSED: AZ maintenance
 Nodes:     9: 3 idle, 4 needs-reboot, 1 draining, 1 rebooting, 1 stalled, 1 paused
@@ -247,7 +258,7 @@ Failed:    1/3 reboots failed: node-x
 Versions:  4459.2.0: 2 on, 0 in cycle, 0 asking, 0 failed
            4500.1.0: 1 on, 0 in cycle, 2 asking, 0 failed, ETA ~12h
 Cycles:    median 14m (last 4 measured); --settle-time 5m0s; --reboot-timeout 30m0s
-Operator:  leader update-operator-6d5f9-x2x4q, lease renewed 2s ago
+Operator:  leader update-operator-6d5f9-x2x4q (v0.4.0), lease renewed 2s ago
 
 BUDGET         UNAVAILABLE  LIMIT  NODES
 fleet          3            2      9
@@ -257,16 +268,16 @@ group zone-a   1            1      4
 group zone-b   1            1      2
 group zone-c   0            1      2
 
-NODE    STATE                 FOR   GROUP   LAST-REBOOT  DETAIL
-cp-1    needs-reboot          -     zone-a  21d          order: workers first (--control-plane-or...
-node-a  idle                  3d6h  zone-a  3d6h         -
-node-b  draining              12m   zone-a  -            stalled: drain-failing; drain-error: Can...
-node-c  needs-reboot          3h    zone-b  -            paused: group zone-b paused: AZ maintenance
-node-d  rebooting             5m    zone-b  -            stalls in 25m
-node-e  idle,paused,cordoned  -     -       -            reboot-error: Reboot: Interactive authen...
-node-f  needs-reboot          30m   zone-a  -            #2 budget: full (max-unavailable)
-node-g  needs-reboot          90m   zone-c  -            #1 budget: full (max-unavailable)
-node-h  idle                  -     zone-c  -            no update-agent
+NODE    STATE                 FOR  OS        GROUP   LAST-REBOOT  DETAIL
+node-b  draining              12m  -         zone-a  -            stalled: drain-failing; drain-e...
+node-e  idle,paused,cordoned  -    -         -       -            reboot-error: Reboot: Interacti...
+node-h  idle                  -    -         zone-c  -            no update-agent
+node-d  rebooting             5m   -         zone-b  -            stalls in 25m
+node-g  needs-reboot          90m  4459.2.0  zone-c  -            #1 budget: full (max-unavailable)
+node-f  needs-reboot          30m  4459.2.0  zone-a  -            #2 budget: full (max-unavailable)
+cp-1    needs-reboot          -    -         zone-a  21d          order: workers first (--control...
+node-c  needs-reboot          3h   -         zone-b  -            paused: group zone-b paused: AZ...
+(1 idle nodes with nothing to say: --all lists them)
 `
 
 // The view of a known fleet on the real API server: the exact text, the wide rows, the exact JSON.
@@ -288,6 +299,17 @@ func TestKnownFleet(t *testing.T) {
 			}
 		}
 	})
+	t.Run("the docs show it", func(t *testing.T) {
+		for _, page := range []string{"../../docs/operate.md", "../../README.md"} {
+			b, err := os.ReadFile(page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), "```\n"+goldenText+"```\n") {
+				t.Errorf("%s has no exact copy of the sample screen (goldenText): paste it again", page)
+			}
+		}
+	})
 	t.Run("no line longer than 100", func(t *testing.T) {
 		for _, line := range strings.Split(goldenText, "\n") {
 			if len([]rune(line)) > DefaultWidth {
@@ -297,7 +319,7 @@ func TestKnownFleet(t *testing.T) {
 	})
 	t.Run("wide", func(t *testing.T) {
 		out, _, code := cli(args("-o", "wide")...)
-		want := "node-b  draining              12m   zone-a  -            stalled: drain-failing; drain-error: Cannot evict pod as it would violate the pod's disruption budget. (pod shop/web-0, PodDisruptionBudget shop/web)\n"
+		want := "node-b  draining              12m  -         zone-a  -            stalled: drain-failing; drain-error: Cannot evict pod as it would violate the pod's disruption budget. (pod shop/web-0, PodDisruptionBudget shop/web)\n"
 		if code != ExitOK || !strings.Contains(out, want) {
 			t.Errorf("exit %d, wide output without\n%s\n%s", code, want, out)
 		}
@@ -321,8 +343,8 @@ func TestKnownFleet(t *testing.T) {
 			args []string
 			want string
 		}{
-			{[]string{"--group", "zone-b"}, "node-c node-d"},
-			{[]string{"--state", "needs-reboot"}, "cp-1 node-c node-f node-g"},
+			{[]string{"--group", "zone-b"}, "node-d node-c"},                   // in its cycle first, then waiting
+			{[]string{"--state", "needs-reboot"}, "node-g node-f cp-1 node-c"}, // in the order they will go
 			{[]string{"status", "--group", "zone-b", "--state", "needs-reboot"}, "node-c"},
 			{[]string{"--group", "zone-a", "--state", "rebooting"}, ""},
 		} {
@@ -412,7 +434,7 @@ Operator:  no status in slipway-pause/slipway-fleet: limits and windows unknown 
 BUDGET  UNAVAILABLE  LIMIT  NODES
 fleet   0            ?      0
 
-NODE  STATE  FOR  GROUP  LAST-REBOOT  DETAIL
+NODE  STATE  FOR  OS  GROUP  LAST-REBOOT  DETAIL
 `)
 	do("fleet paused by admin: incident 42\nNo new reboot cycle starts; nodes in their cycle finish it. Undo: resume.\n",
 		"pause", "--reason", "incident 42")
@@ -653,7 +675,7 @@ func TestErrors(t *testing.T) {
 	}
 	t.Run("help", func(t *testing.T) {
 		out, err := exec.Command(kc, "--help").Output()
-		if err != nil || !strings.HasPrefix(string(out), "Usage:\n  kubectl slipway [status] [-o text|wide|json] [--group GROUP] [--policy NAME] [--state STATE] [-w [--interval D]]\n") {
+		if err != nil || !strings.HasPrefix(string(out), "Usage:\n  kubectl slipway [status] [-o text|wide|json] [--group GROUP] [--policy NAME] [--state STATE] [--all] [-w [--interval D]]\n") {
 			t.Errorf("%v: %s", err, out)
 		}
 	})
@@ -770,7 +792,7 @@ func TestWatch(t *testing.T) {
 	})
 	t.Run("text, not a terminal", func(t *testing.T) {
 		setNeeded("false")
-		out, stop := watch(t, false)
+		out, stop := watch(t, false, "--all") // idle nodes listed too
 		row := func(state string) func() bool {
 			return func() bool {
 				fs := strings.Split(out.String(), "Every 20ms: ")
@@ -790,7 +812,7 @@ func TestWatch(t *testing.T) {
 		}
 	})
 	t.Run("text, on a terminal", func(t *testing.T) {
-		out, stop := watch(t, true)
+		out, stop := watch(t, true, "--all")
 		waitFor(t, "twice", func() bool { return strings.Count(out.String(), clearScreen) >= 3 })
 		if code := stop(); code != ExitOK {
 			t.Errorf("exit %d, want %d", code, ExitOK)

@@ -38,6 +38,8 @@ type Fleet struct {
 	Problems  []Problem `json:"problems"`
 	Published bool      `json:"published"`
 	Leader    string    `json:"leader"`
+	// OperatorVersion: the leading operator's version as it published it ("" unknown).
+	OperatorVersion string `json:"operatorVersion"`
 	// Lease is the leader Lease as the API server holds it now (nil: not found or not readable).
 	Lease         *Lease        `json:"lease"`
 	Paused        Pause         `json:"paused"`
@@ -181,6 +183,10 @@ const NoAgentAfter = protocol.NoAgentAfter
 // Node is one node's row.
 type Node struct {
 	Name string `json:"name"`
+	// OSVersion: the OS version its agent reports (os-release VERSION); AgentVersion: its agent's own
+	// version ("" none reported).
+	OSVersion    string `json:"osVersion"`
+	AgentVersion string `json:"agentVersion"`
 	// Policy: the RebootPolicy it belongs to ("" the flags' policy): pinned at its admission while in
 	// its cycle, else the matching one of the highest priority; PolicyTied names the policies that tie
 	// for it (it is held).
@@ -241,12 +247,13 @@ func BuildWithPolicies(nodes []corev1.Node, cm *corev1.ConfigMap, rec fleetrecor
 		Namespace:  namespace,
 		Nodes:      []Node{},
 		Fleet: Fleet{
-			Published:    published,
-			Leader:       st.Leader,
-			Paused:       Pause{Paused: sw.Paused, Reason: sw.Reason, By: sw.By, At: timePtr(sw.At)},
-			PausedGroups: []GroupPause{},
-			GroupLabel:   pol.GroupLabel,
-			Blockers:     []Blocker{},
+			Published:       published,
+			Leader:          st.Leader,
+			OperatorVersion: st.Version,
+			Paused:          Pause{Paused: sw.Paused, Reason: sw.Reason, By: sw.By, At: timePtr(sw.At)},
+			PausedGroups:    []GroupPause{},
+			GroupLabel:      pol.GroupLabel,
+			Blockers:        []Blocker{},
 			FailedReboots: FailedReboots{
 				Nodes:  append([]string{}, st.FailedReboots...),
 				Max:    pol.MaxFailedReboots,
@@ -334,6 +341,7 @@ func problems(r Report, now time.Time) []Problem {
 			out = append(out, Problem{Kind: "stalled", Node: n.Name, What: "stalled: " + n.Stalled, Do: n.StallHint})
 		}
 	}
+	out = append(out, overBudget(r)...)
 	for _, n := range r.Nodes {
 		if n.Undrainable != "" && n.State == protocol.NeedsReboot {
 			why := n.Undrainable
@@ -393,7 +401,109 @@ func problems(r Report, now time.Time) []Problem {
 		}
 		out = append(out, p)
 	}
+	if p, ok := agentSkew(r); ok {
+		out = append(out, p)
+	}
 	return out
+}
+
+// overBudget is a problem for each budget pool with more nodes unavailable than its limit (a node
+// NotReady or cordoned by someone else counts, and can push a pool over): it names the node holding the
+// extra slot -- one unavailable without a Slipway cycle first (the usual cause), else the one that
+// entered its cycle last. Nothing new starts in that pool until it is back within its limit.
+func overBudget(r Report) []Problem {
+	var out []Problem
+	for _, b := range r.Fleet.Budgets {
+		if b.Limit == nil || b.Unavailable <= *b.Limit {
+			continue
+		}
+		var extra *Node
+		for i := range r.Nodes {
+			n := &r.Nodes[i]
+			if !n.Unavailable || !inPool(*n, b) {
+				continue
+			}
+			switch {
+			case extra == nil:
+				extra = n
+			case !n.State.InCycle() && extra.State.InCycle():
+				extra = n
+			case n.State.InCycle() == extra.State.InCycle() && n.Since != nil && (extra.Since == nil || n.Since.After(*extra.Since)):
+				extra = n
+			}
+		}
+		if extra == nil {
+			continue
+		}
+		why, do := "the last in its cycle", "it finishes its cycle; nothing new starts meanwhile"
+		switch {
+		case !extra.State.InCycle() && !extra.Ready:
+			why, do = "NotReady outside a cycle", "repair it; nothing new starts meanwhile"
+		case !extra.State.InCycle():
+			why, do = "cordoned outside a cycle", "uncordon it if it need not be down; nothing new starts meanwhile"
+		}
+		out = append(out, Problem{Kind: "over-budget", Node: extra.Name,
+			What: fmt.Sprintf("over budget %s (%d unavailable, limit %d): it holds the extra slot, %s", budgetName(b), b.Unavailable, *b.Limit, why),
+			Do:   do})
+	}
+	return out
+}
+
+// inPool reports whether n counts in budget pool b.
+func inPool(n Node, b Budget) bool {
+	switch b.Pool {
+	case PoolControlPlane:
+		return n.ControlPlane
+	case PoolGroup:
+		return n.Group == b.Group
+	case PoolPolicy:
+		return n.Policy == b.Policy
+	}
+	return true
+}
+
+// budgetName is a pool as the view names it: fleet, control-plane, group G, policy P.
+func budgetName(b Budget) string {
+	switch b.Pool {
+	case PoolGroup:
+		return "group " + orDash(b.Group)
+	case PoolPolicy:
+		return "policy " + b.Policy
+	}
+	return b.Pool
+}
+
+// agentSkew is the problem of agents of another version than the leading operator's (both known):
+// mixed versions are supported one release apart (the node protocol's versions), but a skew left
+// after an upgrade means the agent DaemonSet did not roll.
+func agentSkew(r Report) (Problem, bool) {
+	op := r.Fleet.OperatorVersion
+	if op == "" {
+		return Problem{}, false
+	}
+	byVersion := map[string][]string{}
+	var versions []string
+	for _, n := range r.Nodes {
+		if n.AgentVersion == "" || n.AgentVersion == op {
+			continue
+		}
+		if byVersion[n.AgentVersion] == nil {
+			versions = append(versions, n.AgentVersion)
+		}
+		byVersion[n.AgentVersion] = append(byVersion[n.AgentVersion], n.Name)
+	}
+	if len(versions) == 0 {
+		return Problem{}, false
+	}
+	sort.Strings(versions)
+	var parts []string
+	count := 0
+	for _, v := range versions {
+		parts = append(parts, fmt.Sprintf("%s on %s", v, nodes.Names(byVersion[v], 3)))
+		count += len(byVersion[v])
+	}
+	return Problem{Kind: "agent-skew", What: fmt.Sprintf("%d node(s) run an update-agent other than the operator's %s: %s", count, op, strings.Join(parts, "; ")),
+		Do: "roll the update-agent DaemonSet to the operator's version (docs/install.md, Upgrade)"}, true
 }
 
 // versions summarises entries per OS version the way admission decides on them: what the Nodes say
@@ -458,6 +568,8 @@ func node(n *corev1.Node, groupLabel string, policy stall.Policy, timeout time.D
 	}
 	return Node{
 		Name:          n.Name,
+		OSVersion:     n.Labels[protocol.Version],
+		AgentVersion:  a[protocol.AgentVersion],
 		State:         state,
 		Since:         timePtr(since),
 		Group:         protocol.BudgetGroup(n, groupLabel),

@@ -170,7 +170,7 @@ func TestFit(t *testing.T) {
 		{140, "ip-10-0-3-17.eu-west-1.compute.internal"},
 	} {
 		var b bytes.Buffer
-		if err := writeNodes(&b, nodes(c.name), c.width); err != nil {
+		if err := writeNodes(&b, nodes(c.name), TextOptions{Width: c.width}); err != nil {
 			t.Fatal(err)
 		}
 		for _, line := range strings.Split(strings.TrimRight(b.String(), "\n"), "\n") {
@@ -183,7 +183,7 @@ func TestFit(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	_ = writeNodes(&b, nodes("node-1"), 0)
+	_ = writeNodes(&b, nodes("node-1"), TextOptions{})
 	if !strings.Contains(b.String(), "budget: "+long+"; drain-error: "+long) {
 		t.Errorf("wide output cut the error:\n%s", b.String())
 	}
@@ -658,5 +658,46 @@ func TestPublishedPoliciesWin(t *testing.T) {
 	delete(cm.Data, fleetswitch.KeyPolicies) // an operator from before: the Status's copy
 	if r = Build(nil, cm, fleetrecord.Record{}, "ns", now); r.Fleet.Budgets[0].Max != "1" || r.Fleet.RebootTimeout != "30m0s" || !r.Fleet.Schedule.Open {
 		t.Errorf("from the Status's copy: %+v %q %+v", r.Fleet.Budgets[0], r.Fleet.RebootTimeout, r.Fleet.Schedule)
+	}
+}
+
+// A pool with more nodes unavailable than its limit is a problem naming the node that holds the extra
+// slot: one down outside a Slipway cycle first (cordoned by someone, NotReady), else the one that
+// entered its cycle last.
+func TestOverBudget(t *testing.T) {
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	mk := func(name string, ready, cordoned bool, ann map[string]string) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann}}
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}
+		n.Spec.Unschedulable = cordoned
+		return n
+	}
+	draining := func(at string) map[string]string {
+		return map[string]string{protocol.RebootNeeded: protocol.True, protocol.Cordoned: protocol.True, protocol.CycleStarted: at, protocol.DrainStarted: at}
+	}
+	cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, fleetswitch.Status{MaxUnavailable: "1"})}}
+	over := func(nodes ...corev1.Node) []string {
+		var out []string
+		for _, p := range Build(nodes, cm, fleetrecord.Record{}, "ns", now).Fleet.Problems {
+			if p.Kind == "over-budget" {
+				out = append(out, p.Node+": "+p.What+" -> "+p.Do)
+			}
+		}
+		return out
+	}
+	if got := over(mk("a", true, false, nil), mk("b", true, true, draining("2026-11-23T08:00:00Z"))); len(got) != 0 {
+		t.Errorf("within its limit: %v", got)
+	}
+	got := over(mk("old", true, true, draining("2026-11-23T08:00:00Z")), mk("new", true, true, draining("2026-11-23T08:30:00Z")))
+	if len(got) != 1 || got[0] != "new: over budget fleet (2 unavailable, limit 1): it holds the extra slot, the last in its cycle -> it finishes its cycle; nothing new starts meanwhile" {
+		t.Errorf("two in their cycle: %q", got)
+	}
+	got = over(mk("cycling", true, true, draining("2026-11-23T08:30:00Z")), mk("broken", false, false, nil))
+	if len(got) != 1 || !strings.HasPrefix(got[0], "broken: over budget fleet (2 unavailable, limit 1): it holds the extra slot, NotReady outside a cycle -> repair it") {
+		t.Errorf("one NotReady outside a cycle: %q", got)
 	}
 }

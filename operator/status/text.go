@@ -43,6 +43,8 @@ type TextOptions struct {
 	Width int
 	// Location: the zone absolute times are shown in (nil: UTC).
 	Location *time.Location
+	// All: list idle nodes one row each too (otherwise one line counts them).
+	All bool
 }
 
 // WriteText writes the report for a terminal: the fleet, the budgets, then one row per node.
@@ -81,7 +83,9 @@ func WriteText(w io.Writer, r Report, o TextOptions) error {
 			l += " -> " + p.Do
 		}
 		if o.Width > 0 {
-			l = cut(oneLine(l), max(o.Width-len("Problems:")-pad, minCut)) // -o wide: whole
+			// Wrapped, never cut: the part that says what to do comes last.
+			probs = append(probs, wrap(oneLine(l), max(o.Width-len("Problems:")-pad, minCut), "  ")...)
+			continue
 		}
 		probs = append(probs, l)
 	}
@@ -146,13 +150,17 @@ func WriteText(w io.Writer, r Report, o TextOptions) error {
 	if f.Published {
 		section("Cycles:", cyclesLine(f))
 	}
+	opVersion := ""
+	if f.OperatorVersion != "" {
+		opVersion = " (" + f.OperatorVersion + ")"
+	}
 	switch l := f.Lease; {
 	case l != nil && l.Live:
-		section("Operator:", fmt.Sprintf("leader %s, lease renewed %s ago", orDash(l.Holder), agoPtr(now, l.Renewed)))
+		section("Operator:", fmt.Sprintf("leader %s%s, lease renewed %s ago", orDash(l.Holder), opVersion, agoPtr(now, l.Renewed)))
 	case l != nil:
 		section("Operator:", fmt.Sprintf("NO LEADER: the lease of %s was last renewed %s ago", orDash(l.Holder), agoPtr(now, l.Renewed)))
 	case f.Published:
-		section("Operator:", "leader "+orDash(f.Leader)+" (as last published; its Lease was not read)")
+		section("Operator:", "leader "+orDash(f.Leader)+opVersion+" (as last published; its Lease was not read)")
 	}
 	if !f.Published {
 		section("Operator:", fmt.Sprintf("no status in %s/%s: limits and windows unknown (is -n right?)", r.Namespace, fleetswitch.ConfigMapName))
@@ -161,36 +169,86 @@ func WriteText(w io.Writer, r Report, o TextOptions) error {
 
 	fmt.Fprintln(tw, "BUDGET\tUNAVAILABLE\tLIMIT\tNODES")
 	for _, b := range f.Budgets {
-		name := b.Pool
-		if b.Pool == PoolGroup {
-			name = "group " + orDash(b.Group)
-		}
-		if b.Pool == PoolPolicy {
-			name = "policy " + b.Policy
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", oneLine(name), b.Unavailable, limitCell(b, f.Published), b.Nodes)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", oneLine(budgetName(b)), b.Unavailable, limitCell(b, f.Published), b.Nodes)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
-	return writeNodes(w, r, o.Width)
+	return writeNodes(w, r, o)
+}
+
+// wrap breaks s into lines of at most n runes at spaces (a word longer than n stands alone), the
+// lines after the first indented.
+func wrap(s string, n int, indent string) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) <= n:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = indent + word
+		}
+	}
+	return append(lines, line)
+}
+
+// rank orders the node table for a person on call: nodes with something to look at first (stalled,
+// no agent, a failed drain, down without a cycle of Slipway's), then those in their cycle, then the
+// waiting ones in the order they will go, then the idle ones.
+func rank(n Node) int {
+	switch {
+	case n.Stalled != "" || n.NoAgent || n.Undrainable != "" && n.State == protocol.NeedsReboot || n.Unavailable && !n.State.InCycle():
+		return 0
+	case n.State.InCycle():
+		return 1
+	case n.State == protocol.NeedsReboot:
+		return 2
+	}
+	return 3
 }
 
 // writeNodes writes one row per node. What explains a node (why it waits, why it is stalled, its
 // last error) shares the last column, the only one that is cut to fit width (0: never cut).
-func writeNodes(w io.Writer, r Report, width int) error {
+func writeNodes(w io.Writer, r Report, o TextOptions) error {
+	width := o.Width
 	pools := len(r.Fleet.Policies) > 0 // the POLICY column only where there are pools
-	head := []string{"NODE", "STATE", "FOR", "GROUP", "LAST-REBOOT", "DETAIL"}
+	head := []string{"NODE", "STATE", "FOR", "OS", "GROUP", "LAST-REBOOT", "DETAIL"}
 	if pools {
-		head = slices.Insert(head, 4, "POLICY")
+		head = slices.Insert(head, 5, "POLICY")
 	}
 	rows := [][]string{head}
-	for _, n := range r.Nodes {
+	ordered := slices.Clone(r.Nodes)
+	slices.SortStableFunc(ordered, func(a, b Node) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra - rb
+		}
+		if qa, qb := a.Queue, b.Queue; qa != qb && rank(a) == 2 {
+			switch {
+			case qa == 0:
+				return 1
+			case qb == 0:
+				return -1
+			}
+			return qa - qb
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	idle := 0
+	for _, n := range ordered {
+		if !o.All && rank(n) == 3 && detailCell(n, r.Time) == "" {
+			idle++ // nothing to say about it: counted below
+			continue
+		}
 		row := []string{
 			n.Name,
 			stateCell(n),
 			agoPtr(r.Time, n.Since),
+			orDash(n.OSVersion),
 			orDash(n.Group),
 			agoPtr(r.Time, n.LastReboot),
 			orDash(detailCell(n, r.Time)),
@@ -200,10 +258,11 @@ func writeNodes(w io.Writer, r Report, width int) error {
 			if n.PolicyTied != "" {
 				pol = "TIED " + n.PolicyTied
 			}
-			row = slices.Insert(row, 4, pol)
+			row = slices.Insert(row, 5, pol)
 		}
 		rows = append(rows, row)
 	}
+
 	if width > 0 {
 		fit(rows, width)
 	}
@@ -214,7 +273,14 @@ func writeNodes(w io.Writer, r Report, width int) error {
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if idle > 0 {
+		_, err := fmt.Fprintf(w, "(%d idle nodes with nothing to say: --all lists them)\n", idle)
+		return err
+	}
+	return nil
 }
 
 // fit cuts the last column of rows so that no line is longer than width, but never shorter than
