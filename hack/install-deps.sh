@@ -7,6 +7,7 @@ command -v dbus-daemon >/dev/null || need+=(dbus-daemon)
 command -v git >/dev/null || need+=(git)
 command -v prometheus >/dev/null || need+=(prometheus) # a real Prometheus for operator/blocker's alert tests
 command -v amtool >/dev/null || need+=(prometheus-alertmanager) # amtool: deploy's Alertmanager inhibition example
+command -v rsvg-convert >/dev/null || need+=(librsvg2-bin) # renders the history timeline in its test
 if [ ${#need[@]} -gt 0 ]; then
   echo "[install-deps] installing ${need[*]} with apt-get" >&2
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi

@@ -42,6 +42,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
+	"github.com/slipway-dev/slipway/internal/history"
 	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
@@ -115,6 +116,9 @@ type Config struct {
 	// FleetLazyEvery: how long news only the status view reads (cycle durations, proofs while no
 	// policy runs canaries) may wait before it is written (DefaultFleetLazyEvery when 0).
 	FleetLazyEvery time.Duration
+	// HistoryEvery: how long a cycle that ended may wait before the history is written
+	// (DefaultHistoryEvery when 0); the controller writes what waits when it stops.
+	HistoryEvery time.Duration
 	// StartPaused: on a fresh install (no slipway-fleet ConfigMap in Namespace yet) the leader
 	// creates it paused before its first admission (--start-paused).
 	StartPaused bool
@@ -172,6 +176,9 @@ type Controller struct {
 	// volumes: VolumeAttachments by node, for --wait-for-volume-detach (nil when off).
 	volumes cache.SharedIndexInformer
 
+	// cycleMarks: node -> cycleMark, noted at its grant for its history entry (history.go).
+	cycleMarks sync.Map
+
 	// malformed: node -> the malformed values last reported (one Event per change); per node, and
 	// the workqueue never hands one node to two workers, so a sync.Map needs no lock of ours.
 	malformed sync.Map
@@ -219,6 +226,9 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if cfg.FleetLazyEvery <= 0 {
 		cfg.FleetLazyEvery = DefaultFleetLazyEvery
+	}
+	if cfg.HistoryEvery <= 0 {
+		cfg.HistoryEvery = DefaultHistoryEvery
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
@@ -472,6 +482,15 @@ func (c *Controller) Run(ctx context.Context) error {
 		}(i)
 	}
 	workers.Wait()
+	if c.cfg.Namespace != "" {
+		// What waits of the history is written as the controller stops (an upgrade, a lost lease):
+		// conditional like every write, so it merges with a new leader's.
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := c.writeHistory(flush, true); err != nil {
+			c.log.Error(err, "history not written at stop")
+		}
+	}
 	return nil
 }
 
@@ -527,6 +546,7 @@ func (c *Controller) processNext(ctx context.Context, slot int) bool {
 // under its name starts afresh (its malformed values are reported again, its wait starts anew).
 func (c *Controller) forgetNode(name string) {
 	c.malformed.Delete(name)
+	c.cycleMarks.Delete(name)
 	c.settleUntil.Delete(name)
 	c.settleTimeouts.Delete(name)
 	c.drains.forget(name)
@@ -542,6 +562,7 @@ func (c *Controller) replaced(n *corev1.Node) {
 		return
 	}
 	c.log.Info("node deleted in its cycle: cycle ended as replaced", "node", n.Name, "uid", n.UID)
+	c.ended(n, history.Replaced, "the Node was deleted in its cycle", c.cfg.Now())
 	c.cfg.Recorder.Event(n, corev1.EventTypeWarning, "CycleReplaced", "the Node was deleted in its reboot cycle: the cycle ended as replaced (no failure counted, no canary proof, its budget slot freed)")
 	if c.cfg.Metrics != nil {
 		c.cfg.Metrics.cycles.WithLabelValues("replaced").Inc()

@@ -239,9 +239,25 @@ func (c *Controller) record(ctx context.Context, e effect, s step) {
 		}
 	}
 	if e.EndsWait {
-		if t, ok := c.index.EndWait(s.n.Name); ok && m != nil && e.Do == protocol.GrantReboot {
+		t, ok := c.index.EndWait(s.n.Name)
+		if ok && m != nil && e.Do == protocol.GrantReboot {
 			m.needToGrant.Observe(s.now.Sub(t).Seconds())
 		}
+		if e.Do == protocol.GrantReboot {
+			c.markGranted(s.n, t)
+		}
+	}
+	if e.Cycles != "" {
+		why := ""
+		switch e.Do {
+		case protocol.Abort:
+			why = s.row.When
+		case protocol.FailOldVersion:
+			why = s.failed
+		case protocol.SkipUndrainable:
+			why = s.undrainable
+		}
+		c.ended(s.n, e.Cycles, why, s.now)
 	}
 	if e.EndsDrains {
 		c.drains.forget(s.n.Name)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
+	"github.com/slipway-dev/slipway/internal/history"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/version"
 	"github.com/slipway-dev/slipway/operator/admission"
@@ -48,6 +49,11 @@ type fleetState struct {
 	// (fleetswitch.Status.CycleSeconds); cyclesRead: the ones an earlier leader published are in.
 	cycles     []int
 	cyclesRead bool
+	// hist: cycles that ended and are not written yet (history.go); histWritten: the history's
+	// ConfigMap as this leader last wrote it (nil: read it first).
+	hist        history.Record
+	histWritten *corev1.ConfigMap
+	histSince   time.Time // when the oldest unwritten cycle ended (zero: none waits)
 	// lazySince: when a fleet sync first found only lazy news to write (lazyNews), zero when none
 	// waits; it is written Config.FleetLazyEvery after.
 	lazySince time.Time
@@ -410,6 +416,12 @@ func (c *Controller) syncFleet(ctx context.Context) error {
 	// The record first; a record that cannot be written (or read) still leaves the status published
 	// (it says why admissions hold), and the sync is retried.
 	recLazy, recErr := c.writeRecord(ctx, due)
+	if wait, err := c.writeHistory(ctx, false); err != nil {
+		c.log.Error(err, "history not written; will retry") // the history never holds admissions up
+		c.queue.AddAfter(fleetKey, c.cfg.HistoryEvery)
+	} else if wait > 0 {
+		c.queue.AddAfter(fleetKey, wait)
+	}
 	cm := c.fleetConfigMap()
 	sw := fleetswitch.Read(cm)
 	c.fleet.mu.Lock()

@@ -54,6 +54,7 @@ const usage = `Usage:
   %[1]s [status] [-o text|wide|json] [--group GROUP] [--policy NAME] [--state STATE] [--all] [-w [--interval D]]
   %[1]s pause [--group GROUP | --policy NAME | --nodes NODES [--except NODES]] [--reason TEXT]
   %[1]s resume [--group GROUP | --policy NAME | --nodes NODES [--except NODES] | --failures | --version V] [--reason TEXT]
+  %[1]s history [NODE] [--since D] [--svg FILE]
   %[1]s version
 
 Commands:
@@ -77,6 +78,7 @@ Commands:
            update while the others wait; resume --nodes all undoes it, lifting only the pauses
            pause --nodes set (a node paused by hand is named to be resumed). Nodes in their cycle
            are left to finish it; a name that matches no Node changes nothing
+%[2]s
 
 Flags:
   -o, --output FORMAT      text (aligned columns cut to the terminal's width, else $COLUMNS, else
@@ -96,6 +98,8 @@ Flags:
       --reason TEXT        why, shown to everyone who looks (pause; resume --failures/--version)
       --nodes NODES        pause or resume these nodes: names, comma-separated, or all
       --except NODES       with --nodes: not these
+      --since D            history: how far back (default 24h)
+      --svg FILE           history: write the timeline as SVG to FILE instead of the table
       --failures           resume: the failure budget's pause, and a new count of failed reboots
       --version V          resume: OS version V's halt, and a new count of its failures
       --kubeconfig PATH    kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the
@@ -116,7 +120,11 @@ type options struct {
 	// nodes, except: pause|resume --nodes (names, or "all") and --except (names).
 	nodes, except []string
 	// all: status lists idle nodes with nothing to say one row each too.
-	all      bool
+	all bool
+	// history: node ("" all), since (how far back) and svg (a file for the timeline, "" none).
+	node     string
+	since    time.Duration
+	svg      string
 	state    string
 	timeout  time.Duration
 	watch    bool
@@ -157,7 +165,7 @@ func run(ctx context.Context, prog string, args []string, stdout, stderr io.Writ
 	cmd, o, err := parseArgs(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp) || cmd == "help":
-		fmt.Fprintf(stdout, usage, prog)
+		fmt.Fprintf(stdout, usage, prog, historyHelp)
 		return ExitOK
 	case err != nil:
 		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", prog, err, prog)
@@ -173,6 +181,8 @@ func run(ctx context.Context, prog string, args []string, stdout, stderr io.Writ
 			err = c.status(ctx, stdout, stderr, o, e)
 		case "pause":
 			err = c.pause(ctx, stdout, o, e)
+		case "history":
+			err = c.history(ctx, stdout, o, e)
 		case "resume":
 			err = c.resume(ctx, stdout, o, e)
 		}
@@ -205,6 +215,8 @@ func parseArgs(args []string) (string, options, error) {
 	var nodesFlag, exceptFlag string
 	fs.StringVar(&nodesFlag, "nodes", "", "")
 	fs.BoolVar(&o.all, "all", false, "")
+	fs.DurationVar(&o.since, "since", 24*time.Hour, "")
+	fs.StringVar(&o.svg, "svg", "", "")
 	fs.StringVar(&exceptFlag, "except", "", "")
 	fs.DurationVar(&o.timeout, "request-timeout", o.timeout, "")
 	fs.BoolVar(&o.watch, "watch", false, "")
@@ -221,12 +233,17 @@ func parseArgs(args []string) (string, options, error) {
 		pos, args = append(pos, args[0]), args[1:]
 	}
 	cmd := "status"
-	switch len(pos) {
-	case 0:
-	case 1:
+	switch {
+	case len(pos) == 0:
+	case len(pos) == 1:
 		cmd = pos[0]
+	case len(pos) == 2 && pos[0] == "history":
+		cmd, o.node = pos[0], pos[1]
+		if bad := validation.IsDNS1123Subdomain(o.node); len(bad) > 0 {
+			return "", o, fmt.Errorf("history: node name %q: %s", o.node, strings.Join(bad, "; "))
+		}
 	default:
-		return "", o, fmt.Errorf("unexpected argument %q after %q", pos[1], pos[0])
+		return "", o, fmt.Errorf("unexpected argument %q after %q", pos[len(pos)-1], pos[0])
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -246,15 +263,15 @@ func parseArgs(args []string) (string, options, error) {
 		return nil
 	}
 	switch cmd {
-	case "status", "pause", "resume", "help", "version":
+	case "status", "pause", "resume", "history", "help", "version":
 	default:
-		return "", o, fmt.Errorf("unknown command %q: want status, pause, resume or version", cmd)
+		return "", o, fmt.Errorf("unknown command %q: want status, pause, resume, history or version", cmd)
 	}
 	for _, err := range []error{
 		only("o", "status"), only("output", "status"),
 		only("group", "status", "pause", "resume"), only("policy", "status", "pause", "resume"), only("reason", "pause", "resume"), only("failures", "resume"), only("version", "resume"),
 		only("nodes", "pause", "resume"), only("except", "pause", "resume"),
-		only("state", "status"), only("all", "status"), only("watch", "status"), only("w", "status"), only("interval", "status"),
+		only("state", "status"), only("all", "status"), only("watch", "status"), only("since", "history"), only("svg", "history"), only("w", "status"), only("interval", "status"),
 	} {
 		if err != nil {
 			return "", o, err
@@ -275,6 +292,9 @@ func parseArgs(args []string) (string, options, error) {
 		if bad := validation.IsConfigMapKey(fleetswitch.GroupPausePrefix + o.group); len(bad) > 0 {
 			return "", o, fmt.Errorf("--group %q: %s", o.group, strings.Join(bad, "; "))
 		}
+	}
+	if o.since <= 0 {
+		return "", o, fmt.Errorf("--since %s: must be positive", o.since)
 	}
 	if o.timeout <= 0 {
 		return "", o, fmt.Errorf("--request-timeout %s: must be positive", o.timeout)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
+	"github.com/slipway-dev/slipway/internal/history"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/internal/version"
@@ -636,7 +637,7 @@ func TestErrors(t *testing.T) {
 		{"unreachable, watching: the first frame must work", []string{"-w", "--interval", "10ms"}, []string{"KUBECONFIG=" + unreachable}, ExitError, fmt.Sprintf("kubectl slipway status: cannot reach the API server at https://127.0.0.1:%d (listing Nodes): ", port)},
 		{"unreachable pause", []string{"pause", "--kubeconfig", unreachable}, nil, ExitError, fmt.Sprintf("kubectl slipway pause: cannot reach the API server at https://127.0.0.1:%d", port)},
 		{"bad -o", []string{"-o", "yaml", "--kubeconfig", cp.Kubeconfig}, nil, ExitUsage, "kubectl slipway: unknown output format \"yaml\": want text, wide or json\nRun 'kubectl slipway --help' for usage.\n"},
-		{"unknown command", []string{"reboot"}, nil, ExitUsage, "kubectl slipway: unknown command \"reboot\": want status, pause, resume or version\n"},
+		{"unknown command", []string{"reboot"}, nil, ExitUsage, "kubectl slipway: unknown command \"reboot\": want status, pause, resume, history or version\n"},
 		{"bad --state", []string{"--state", "asleep"}, nil, ExitUsage, "kubectl slipway: --state \"asleep\": want one of"},
 		{"--state on pause", []string{"pause", "--state", "idle"}, nil, ExitUsage, "kubectl slipway: --state is not a flag of pause\n"},
 		{"flag of another command", []string{"status", "--reason", "x"}, nil, ExitUsage, "kubectl slipway: --reason is not a flag of status\n"},
@@ -1004,5 +1005,60 @@ func TestPauseNodes(t *testing.T) {
 	do("resume", "--nodes", "pn-hand")
 	if got := paused(); len(got) != 0 {
 		t.Errorf("after resume --nodes pn-hand: paused %v", got)
+	}
+}
+
+// kubectl slipway history reads the cycles the operator recorded (ConfigMap slipway-history): the
+// table of the last --since, one node's, and the timeline as SVG; a namespace without history says so.
+func TestHistoryCommand(t *testing.T) {
+	cp, c := controlPlane(t)
+	const ns = "slipway-hist"
+	createNamespace(t, c, ns)
+	base := []string{"--kubeconfig", cp.Kubeconfig, "-n", ns}
+	run := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := cli(append(args, base...)...)
+		if code != ExitOK || errOut != "" {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		return out
+	}
+	if out := run("history"); !strings.HasPrefix(out, "no history in slipway-hist/slipway-history yet") {
+		t.Errorf("without history: %q", out)
+	}
+	at := func(min int) time.Time { return fixedNow.Add(time.Duration(min-120) * time.Minute) } // 07:00 + min
+	var rec history.Record
+	rec.Add(history.Cycle{Node: "web-0", Version: "4593.2.5", Asked: at(0), Admitted: at(0), Drained: at(0), Granted: at(3), Ended: at(12), Result: history.Finished})
+	rec.Add(history.Cycle{Node: "db-0", Version: "4593.2.5", Asked: at(0), Admitted: at(12), Drained: at(12), Granted: at(20), Ended: at(31), Result: history.Failed, Why: "old-version: back on 4459.2.0"})
+	rec.Add(history.Cycle{Node: "web-0", Version: "4459.2.0", Admitted: fixedNow.Add(-30 * time.Hour), Ended: fixedNow.Add(-29 * time.Hour), Result: history.Finished})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: history.ConfigMapName, Namespace: ns}, Data: map[string]string{history.Key: rec.Encode()}}
+	if _, err := c.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := `ENDED            NODE   VERSION   RESULT    TOOK   WAITED  DRAIN  REBOOT  WHY
+Mon 11-23 07:12  web-0  4593.2.5  finished  12m0s  0s      3m0s   9m0s    -
+Mon 11-23 07:31  db-0   4593.2.5  failed    19m0s  12m0s   8m0s   11m0s   old-version: back on 4459.2.0
+`
+	if out := run("history"); out != want {
+		t.Errorf("history (the last 24h):\n%s\nwant:\n%s", out, want)
+	}
+	if out := run("history", "web-0", "--since", "48h"); strings.Count(out, "web-0") != 2 || strings.Contains(out, "db-0") {
+		t.Errorf("history web-0 --since 48h:\n%s", out)
+	}
+	if out := run("history", "--since", "1h"); !strings.HasPrefix(out, "no reboot cycle ended since") {
+		t.Errorf("history --since 1h: %q", out)
+	}
+	svg := filepath.Join(t.TempDir(), "night.svg")
+	if out := run("history", "--svg", svg); !strings.HasPrefix(out, "wrote "+svg+": 2 cycles") {
+		t.Errorf("--svg: %q", out)
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil || !strings.HasPrefix(string(b), "<svg ") || !strings.Contains(string(b), ">db-0<") {
+		t.Errorf("the SVG written: %v %.200s", err, b)
+	}
+	for _, bad := range [][]string{{"history", "a", "b"}, {"history", "--since", "0s"}, {"--svg", "x"}, {"history", "Not_A_Node"}} {
+		if _, _, code := cli(append(bad, base...)...); code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d", bad, code, ExitUsage)
+		}
 	}
 }

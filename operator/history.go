@@ -1,0 +1,123 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slipway-dev/slipway/internal/history"
+	"github.com/slipway-dev/slipway/internal/protocol"
+)
+
+// DefaultHistoryEvery is Config.HistoryEvery's default: a roll-out writes its history every few
+// minutes rather than with each cycle (one more request per cycle otherwise).
+const DefaultHistoryEvery = 5 * time.Minute
+
+// cycleMark is what a cycle's end cannot read off its Node any more: when the node asked and when its
+// drain started (both cleared before the cycle ends), noted when it is granted its reboot.
+type cycleMark struct{ asked, drained time.Time }
+
+// markGranted notes, as n is granted its reboot, when it asked (the admission index's wait start;
+// zero unknown) and when its drain started, for the history entry its cycle's end writes.
+func (c *Controller) markGranted(n *corev1.Node, asked time.Time) {
+	drained, _ := time.Parse(time.RFC3339, n.Annotations[protocol.DrainStarted])
+	c.cycleMarks.Store(n.Name, cycleMark{asked: asked, drained: drained})
+}
+
+// ended adds the cycle of n that ended now with result (history.Finished, ...) and why to the
+// history; a fleet sync writes it within Config.HistoryEvery, and Run when the controller stops (a
+// leader that dies meanwhile loses those entries, never a failure: those are the fleet record's).
+func (c *Controller) ended(n *corev1.Node, result, why string, now time.Time) {
+	a := n.Annotations
+	e := history.Cycle{Node: n.Name, UID: string(n.UID), Result: result, Why: truncate(why, 256), Ended: now.UTC()}
+	e.Version = a[protocol.RebootVersion]
+	if e.Version == "" {
+		e.Version = protocol.AskedVersion(n)
+	}
+	e.Policy, _, _ = strings.Cut(a[protocol.AdmittedPolicy], "/")
+	e.Admitted, _ = time.Parse(time.RFC3339, a[protocol.CycleStarted])
+	e.Granted, _ = time.Parse(time.RFC3339, a[protocol.RebootOKTime])
+	if m, ok := c.cycleMarks.LoadAndDelete(n.Name); ok {
+		e.Asked, e.Drained = m.(cycleMark).asked.UTC(), m.(cycleMark).drained
+	}
+	c.fleet.mu.Lock()
+	c.fleet.hist.Add(e)
+	c.fleet.hist.Bound()
+	if c.fleet.histSince.IsZero() {
+		c.fleet.histSince = c.cfg.Now()
+	}
+	c.fleet.mu.Unlock()
+	c.queue.AddAfter(fleetKey, c.cfg.HistoryEvery)
+}
+
+// writeHistory stores the cycles that ended since the last write, merged onto the ConfigMap as stored
+// (conditional on its resourceVersion; a conflict reads it again), once the oldest of them has waited
+// Config.HistoryEvery, or at once when force; else it returns how much longer they wait. A roll-out
+// writes it every few minutes, not with every cycle. The stored record is read once per leadership
+// (then this leader's own write is the newest); one it cannot read is left as it is, entries kept.
+func (c *Controller) writeHistory(ctx context.Context, force bool) (wait time.Duration, err error) {
+	c.fleet.mu.Lock()
+	pending := len(c.fleet.hist.Cycles) > 0
+	cm := c.fleet.histWritten
+	due := c.fleet.histSince.Add(c.cfg.HistoryEvery)
+	c.fleet.mu.Unlock()
+	if !pending {
+		return 0, nil
+	}
+	if now := c.cfg.Now(); !force && now.Before(due) {
+		return due.Sub(now), nil
+	}
+	cms := c.cfg.Client.CoreV1().ConfigMaps(c.cfg.Namespace)
+	for attempt := 0; ; attempt++ {
+		if cm == nil {
+			cm, err = cms.Get(ctx, history.ConfigMapName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				cm, err = nil, nil
+			}
+			if err != nil {
+				return 0, fmt.Errorf("reading ConfigMap %s/%s: %w", c.cfg.Namespace, history.ConfigMapName, err)
+			}
+		}
+		var stored history.Record
+		if cm != nil {
+			if stored, err = history.Decode(cm.Data[history.Key]); err != nil {
+				return 0, fmt.Errorf("ConfigMap %s/%s: %w; not overwriting it (mend or delete it: it holds only the history)", c.cfg.Namespace, history.ConfigMapName, err)
+			}
+		}
+		c.fleet.mu.Lock()
+		written := len(c.fleet.hist.Cycles)
+		stored.Merge(c.fleet.hist)
+		c.fleet.mu.Unlock()
+		data := map[string]string{history.Key: stored.Encode()}
+		var out *corev1.ConfigMap
+		if cm == nil {
+			out, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: history.ConfigMapName, Namespace: c.cfg.Namespace,
+				Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}}, Data: data}, metav1.CreateOptions{})
+		} else {
+			next := cm.DeepCopy()
+			next.Data = data
+			out, err = cms.Update(ctx, next, metav1.UpdateOptions{})
+		}
+		if (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)) && attempt < 3 {
+			cm = nil // changed, created or deleted meanwhile: read it again
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("writing ConfigMap %s/%s: %w", c.cfg.Namespace, history.ConfigMapName, err)
+		}
+		c.fleet.mu.Lock()
+		c.fleet.histWritten = out
+		c.fleet.hist.Cycles = c.fleet.hist.Cycles[written:] // those that ended meanwhile wait for the next
+		c.fleet.histSince = time.Time{}
+		if len(c.fleet.hist.Cycles) > 0 {
+			c.fleet.histSince = c.cfg.Now()
+		}
+		c.fleet.mu.Unlock()
+		return 0, nil
+	}
+}
