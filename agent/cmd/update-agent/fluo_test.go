@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/fluoflags"
+	"github.com/slipway-dev/slipway/internal/testsupport/fluomodule"
 )
 
 // TestMain lets a test start this binary's main: the test binary re-executed with
@@ -128,4 +130,19 @@ func warned(log, msg string) bool {
 		}
 	}
 	return false
+}
+
+// fluoFlags is exactly the flags FLUO v0.9.0's update-agent defines, as its own source in the module cache
+// says (its main.go and the klog its go.mod pins), besides FLUO v0.10's -force-drain: the hand-kept list cannot drift.
+func TestFLUOFlagsFromItsModule(t *testing.T) {
+	var ours []string
+	for _, f := range fluoFlags {
+		if !slices.Contains([]string{"force-drain"}, f.Name) {
+			ours = append(ours, f.Name)
+		}
+	}
+	slices.Sort(ours)
+	if theirs := fluomodule.Flags(t, "update-agent"); !slices.Equal(ours, theirs) {
+		t.Errorf("FLUO v0.9.0's update-agent defines %v;\nfluoFlags lists %v", theirs, ours)
+	}
 }

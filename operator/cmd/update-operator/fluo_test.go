@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/fluoflags"
+	"github.com/slipway-dev/slipway/internal/testsupport/fluomodule"
 )
 
 // TestMain lets a test start this binary's main: the test binary re-executed with
@@ -112,4 +114,19 @@ func warned(log, msg string) bool {
 		}
 	}
 	return false
+}
+
+// fluoFlags is exactly the flags FLUO v0.9.0's update-operator defines, as its own source in the module cache
+// says (its main.go and the klog its go.mod pins): the hand-kept list cannot drift.
+func TestFLUOFlagsFromItsModule(t *testing.T) {
+	var ours []string
+	for _, f := range fluoFlags {
+		if !slices.Contains([]string{}, f.Name) {
+			ours = append(ours, f.Name)
+		}
+	}
+	slices.Sort(ours)
+	if theirs := fluomodule.Flags(t, "update-operator"); !slices.Equal(ours, theirs) {
+		t.Errorf("FLUO v0.9.0's update-operator defines %v;\nfluoFlags lists %v", theirs, ours)
+	}
 }
