@@ -179,6 +179,9 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	kubeclient.AddLogFlags(fs)
 	fluoflags.AddKlog(fs) // FLUO's klog flags, with klog's meaning
+	if err := refuseKured(fs, args); err != nil {
+		return nil, fs, err
+	}
 	if err := flagenv.Parse(fs, args, "UPDATE_OPERATOR"); err != nil {
 		return nil, fs, err
 	}
