@@ -44,6 +44,12 @@ var Manifests = []struct{ File, Dir string }{
 	{"install-fleetlock.yaml", "deploy/fleetlock"},
 }
 
+// Overlays are rendered kustomize directories that name no image: file name → directory under deploy/.
+// The FLUO migration's overlay (docs/migrate.md, path A: apply it, and delete it to roll back).
+var Overlays = []struct{ File, Dir string }{
+	{"fluo-migration.yaml", "deploy/fluo-migration"},
+}
+
 // SumsFile lists the SHA-256 of every other file of the release.
 const SumsFile = "SHA256SUMS"
 
@@ -191,6 +197,17 @@ func build(c Config, repo string, progress func(string)) ([]string, string, erro
 	for _, m := range Manifests {
 		progress("rendering " + m.File + " from " + m.Dir + "/")
 		y, err := renderManifest(filepath.Join(repo, m.Dir), c, ref)
+		if err != nil {
+			return nil, "", err
+		}
+		if err := writeFile(out, m.File, y); err != nil {
+			return nil, "", err
+		}
+		files = append(files, m.File)
+	}
+	for _, m := range Overlays {
+		progress("rendering " + m.File + " from " + m.Dir + "/")
+		y, err := renderOverlay(filepath.Join(repo, m.Dir), c)
 		if err != nil {
 			return nil, "", err
 		}
@@ -369,6 +386,25 @@ func renderManifest(dir string, c Config, ref string) ([]byte, error) {
 	head := fmt.Sprintf("# Slipway %s, rendered from %s/ (kubectl apply -f). It installs paused: no node reboots\n"+
 		"# until `kubectl slipway resume` (docs/install.md). It pulls the image by the digest this release\n"+
 		"# built: push the release's image with `skopeo copy --all --preserve-digests`.\n", c.Version, filepath.Base(dir))
+	return append([]byte(head), y...), nil
+}
+
+// renderOverlay renders an overlay that names no image (it refuses one that does: that belongs in
+// Manifests, pinned).
+func renderOverlay(dir string, c Config) ([]byte, error) {
+	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
+	}
+	y, err := rm.AsYaml()
+	if err != nil {
+		return nil, err
+	}
+	if imageRef.Match(y) {
+		return nil, fmt.Errorf("kustomize %s renders an image: it belongs with the pinned manifests", dir)
+	}
+	head := fmt.Sprintf("# Slipway %s, rendered from %s/ (kubectl apply -f; kubectl delete -f rolls it back). See\n"+
+		"# docs/migrate.md, Migrating from FLUO, path A.\n", c.Version, filepath.Base(dir))
 	return append([]byte(head), y...), nil
 }
 

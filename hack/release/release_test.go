@@ -250,7 +250,7 @@ func TestRelease(t *testing.T) {
 		}
 		listed[name] = true
 	}
-	want := []string{ImageName(version), "install.yaml", "install-fleetlock.yaml", ChartName(version), KrewFile}
+	want := []string{ImageName(version), "install.yaml", "install-fleetlock.yaml", "fluo-migration.yaml", ChartName(version), KrewFile}
 	for _, b := range Binaries {
 		for _, p := range b.Platforms {
 			want = append(want, ArchiveName(b.Name, version, p), SBOMName(b.Name, version, p))
@@ -308,6 +308,14 @@ func TestRelease(t *testing.T) {
 			t.Errorf("%s: images %v", m.File, images)
 		}
 		checkPinned(t, m.File, y, pinned)
+	}
+
+	// The FLUO migration's overlay is in the bundle, rendered: RBAC and policies, no workload.
+	for _, m := range Overlays {
+		y := string(must(os.ReadFile(filepath.Join(out, m.File))))
+		if !strings.Contains(y, "kind: ClusterRoleBinding") || strings.Contains(y, "kind: Deployment") || strings.Contains(y, "kind: DaemonSet") {
+			t.Errorf("%s: want the overlay's bindings and no workload:\n%.400s", m.File, y)
+		}
 	}
 
 	// The chart loads, has the release's version, and renders with the release's image: the same
