@@ -613,7 +613,7 @@ func (r *runner) progress() {
 // stager stages one update at a time on n: after a random pause, update_engine (mostly the
 // stand-in's full AttemptUpdate, sometimes locksmithctl's send-need-reboot signal) says a reboot is
 // needed; then it waits for the machine to come back before staging the next. It stops staging once
-// target updates were staged in all.
+// target updates were staged in all and every fault has struck (or the time cap passed).
 func (r *runner) stager(ctx context.Context, n *simNode, target int64, rng *rand.Rand) {
 	for {
 		pause := r.cfg.StageDelay/10 + time.Duration(rng.Int64N(int64(r.cfg.StageDelay)))
@@ -625,7 +625,10 @@ func (r *runner) stager(ctx context.Context, n *simNode, target int64, rng *rand
 				return
 			}
 		}
-		if r.staged.Add(1) > target {
+		// Past the target, staging goes on while a fault has not struck yet (before the time cap):
+		// some faults need a node in its cycle (node-reregistered), and a fast roll-out can reach its
+		// count before they had one.
+		if r.staged.Add(1) > target && (r.everyFaultInjected() || time.Now().After(r.start.Add(r.cfg.Duration))) {
 			r.staged.Add(-1)
 			return
 		}
