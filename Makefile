@@ -76,9 +76,14 @@ generate:
 docs:
 	SLIPWAY_UPDATE_DOCS=1 go test ./operator/cmd/update-operator/ ./agent/cmd/update-agent/ ./internal/protocol/ ./deploy/ ./operator/ ./api/v1alpha1/ -run '^(TestFlagReference|TestMetricsReference|TestKeyReference|TestHelmValuesReference|TestGateTable|TestCRDReference)$$' -count=1
 
-## demo: a local control plane, simulated nodes with real agents on real D-Bus, a rolling reboot
-demo: controlplane
-	cd e2e && go run ./cmd/demo
+## demo: a local control plane, simulated nodes with real agents on real D-Bus, the real update-operator
+##       binary installed paused, then resumed: a rolling reboot, its history and a timeline SVG
+demo: deps
+	@echo "make demo: installs dbus-daemon with apt if missing (needs root or sudo), builds etcd, kube-apiserver and"
+	@echo "  kube-controller-manager from the Go module proxy into ~/.cache/slipway (cold: ~9-13 min on 2 cores, then"
+	@echo "  cached) and update-operator from this tree, then runs the demo (~1 min)."
+	@SLIPWAY_CONTROLPLANE_DIR=$$(hack/build-controlplane.sh etcd kube-apiserver kube-controller-manager | tail -1) && \
+		cd e2e && SLIPWAY_CONTROLPLANE_DIR=$$SLIPWAY_CONTROLPLANE_DIR go run ./cmd/demo
 
 ## bench: signal→reboot-ok latency and idle API writes on the real apiserver, then bench-fleet
 bench: controlplane

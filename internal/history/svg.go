@@ -88,7 +88,11 @@ func SVG(cycles []Cycle, p Picture) []byte {
 			shade(&b, x(closedFrom), x(p.To), height-30)
 		}
 	}
-	// Time axis: six ticks.
+	// Time axis: six ticks, to the second for a short roll-out.
+	layout := "Mon 15:04"
+	if span < 30*time.Minute {
+		layout = "15:04:05"
+	}
 	for i := 0; i <= 6; i++ {
 		t := p.From.Add(span * time.Duration(i) / 6)
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#eeeeee"/>`+"\n", x(t), topMargin-5, x(t), height-30)
@@ -96,7 +100,7 @@ func SVG(cycles []Cycle, p Picture) []byte {
 		if i == 6 {
 			anchor = "end"
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="%s">%s</text>`+"\n", x(t), topMargin-10, anchor, t.In(loc).Format("Mon 15:04"))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="%s">%s</text>`+"\n", x(t), topMargin-10, anchor, t.In(loc).Format(layout))
 	}
 	for i, name := range lanes {
 		y := topMargin + i*laneHeight

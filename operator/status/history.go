@@ -35,7 +35,21 @@ func (c *client) history(ctx context.Context, w io.Writer, o options, e env) err
 	from := now.Add(-o.since)
 	cycles := rec.Select(o.node, from)
 	if o.svg != "" {
+		// The picture spans the cycles shown (a night's roll-out is not a sliver of a day), with a margin.
 		p := history.Picture{From: from, To: now, Location: e.zone}
+		if len(cycles) > 0 {
+			first, last := cycles[0].Start(), cycles[0].Ended
+			for _, c := range cycles {
+				if c.Start().Before(first) {
+					first = c.Start()
+				}
+				if c.Ended.After(last) {
+					last = c.Ended
+				}
+			}
+			margin := max(last.Sub(first)/20, time.Second)
+			p.From, p.To = first.Add(-margin), last.Add(margin)
+		}
 		if fleet, err := c.fleetConfigMap(ctx, o.namespace); err == nil {
 			st, published := fleetswitch.ReadStatus(fleet)
 			if set := settingsOf(fleet, st, published); set.pol != nil {
@@ -50,7 +64,7 @@ func (c *client) history(ctx context.Context, w io.Writer, o options, e env) err
 		if err := os.WriteFile(o.svg, history.SVG(cycles, p), 0o644); err != nil {
 			return fmt.Errorf("--svg: %w", err)
 		}
-		fmt.Fprintf(w, "wrote %s: %d cycles from %s to %s\n", o.svg, len(cycles), from.In(e.zone).Format("2006-01-02 15:04"), now.In(e.zone).Format("2006-01-02 15:04 MST"))
+		fmt.Fprintf(w, "wrote %s: %d cycles from %s to %s\n", o.svg, len(cycles), p.From.In(e.zone).Format("2006-01-02 15:04:05"), p.To.In(e.zone).Format("2006-01-02 15:04:05 MST"))
 		return nil
 	}
 	return writeHistory(w, cycles, from, e.zone)

@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -473,19 +474,22 @@ func budgetName(b Budget) string {
 	return b.Pool
 }
 
+// release matches a release's version (vMAJOR.MINOR.PATCH, a pre-release or build after it).
+var release = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+`)
+
 // agentSkew is the problem of agents of another version than the leading operator's (both known):
 // mixed versions are supported one release apart (the node protocol's versions), but a skew left
 // after an upgrade means the agent DaemonSet did not roll.
 func agentSkew(r Report) (Problem, bool) {
 	op := r.Fleet.OperatorVersion
-	if op == "" {
-		return Problem{}, false
+	if !release.MatchString(op) {
+		return Problem{}, false // unknown, or a build of no release
 	}
 	byVersion := map[string][]string{}
 	var versions []string
 	for _, n := range r.Nodes {
-		if n.AgentVersion == "" || n.AgentVersion == op {
-			continue
+		if !release.MatchString(n.AgentVersion) || n.AgentVersion == op {
+			continue // none reported, or not a release's (a development build, a simulator)
 		}
 		if byVersion[n.AgentVersion] == nil {
 			versions = append(versions, n.AgentVersion)

@@ -701,3 +701,24 @@ func TestOverBudget(t *testing.T) {
 		t.Errorf("one NotReady outside a cycle: %q", got)
 	}
 }
+
+// Agents of another release than the leading operator's are one problem naming them; development
+// builds and simulators (no release version) are not compared.
+func TestAgentSkew(t *testing.T) {
+	r := Report{Fleet: Fleet{OperatorVersion: "v0.4.0"}, Nodes: []Node{
+		{Name: "a", AgentVersion: "v0.4.0"}, {Name: "b", AgentVersion: "v0.3.0"}, {Name: "c", AgentVersion: "v0.3.0"},
+		{Name: "d", AgentVersion: "simnode"}, {Name: "e"},
+	}}
+	p, ok := agentSkew(r)
+	if !ok || p.What != "2 node(s) run an update-agent other than the operator's v0.4.0: v0.3.0 on b, c" {
+		t.Errorf("skew: %v %q", ok, p.What)
+	}
+	r.Fleet.OperatorVersion = "v0.0.0-dev"
+	if _, ok := agentSkew(r); !ok {
+		t.Error("a pre-release operator is a release version too: v0.4.0 agents are another")
+	}
+	r.Fleet.OperatorVersion = "dev"
+	if _, ok := agentSkew(r); ok {
+		t.Error("an operator of no release compared")
+	}
+}

@@ -30,19 +30,18 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/slipway-dev/slipway/api/v1alpha1"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testsupport/operatorproc"
 	"github.com/slipway-dev/slipway/internal/testsupport/simnode"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/budget"
-	"github.com/slipway-dev/slipway/operator/policy"
+	"github.com/slipway-dev/slipway/operator/status"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 func main() {
@@ -131,34 +130,40 @@ func run(count int, maxUnavail string, timeout time.Duration, keep bool) error {
 		return err
 	}
 
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	// The policy as the update-operator's flags would give it (policy.Compile): the RebootPolicies take
-	// what they leave out from it.
-	spec := policy.Defaults()
-	spec.MaxUnavailable = maxUnavail
-	d := func(t time.Duration) metav1.Duration { return metav1.Duration{Duration: t} }
-	spec.Drain.Timeout, spec.Drain.RetryBase, spec.Drain.RetryMax = d(time.Minute), d(time.Second), d(5*time.Second)
-	spec.Canary.Nodes, spec.Canary.Bake = canary.Nodes, d(canary.Bake)
-	spec.Settle.Time, spec.Settle.PDBs, spec.Settle.Timeout = d(settle.Time), settle.PDBs, d(settle.Timeout)
-	pol, err := policy.Compile(spec)
+	// The real update-operator binary, as deploy/ runs it (its args, --start-paused among them), with
+	// the demo's policy after them (a flag given again wins).
+	say("building update-operator from this tree (go build: ~1 min the first time, then from Go's cache)")
+	bin, err := operatorproc.Build(ctx, filepath.Join(dir, "bin"), "")
 	if err != nil {
 		return err
 	}
-	ctrl, err := operator.New(operator.Config{
-		Policy:   *pol,
-		Client:   client,
-		Dynamic:  dyn,
-		Recorder: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "slipway-update-operator"}),
-		Log:      klog.Background(),
-	})
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	args, err := deployArgs()
 	if err != nil {
 		return err
 	}
-	go func() { _ = ctrl.Run(ctx) }()
-	say("update-operator running: --max-unavailable=%s --canary-nodes=%d --canary-bake=%s --settle-time=%s --settle-pdbs; a PDB keeps at least %d of %d web pods up",
-		max, canary.Nodes, canary.Bake, settle.Time, count-1, count)
+	port, err := testenv.FreePort()
+	if err != nil {
+		return err
+	}
+	args = append(args, "--kubeconfig="+cp.Kubeconfig, "--namespace="+ns, "--identity=demo-operator", fmt.Sprintf("--http-address=127.0.0.1:%d", port),
+		"--max-unavailable="+maxUnavail, fmt.Sprintf("--canary-nodes=%d", canary.Nodes), "--canary-bake="+canary.Bake.String(),
+		"--settle-time="+settle.Time.String(), "--drain-timeout=1m", "--drain-retry-base=1s", "--drain-retry-max=5s")
+	op, err := operatorproc.Start(bin.Path, args, logPath)
+	if err != nil {
+		return err
+	}
+	defer op.Stop(10 * time.Second)
+	say("update-operator running (%s): %s", filepath.Base(bin.Path), strings.Join(args, " "))
+	say("a fresh install starts paused (--start-paused, as deploy/ ships it); a PDB keeps at least %d of %d web pods up", count-1, count)
+	kubectlSlipway := func(more ...string) {
+		fmt.Println()
+		fmt.Printf("$ kubectl slipway %s\n", strings.Join(more, " "))
+		status.Main("kubectl slipway", append(more, "--kubeconfig", cp.Kubeconfig, "-n", ns), os.Stdout, os.Stderr)
+		fmt.Println()
+	}
 
 	tl := newTimeline(nodes)
 	go tl.watch(ctx, client)
@@ -167,6 +172,11 @@ func run(count int, maxUnavail string, timeout time.Duration, keep bool) error {
 	for _, sn := range nodes {
 		go sn.UE.AttemptUpdate()
 	}
+	if err := heldByThePause(ctx, client, nodes); err != nil {
+		return err
+	}
+	kubectlSlipway("status")
+	kubectlSlipway("resume")
 	select {
 	case <-tl.done:
 	case <-ctx.Done():
@@ -192,8 +202,58 @@ func run(count int, maxUnavail string, timeout time.Duration, keep bool) error {
 	if err := poolStatus(ctx, dyn, count); err != nil {
 		return err
 	}
-	say("done: every node rebooted exactly once, never more than %d unavailable at once", tl.unav.Max())
+	kubectlSlipway("status")
+	// The operator writes what waits of the history as it stops (SIGTERM, as Kubernetes stops it).
+	op.Stop(10 * time.Second)
+	kubectlSlipway("history")
+	svg := filepath.Join(os.TempDir(), "slipway-demo-rollout.svg")
+	kubectlSlipway("history", "--svg", svg)
+	say("done: every node rebooted exactly once, never more than %d unavailable at once; the roll-out's timeline: %s", tl.unav.Max(), svg)
 	return nil
+}
+
+// ns is the operator's namespace, as deploy/ installs it.
+const ns = "slipway-system"
+
+// deployArgs are the update-operator's args in deploy/base/operator.yaml.
+func deployArgs() ([]string, error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(root, "deploy", "base", "operator.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var d appsv1.Deployment
+		if err := sigsyaml.Unmarshal([]byte(doc), &d); err == nil && d.Kind == "Deployment" && len(d.Spec.Template.Spec.Containers) > 0 {
+			return d.Spec.Template.Spec.Containers[0].Args, nil
+		}
+	}
+	return nil, fmt.Errorf("deploy/base/operator.yaml has no Deployment")
+}
+
+// heldByThePause waits (bounded) until every node asks to reboot and is held by the fleet's pause.
+func heldByThePause(ctx context.Context, client kubernetes.Interface, nodes []*simnode.Node) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		held := 0
+		for _, sn := range nodes {
+			n, err := client.CoreV1().Nodes().Get(ctx, sn.Name, metav1.GetOptions{})
+			if err == nil && strings.HasPrefix(n.Annotations[protocol.BlockedBy], "paused:") {
+				held++
+			}
+		}
+		if held == len(nodes) {
+			say("every node asks to reboot and waits: the fleet is paused")
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("only %d of %d nodes held by the pause after a minute: is the operator running? (its log: --keep)", held, len(nodes))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // pools puts the nodes in two pools: the first ones in "web" (two at a time), the last two in "db"
