@@ -367,11 +367,7 @@ var imageRef = regexp.MustCompile(`(image: )"?` + regexp.QuoteMeta(DefaultImage)
 // renderManifest renders the kustomize directory dir as `kubectl kustomize` does, with the image at
 // ref (PinnedImage), and refuses a rendering that would still pull the image by anything but ref.
 func renderManifest(dir string, c Config, ref string) ([]byte, error) {
-	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
-	}
-	y, err := rm.AsYaml()
+	y, err := kustomize(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -389,14 +385,19 @@ func renderManifest(dir string, c Config, ref string) ([]byte, error) {
 	return append([]byte(head), y...), nil
 }
 
-// renderOverlay renders an overlay that names no image (it refuses one that does: that belongs in
-// Manifests, pinned).
-func renderOverlay(dir string, c Config) ([]byte, error) {
+// kustomize renders dir with kustomize's API (what kubectl embeds).
+func kustomize(dir string) ([]byte, error) {
 	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
 	}
-	y, err := rm.AsYaml()
+	return rm.AsYaml()
+}
+
+// renderOverlay renders an overlay that names no image (it refuses one that does: that belongs in
+// Manifests, pinned).
+func renderOverlay(dir string, c Config) ([]byte, error) {
+	y, err := kustomize(dir)
 	if err != nil {
 		return nil, err
 	}
