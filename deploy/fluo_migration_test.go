@@ -11,13 +11,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/status"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
@@ -49,20 +52,10 @@ func TestFLUOMigrationOverlay(t *testing.T) {
 	}
 	defer cp.Stop()
 	admin := cp.Client()
-	// What FLUO's manifests created.
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fluoNS}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for _, sa := range []string{fluoOperator, fluoAgent} {
-		if _, err := admin.CoreV1().ServiceAccounts(fluoNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	bin, err := testenv.BinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// FLUO's own RBAC first, from FLUO v0.9.0's module, applied as its README says (kubectl apply -k).
 	kubectl := func(stdin string, args ...string) {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(bin, "kubectl"), append([]string{"--kubeconfig", cp.Kubeconfig}, args...)...)
@@ -71,12 +64,34 @@ func TestFLUOMigrationOverlay(t *testing.T) {
 			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
 		}
 	}
-	kubectl("", "apply", "-k", filepath.Join(fluoModule(t), "examples", "deploy", "rbac"))
+	// FLUO as its README installs it: all of FLUO v0.9.0's example manifests, from its module
+	// (namespace, ServiceAccounts, RBAC, the operator Deployment and the agent DaemonSet).
+	fluo := fluoModule(t)
+	kubectl("", "apply", "-k", filepath.Join(fluo, "examples", "deploy"))
 	if !can(t, asIn(cp, fluoNS, fluoAgent, ""), "delete", "", "pods", "", "default") {
 		t.Fatal("FLUO's RBAC is not in place: its agent account cannot delete pods")
 	}
-	// Then the overlay, as its comment says (kubectl apply -k deploy/fluo-migration).
+	// docs/migrate.md, path A, in its order. 1: FLUO's operator stopped.
+	kubectl("", "-n", fluoNS, "scale", "deployment/flatcar-linux-update-operator", "--replicas=0")
+	// 2: the pause, before Slipway's operator first runs.
+	var out, errOut strings.Builder
+	if code := status.Main("kubectl slipway", []string{"pause", "--kubeconfig", cp.Kubeconfig, "-n", fluoNS, "--reason", "migrating"}, &out, &errOut); code != 0 {
+		t.Fatalf("kubectl slipway pause: exit %d: %s", code, errOut.String())
+	}
+	// 3: the overlay (kubectl apply -k deploy/fluo-migration, or the release's fluo-migration.yaml).
 	kubectl(rendered, "apply", "-f", "-")
+	// 4: both images swapped (the agents' roll and the operator's start need kubelets: not here).
+	const image = "registry.example.com/slipway:v0.4.0"
+	kubectl("", "-n", fluoNS, "set", "image", "daemonset/flatcar-linux-update-agent", "update-agent="+image)
+	kubectl("", "-n", fluoNS, "set", "image", "deployment/flatcar-linux-update-operator", "update-operator="+image)
+	kubectl("", "-n", fluoNS, "scale", "deployment/flatcar-linux-update-operator", "--replicas=1")
+	if d, err := admin.AppsV1().Deployments(fluoNS).Get(ctx, "flatcar-linux-update-operator", metav1.GetOptions{}); err != nil ||
+		d.Spec.Template.Spec.Containers[0].Image != image || *d.Spec.Replicas != 1 {
+		t.Fatalf("FLUO's operator Deployment after the swap: %v", err)
+	}
+	if cm, err := admin.CoreV1().ConfigMaps(fluoNS).Get(ctx, fleetswitch.ConfigMapName, metav1.GetOptions{}); err != nil || !fleetswitch.Read(cm).Paused {
+		t.Fatalf("the fleet is not paused when Slipway's operator starts: %v", err)
+	}
 	for _, n := range []string{"node-a", "node-b"} {
 		if _, err := testenv.CreateNode(ctx, admin, n, "boot-"+n, nil); err != nil {
 			t.Fatal(err)
@@ -149,6 +164,27 @@ func TestFLUOMigrationOverlay(t *testing.T) {
 	}
 	if err := operator.PolicyV1().Evictions("default").Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}}); err != nil {
 		t.Errorf("FLUO's operator ServiceAccount cannot evict: %v", err)
+	}
+
+	// The rollback, in the same spirit: images back, the overlay deleted, then FLUO's RBAC again.
+	const fluoImage = "ghcr.io/flatcar/flatcar-linux-update-operator:v0.9.0"
+	kubectl("", "-n", fluoNS, "scale", "deployment/flatcar-linux-update-operator", "--replicas=0")
+	kubectl("", "-n", fluoNS, "set", "image", "daemonset/flatcar-linux-update-agent", "update-agent="+fluoImage)
+	kubectl("", "-n", fluoNS, "set", "image", "deployment/flatcar-linux-update-operator", "update-operator="+fluoImage)
+	kubectl(rendered, "delete", "-f", "-")
+	kubectl("", "apply", "-k", filepath.Join(fluo, "examples", "deploy", "rbac"))
+	kubectl("", "-n", fluoNS, "scale", "deployment/flatcar-linux-update-operator", "--replicas=1")
+	if !can(t, agent, "delete", "", "pods", "", "default") {
+		t.Error("after the rollback FLUO's agent account cannot delete pods: FLUO's RBAC is not back")
+	}
+	// Slipway's policies and bindings are gone with the overlay: FLUO's agent is FLUO's again.
+	for _, name := range []string{"slipway-update-agent", "slipway-update-operator"} {
+		if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("after the rollback the binding %s is still there (%v)", name, err)
+		}
+	}
+	if !can(t, agent, "update", "", "nodes", "", "") {
+		t.Error("after the rollback FLUO's agent account cannot update Nodes, as FLUO's agent does")
 	}
 	_ = os.RemoveAll(dir)
 }
