@@ -11,8 +11,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -20,8 +20,8 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
-	"github.com/slipway-dev/slipway/operator/status"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
+	"github.com/slipway-dev/slipway/operator/status"
 )
 
 // FLUO v0.9.0's example manifests: their namespace and ServiceAccounts.
