@@ -490,6 +490,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		if _, err := c.writeHistory(flush, true); err != nil {
 			c.log.Error(err, "history not written at stop")
 		}
+		if _, err := c.writeRecord(flush, true); err != nil { // proofs that waited (DefaultFleetLazyEvery)
+			c.log.Error(err, "fleet record not written at stop")
+		}
 	}
 	return nil
 }

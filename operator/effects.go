@@ -105,7 +105,7 @@ var effects = []effect{
 	},
 	{
 		Do:     protocol.GrantReboot,
-		Writes: "reboot-ok=true; reboot-boot-id=the current boot ID; reboot-ok-time=now; reboot-version=its new-version (when that is another version than it runs); settle-pdbs=the PDBs of the pods the drain evicted and the disruptions each allowed before it did (--settle-pdbs, when any allowed one); clear drain-started, drain-error",
+		Writes: "reboot-ok=true; reboot-boot-id=the current boot ID; reboot-ok-time=now; reboot-version=its new-version (when that is another version than it runs); settle-pdbs=the PDBs of the pods the drain evicted and the disruptions each allowed before it did (--settle-pdbs, when any allowed one, unless an older operator wrote it when this drain started); clear drain-started, drain-error",
 		patch:  grantReboot,
 		Event:  "RebootGranted",
 		message: func(s step) string {
@@ -359,8 +359,9 @@ func grantReboot(s step) *nodes.Patch {
 	} else {
 		p.DeleteAnnotation(s.n, protocol.RebootVersion)
 	}
-	if s.pdbs != "" {
-		// Never cleared here: a value an operator before this one wrote at the drain's start stays.
+	if _, written := s.n.Annotations[protocol.SettlePDBs]; s.pdbs != "" && !written {
+		// Never over a value already there: an operator before this one wrote it when this drain
+		// started, from every pod (this one may have read what a restarted drain left).
 		p.SetAnnotation(s.n, protocol.SettlePDBs, s.pdbs)
 	}
 	p.DeleteAnnotation(s.n, protocol.DrainStarted)

@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,14 +20,19 @@ import (
 const DefaultHistoryEvery = 5 * time.Minute
 
 // cycleMark is what a cycle's end cannot read off its Node any more: when the node asked and when its
-// drain started (both cleared before the cycle ends), noted when it is granted its reboot.
-type cycleMark struct{ asked, drained time.Time }
+// drain started (both cleared before the cycle ends), noted when it is granted its reboot, with the
+// cycle it belongs to (its cycle-started value: a mark left by a cycle that ended unseen is not
+// another cycle's).
+type cycleMark struct {
+	cycle          string
+	asked, drained time.Time
+}
 
 // markGranted notes, as n is granted its reboot, when it asked (the admission index's wait start;
 // zero unknown) and when its drain started, for the history entry its cycle's end writes.
 func (c *Controller) markGranted(n *corev1.Node, asked time.Time) {
 	drained, _ := time.Parse(time.RFC3339, n.Annotations[protocol.DrainStarted])
-	c.cycleMarks.Store(n.Name, cycleMark{asked: asked, drained: drained})
+	c.cycleMarks.Store(n.Name, cycleMark{cycle: n.Annotations[protocol.CycleStarted], asked: asked, drained: drained})
 }
 
 // ended adds the cycle of n that ended now with result (history.Finished, ...) and why to the
@@ -42,7 +48,7 @@ func (c *Controller) ended(n *corev1.Node, result, why string, now time.Time) {
 	e.Policy, _, _ = strings.Cut(a[protocol.AdmittedPolicy], "/")
 	e.Admitted, _ = time.Parse(time.RFC3339, a[protocol.CycleStarted])
 	e.Granted, _ = time.Parse(time.RFC3339, a[protocol.RebootOKTime])
-	if m, ok := c.cycleMarks.LoadAndDelete(n.Name); ok {
+	if m, ok := c.cycleMarks.LoadAndDelete(n.Name); ok && m.(cycleMark).cycle == a[protocol.CycleStarted] {
 		e.Asked, e.Drained = m.(cycleMark).asked.UTC(), m.(cycleMark).drained
 	}
 	c.fleet.mu.Lock()
@@ -90,7 +96,7 @@ func (c *Controller) writeHistory(ctx context.Context, force bool) (wait time.Du
 			}
 		}
 		c.fleet.mu.Lock()
-		written := len(c.fleet.hist.Cycles)
+		written := slices.Clone(c.fleet.hist.Cycles)
 		stored.Merge(c.fleet.hist)
 		c.fleet.mu.Unlock()
 		data := map[string]string{history.Key: stored.Encode()}
@@ -112,7 +118,11 @@ func (c *Controller) writeHistory(ctx context.Context, force bool) (wait time.Du
 		}
 		c.fleet.mu.Lock()
 		c.fleet.histWritten = out
-		c.fleet.hist.Cycles = c.fleet.hist.Cycles[written:] // those that ended meanwhile wait for the next
+		// Those that ended meanwhile wait for the next write: the entries written leave by identity
+		// (the pending list is sorted and bounded, so positions may have moved meanwhile).
+		c.fleet.hist.Cycles = slices.DeleteFunc(c.fleet.hist.Cycles, func(p history.Cycle) bool {
+			return slices.ContainsFunc(written, func(w history.Cycle) bool { return history.Same(p, w) })
+		})
 		c.fleet.histSince = time.Time{}
 		if len(c.fleet.hist.Cycles) > 0 {
 			c.fleet.histSince = c.cfg.Now()

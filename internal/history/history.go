@@ -76,8 +76,9 @@ type Record struct {
 	Cycles []Cycle `json:"cycles"`
 }
 
-// same: one cycle of one machine (a cycle is reported once; a leader change may report it twice).
-func same(a, b Cycle) bool {
+// Same reports whether a and b are one cycle of one machine (a cycle is reported once; a leader
+// change may report it twice).
+func Same(a, b Cycle) bool {
 	return a.Node == b.Node && a.UID == b.UID && a.Admitted.Equal(b.Admitted) && a.Ended.Equal(b.Ended)
 }
 
@@ -87,7 +88,7 @@ func (r *Record) Add(c Cycle) bool {
 		return false
 	}
 	for _, x := range r.Cycles {
-		if same(x, c) {
+		if Same(x, c) {
 			return false
 		}
 	}
@@ -129,16 +130,15 @@ func (r Record) Encode() string {
 	return string(b)
 }
 
-// Decode reads a record; "" is the empty one. Anything unreadable is an error (the caller keeps its
-// own and does not overwrite what it cannot read).
+// Decode reads a record; "" is the empty one. Fields it does not know (a newer operator's) are
+// skipped, so an operator rolled back still reads and extends it; anything else unreadable is an error
+// (the caller keeps its own and does not overwrite what it cannot read).
 func Decode(s string) (Record, error) {
 	var r Record
 	if strings.TrimSpace(s) == "" {
 		return r, nil
 	}
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
 		return Record{}, fmt.Errorf("history: %w", err)
 	}
 	for _, c := range r.Cycles {

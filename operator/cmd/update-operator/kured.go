@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -55,8 +56,8 @@ var kuredSame = []string{"blocking-pod-selector", "prometheus-url", "alert-firin
 	"drain-pod-selector", "skip-wait-for-delete-timeout", "notify-url", "prefer-no-schedule-taint", "pre-reboot-node-labels",
 	"post-reboot-node-labels"}
 
-// refuseKured says what to use instead of the kured flags in args and the KURED_* variables of the
-// environment ("" none): kured's settings carried over are never dropped in silence.
+// refuseKured says what to use instead of the kured flags in args and the KURED_* variables of kured's
+// flags in the environment (nil: none): kured's settings carried over are never dropped in silence.
 func refuseKured(fs *flag.FlagSet, args []string) error {
 	var said []string
 	for _, a := range args {
@@ -79,14 +80,14 @@ func refuseKured(fs *flag.FlagSet, args []string) error {
 	}
 	sort.Strings(env)
 	for _, k := range env {
+		// Only the variables of kured's flags: Kubernetes gives every pod KURED_SERVICE_HOST, KURED_PORT...
+		// for a Service named kured in its namespace, and those must not stop the operator.
 		name := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(k, "KURED_"), "_", "-"))
 		switch alt, ok := kuredFlags[name]; {
 		case ok:
 			said = append(said, fmt.Sprintf("%s (kured's --%s) is not read: use %s", k, name, alt))
-		case fs.Lookup(name) != nil:
+		case slices.Contains(kuredSame, name):
 			said = append(said, fmt.Sprintf("%s is not read: set %s (--%s)", k, flagenv.EnvName("UPDATE_OPERATOR", name), name))
-		default:
-			said = append(said, fmt.Sprintf("%s is not read: update-operator takes UPDATE_OPERATOR_* variables", k))
 		}
 	}
 	if len(said) == 0 {

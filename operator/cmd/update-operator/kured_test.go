@@ -48,7 +48,6 @@ func TestKuredFlags(t *testing.T) {
 		"KURED_REBOOT_DAYS":   `KURED_REBOOT_DAYS (kured's --reboot-days) is not read: use --reboot-window="kured DAYS START-END ZONE"`,
 		"KURED_CONCURRENCY":   "KURED_CONCURRENCY (kured's --concurrency) is not read: use --max-unavailable=N",
 		"KURED_DRAIN_TIMEOUT": "KURED_DRAIN_TIMEOUT is not read: set UPDATE_OPERATOR_DRAIN_TIMEOUT (--drain-timeout)",
-		"KURED_WHATEVER":      "KURED_WHATEVER is not read: update-operator takes UPDATE_OPERATOR_* variables",
 	} {
 		t.Run(env, func(t *testing.T) {
 			t.Setenv(env, "1")
@@ -57,6 +56,16 @@ func TestKuredFlags(t *testing.T) {
 			}
 		})
 	}
+	// A Service named kured in the namespace gives every pod KURED_SERVICE_HOST and friends: not kured's
+	// settings, and no reason to stop.
+	t.Run("service links", func(t *testing.T) {
+		t.Setenv("KURED_SERVICE_HOST", "10.0.0.1")
+		t.Setenv("KURED_PORT_8080_TCP", "tcp://10.0.0.1:8080")
+		t.Setenv("KURED_SERVICE_PORT", "8080")
+		if _, _, err := parse(nil); err != nil {
+			t.Errorf("service-link variables refused: %v", err)
+		}
+	})
 	// The binary says it and exits as on any bad flag, before it needs a cluster.
 	code, stderr := runOperator(t, []string{"POD_NAMESPACE=x"}, "--reboot-days=mon,fri", "--start-time=22:00")
 	if code == 0 || !strings.Contains(stderr, "--reboot-days is kured's: use --reboot-window") || !strings.Contains(stderr, "--start-time is kured's") {
