@@ -167,8 +167,8 @@ type runner struct {
 	faults  sync.Map // name -> *atomic.Int64
 	staged  atomic.Int64
 	target  atomic.Int64 // updates to stage in all (set before the stagers start)
-	said    int  // violations said so far (progress)
-	stalled bool // operators run with --reboot-timeout
+	said    int          // violations said so far (progress)
+	stalled bool         // operators run with --reboot-timeout
 	logf    func(format string, args ...interface{})
 	bin     string // the update-operator binary (also the person's `resume --version`)
 	// The upgrade (UpgradeFrom): the previous release's binaries, this tree's agent, and whether the
