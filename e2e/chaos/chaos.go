@@ -126,10 +126,7 @@ func Short() Config {
 	return Config{Nodes: 8, MaxUnavailable: 3, Cycles: 30, Duration: 6 * time.Minute,
 		RebootDelay: 300 * time.Millisecond, StageDelay: 2 * time.Second, Lead: 2,
 		LeaderKillEvery: 30 * time.Second, AgentKillEvery: 6 * time.Second, UERestartEvery: 8 * time.Second,
-		// Re-registration and the leader cut need a roll-out in progress: often enough that both strike
-		// within the ~50 s the 30 cycles take (an operator that got faster left them no chance at 12 s
-		// and 35 s).
-		LeaderCutEvery: 20 * time.Second, LeaderCutFor: 7 * time.Second, ReregisterEvery: 6 * time.Second,
+		LeaderCutEvery: 35 * time.Second, LeaderCutFor: 7 * time.Second, ReregisterEvery: 12 * time.Second,
 		UpgradeFrom: "previous", UpgradeAt: 5,
 		APIRestarts: 1, EtcdRestarts: 1, NeverBack: true, DeleteLostNode: true, PDBBlock: 15 * time.Second, RebootTimeout: 10 * time.Second,
 		CanaryNodes: 1, CanaryBake: 2 * time.Second, Pools: map[string]int{"a": 1, "b": 2},
@@ -166,9 +163,8 @@ type runner struct {
 	nodes   []*simNode
 	faults  sync.Map // name -> *atomic.Int64
 	staged  atomic.Int64
-	target  atomic.Int64 // updates to stage in all (set before the stagers start)
-	said    int          // violations said so far (progress)
-	stalled bool         // operators run with --reboot-timeout
+	said    int  // violations said so far (progress)
+	stalled bool // operators run with --reboot-timeout
 	logf    func(format string, args ...interface{})
 	bin     string // the update-operator binary (also the person's `resume --version`)
 	// The upgrade (UpgradeFrom): the previous release's binaries, this tree's agent, and whether the
@@ -435,7 +431,6 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	if cfg.NeverBack {
 		target++ // its last update never completes
 	}
-	r.target.Store(target)
 	var stagers sync.WaitGroup
 	for _, n := range r.nodes {
 		stagers.Add(1)
@@ -618,7 +613,7 @@ func (r *runner) progress() {
 // stager stages one update at a time on n: after a random pause, update_engine (mostly the
 // stand-in's full AttemptUpdate, sometimes locksmithctl's send-need-reboot signal) says a reboot is
 // needed; then it waits for the machine to come back before staging the next. It stops staging once
-// target updates were staged in all.
+// target updates were staged in all and every fault has struck (or the time cap passed).
 func (r *runner) stager(ctx context.Context, n *simNode, target int64, rng *rand.Rand) {
 	for {
 		pause := r.cfg.StageDelay/10 + time.Duration(rng.Int64N(int64(r.cfg.StageDelay)))
@@ -630,7 +625,10 @@ func (r *runner) stager(ctx context.Context, n *simNode, target int64, rng *rand
 				return
 			}
 		}
-		if r.staged.Add(1) > target {
+		// Past the target, staging goes on while a fault has not struck yet (before the time cap):
+		// some faults need a node in its cycle (node-reregistered), and a fast roll-out can reach its
+		// count before they had one.
+		if r.staged.Add(1) > target && (r.everyFaultInjected() || time.Now().After(r.start.Add(r.cfg.Duration))) {
 			r.staged.Add(-1)
 			return
 		}
@@ -746,11 +744,6 @@ func (r *runner) leaderCutter(ctx context.Context, rng *rand.Rand) {
 func (r *runner) reregisterer(ctx context.Context, rng *rand.Rand) {
 	last := map[string]time.Time{}
 	every(ctx, r.cfg.ReregisterEvery, rng, func() {
-		// Not once every update is staged: a Node deleted in the last cycles comes back after the
-		// settle check looked, and its cycle is counted as the machine's next.
-		if r.staged.Load() >= r.target.Load() {
-			return
-		}
 		// Not the same machine again soon: a node whose drain is held (a PDB) would otherwise be the
 		// only one in a cycle each time, its cycle begun anew over and over.
 		var c []*simNode
