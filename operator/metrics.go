@@ -21,9 +21,9 @@ type FleetView interface {
 	// Remembered is what the fleet record holds now: the halted OS versions and the nodes whose
 	// failures count against --max-failed-reboots.
 	Remembered() (halted []string, failed int)
-	// PolicyOf is the RebootPolicy a node is in ("" the flags'): the one its cycle is pinned to, else
-	// the one it matches now.
-	PolicyOf(n *corev1.Node) string
+	// PolicyOf is the RebootPolicy a node is in ("" the flags'): the one its cycle is pinned to
+	// (inCycle), else the one it matches now.
+	PolicyOf(n *corev1.Node, inCycle bool) string
 }
 
 // Metrics are the operator's Prometheus metrics. Node counts per state are computed from the
@@ -211,7 +211,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 				noAgent++
 			}
 			ch <- prometheus.MustNewConstMetric(m.nodeInfo, prometheus.GaugeValue, 1, n.Name, n.Labels[protocol.Version], string(state),
-				string(admission.KindOf(n.Annotations[protocol.BlockedBy])), f.Stalled, m.view.PolicyOf(n))
+				string(admission.KindOf(n.Annotations[protocol.BlockedBy])), f.Stalled, m.view.PolicyOf(n, state.InCycle()))
 			if t, err := time.Parse(time.RFC3339, n.Annotations[protocol.WaitingSince]); err == nil && state == protocol.NeedsReboot {
 				longest = max(longest, now.Sub(t).Seconds())
 			}

@@ -26,7 +26,7 @@ func (v fakeView) Nodes() []*corev1.Node                     { return v.nodes }
 func (v fakeView) Switch() fleetswitch.Switch                { return fleetswitch.Switch{} }
 func (v fakeView) Pools() []admission.Pool                   { return nil }
 func (v fakeView) Remembered() (halted []string, failed int) { return nil, 0 }
-func (v fakeView) PolicyOf(n *corev1.Node) string            { return v.policy[n.Name] }
+func (v fakeView) PolicyOf(n *corev1.Node, _ bool) string    { return v.policy[n.Name] }
 
 var metricsNow = time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
 

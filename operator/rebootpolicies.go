@@ -347,14 +347,14 @@ func (c *Controller) nodePolicy(n *corev1.Node, inCycle bool) *policy.Policy {
 	return &c.cfg.Policy
 }
 
-// PolicyOf is the RebootPolicy n is in ("" the flags'): the one its cycle is pinned to, else the one
-// it matches now (FleetView; a tie or no match is the flags').
-func (c *Controller) PolicyOf(n *corev1.Node) string {
+// PolicyOf is the RebootPolicy n is in ("" the flags'): the one its cycle is pinned to (inCycle: the
+// caller has classified it), else the one it matches now (FleetView; a tie or no match is the flags').
+func (c *Controller) PolicyOf(n *corev1.Node, inCycle bool) string {
 	set := c.pools.Load()
 	if set == nil {
 		return ""
 	}
-	name, tied := set.Of(n, protocol.Classify(protocol.Observe(n, c.cfg.Hooks)).InCycle())
+	name, tied := set.Of(n, inCycle)
 	if tied != "" {
 		return ""
 	}

@@ -19,13 +19,13 @@ import (
 var kuredFlags = map[string]string{
 	"node-id":                   "nothing: one operator serves every node; each node's update-agent takes its name from the downward API (--node)",
 	"force-reboot":              "--drain-failure-policy=force",
-	"metrics-host":              "--http-address=HOST:PORT (it serves /metrics)",
-	"metrics-port":              "--http-address=HOST:PORT (it serves /metrics)",
+	"metrics-host":              kuredMetricsAlt,
+	"metrics-port":              kuredMetricsAlt,
 	"drain-delay":               "--before-reboot-annotations (a hook that holds the drain until it says so)",
 	"reboot-delay":              "--after-reboot-annotations or --before-reboot-annotations (hooks); the agent reboots as soon as it is granted",
-	"reboot-method":             "nothing: update-agent reboots through systemd-logind's D-Bus API",
-	"reboot-command":            "nothing: update-agent reboots through systemd-logind's D-Bus API",
-	"reboot-signal":             "nothing: update-agent reboots through systemd-logind's D-Bus API",
+	"reboot-method":             kuredRebootAlt,
+	"reboot-command":            kuredRebootAlt,
+	"reboot-signal":             kuredRebootAlt,
 	"period":                    "nothing: update_engine's D-Bus signal says when an update is staged (update-agent --reboot-required-file for a sentinel file)",
 	"reboot-sentinel":           "update-agent --reboot-required-file (deploy/reboot-required-file); by default update_engine's D-Bus signal",
 	"reboot-sentinel-command":   "update-agent --reboot-required-file (deploy/reboot-required-file); by default update_engine's D-Bus signal",
@@ -40,16 +40,24 @@ var kuredFlags = map[string]string{
 	"slack-hook-url":            "--notify-url=slack://... (shoutrrr's URL, as kured's --notify-url)",
 	"slack-username":            "--notify-url=slack://... (shoutrrr's URL carries it)",
 	"slack-channel":             "--notify-url=slack://... (shoutrrr's URL carries it)",
-	"message-template-drain":    "nothing: Slipway's notifications say what happened (cycle started, finished, aborted; stalled; paused; blocked)",
-	"message-template-reboot":   "nothing: Slipway's notifications say what happened (cycle started, finished, aborted; stalled; paused; blocked)",
-	"message-template-uncordon": "nothing: Slipway's notifications say what happened (cycle started, finished, aborted; stalled; paused; blocked)",
-	"reboot-days":               `--reboot-window="kured DAYS START-END ZONE": kured's --reboot-days, --start-time, --end-time and --time-zone in one, with kured's meaning`,
-	"start-time":                `--reboot-window="kured DAYS START-END ZONE": kured's --reboot-days, --start-time, --end-time and --time-zone in one, with kured's meaning`,
-	"end-time":                  `--reboot-window="kured DAYS START-END ZONE": kured's --reboot-days, --start-time, --end-time and --time-zone in one, with kured's meaning`,
-	"time-zone":                 `--reboot-window="kured DAYS START-END ZONE": kured's --reboot-days, --start-time, --end-time and --time-zone in one, with kured's meaning`,
+	"message-template-drain":    kuredNotifyAlt,
+	"message-template-reboot":   kuredNotifyAlt,
+	"message-template-uncordon": kuredNotifyAlt,
+	"reboot-days":               kuredWindowAlt,
+	"start-time":                kuredWindowAlt,
+	"end-time":                  kuredWindowAlt,
+	"time-zone":                 kuredWindowAlt,
 	"annotate-nodes":            "nothing: every node in its cycle carries update.slipway.dev/cycle-started and the protocol's annotations",
 	"log-format":                "nothing: logs are structured (klog's text form)",
 }
+
+// What several kured flags take instead, each said once.
+const (
+	kuredWindowAlt  = `--reboot-window="kured DAYS START-END ZONE": kured's --reboot-days, --start-time, --end-time and --time-zone in one, with kured's meaning`
+	kuredRebootAlt  = "nothing: update-agent reboots through systemd-logind's D-Bus API"
+	kuredNotifyAlt  = "nothing: Slipway's notifications say what happened (cycle started, finished, aborted; stalled; paused; blocked)"
+	kuredMetricsAlt = "--http-address=HOST:PORT (it serves /metrics)"
+)
 
 // kuredSame are kured's flags update-operator defines under the same name, meaning what they meant.
 var kuredSame = []string{"blocking-pod-selector", "prometheus-url", "alert-firing-only", "drain-timeout", "drain-grace-period",

@@ -169,9 +169,9 @@ func (emptyFleet) Nodes() []*corev1.Node {
 	return []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{protocol.Version: "4459.2.0"},
 		Annotations: map[string]string{protocol.RebootNeeded: protocol.True, protocol.RebootOK: protocol.True, protocol.NewVersion: "4593.2.5"}}}}
 }
-func (emptyFleet) Switch() fleetswitch.Switch   { return fleetswitch.Switch{} }
-func (emptyFleet) Remembered() ([]string, int)  { return []string{"4600.0.0"}, 0 } // one halted version: its series is listed
-func (emptyFleet) PolicyOf(*corev1.Node) string { return "" }
+func (emptyFleet) Switch() fleetswitch.Switch         { return fleetswitch.Switch{} }
+func (emptyFleet) Remembered() ([]string, int)        { return []string{"4600.0.0"}, 0 } // one halted version: its series is listed
+func (emptyFleet) PolicyOf(*corev1.Node, bool) string { return "" }
 
 func (emptyFleet) Pools() []admission.Pool {
 	return []admission.Pool{{Key: admission.FleetPool, Kind: admission.PoolFleet, Limited: true}}
