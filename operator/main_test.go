@@ -117,6 +117,8 @@ type opOptions struct {
 	tweak func(*operator.Config)
 	// started receives the controller before it runs (readiness).
 	started func(*operator.Controller)
+	// tap, when set, records every line the operator logs.
+	tap *testenv.LogTap
 }
 
 // startOperator runs the controller in-process (no leader election) until the test ends.
@@ -157,6 +159,9 @@ func startOperator(t *testing.T, o opOptions) context.CancelFunc {
 		// Held nodes are asked about again after 1 s, not 10: the tests that change what a blocker
 		// reads (a Deployment's status, an alert) see the answer within their waits at once.
 		BlockerRetry: time.Second,
+	}
+	if o.tap != nil {
+		cfg.Log = o.tap.Logger(cfg.Log)
 	}
 	if o.window != nil {
 		o.window(&cfg)

@@ -3,6 +3,7 @@ package operator_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,6 +233,68 @@ func TestAdmissionFencedByLease(t *testing.T) {
 	n := waitNode(t, sn.Name, 30*time.Second, "cycle finished", finished)
 	if got := n.Annotations[protocol.AdmittedBy]; got != "old-leader/5" {
 		t.Errorf("admitted-by = %q, want old-leader/5", got)
+	}
+}
+
+// The fence's residue, closed by the API server: an admission the operator's own check passed (a
+// leader whose check came before its stall or a partition) but that arrives after a successor took the
+// Lease is refused by deploy/base/fence-policy.yaml and changes nothing; the operator keeps running and
+// admits once it is in the Lease's term again.
+func TestStaleAdmissionRefusedByTheAPIServer(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	const ns, lease = "slipway-fence-api", "fence"
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	setLease := func(holder string, transitions int32) {
+		t.Helper()
+		now := metav1.NewMicroTime(time.Now())
+		spec := coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptr(int32(15)), RenewTime: &now, AcquireTime: &now, LeaseTransitions: &transitions}
+		l, err := client.CoordinationV1().Leases(ns).Get(ctx, lease, metav1.GetOptions{})
+		if err != nil {
+			_, err = client.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease, Namespace: ns}, Spec: spec}, metav1.CreateOptions{})
+		} else {
+			l.Spec = spec
+			_, err = client.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	setLease("new-leader", 5)
+	if err := testenv.InstallAdmissionFence(ctx, client, ns, lease); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, "slipway-admission-fence", metav1.DeleteOptions{})
+		_ = client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, "slipway-admission-fence", metav1.DeleteOptions{})
+		_ = client.CoordinationV1().Leases(ns).Delete(ctx, lease, metav1.DeleteOptions{})
+	})
+	sn := simNodes(t, "stale", 1)[0]
+	// The operator's own check passes with the term it proved before it was cut off: old-leader/4.
+	var term atomic.Value
+	term.Store("old-leader/4")
+	check := func(ctx context.Context) (fence.Term, error) {
+		return fence.Term{Name: term.Load().(string), Deadline: time.Now().Add(10 * time.Second)}, nil
+	}
+	var tap testenv.LogTap
+	startOperator(t, opOptions{fence: check, tap: &tap})
+	if err := sn.SendNeedReboot(); err != nil {
+		t.Fatal(err)
+	}
+	// Evidence the operator tried: its log carries the API server's refusal.
+	const says = "slipway-admission-fence: refused: admitted in leadership term old-leader/4 but the leader Lease is in term new-leader/5"
+	tap.Wait(t, 0, 30*time.Second, "the API server refusing the stale admission", func(l testenv.LogLine) bool {
+		return l.Err != nil && strings.Contains(l.Err.Error(), says)
+	})
+	if n := getNode(t, sn.Name); inCycle(n) || n.Annotations[protocol.AdmittedBy] != "" {
+		t.Fatalf("a stale admission landed: %v", n.Annotations)
+	}
+	// In the Lease's term again (the successor's identity), the same operator admits.
+	term.Store("new-leader/5")
+	n := waitNode(t, sn.Name, 30*time.Second, "cycle finished", finished)
+	if got := n.Annotations[protocol.AdmittedBy]; got != "new-leader/5" {
+		t.Errorf("admitted-by = %q, want new-leader/5", got)
 	}
 }
 

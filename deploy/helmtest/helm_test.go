@@ -676,6 +676,10 @@ func TestValues(t *testing.T) {
 						s.(map[string]any)["namespace"] = "ops"
 					}
 				}
+				if spec, ok := obj["spec"].(map[string]any); ok && spec["paramRef"] != nil {
+					ref := spec["paramRef"].(map[string]any)
+					ref["namespace"] = "ops" // the fence's Lease
+				}
 			}
 		},
 	}, {

@@ -11,6 +11,7 @@
 package chaos
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -335,6 +336,12 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		}
 	}
 
+	// As installed: the API server refuses an admission made in a leadership term that has passed (a
+	// cut leader's, delivered when the cut heals).
+	if err := testenv.InstallAdmissionFence(ctx, r.client, "slipway-system", "slipway-update-operator"); err != nil {
+		return res, err
+	}
+
 	poolNames := slices.Sorted(maps.Keys(cfg.Pools))
 	if len(poolNames) > 0 {
 		if err := r.createPools(ctx, poolNames); err != nil {
@@ -518,6 +525,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		if c := r.check.CyclesOf(n.Name); c != n.Boots() {
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: the machine rebooted %d times, the checker counted %d cycles", n.Name, n.Boots(), c))
 		}
+	}
+	if n := fenced(logDir); n > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("admissions the API server's fence refused (made in a leadership term that had passed): %d", n))
 	}
 	started, exits, _ := r.ops.status()
 	res.Notes = append(res.Notes, fmt.Sprintf("update-operator processes started: %d; exits not caused by the scenario: %d %v", started, len(exits), exits))
@@ -955,4 +965,18 @@ func (r *runner) pdbRelaxer(ctx context.Context, _ *rand.Rand) {
 	}
 	r.guarded.replicas.Store(3)
 	r.say("PDB guarded relaxed: a third pod lets one eviction through at a time")
+}
+
+// fenced counts the operators' logged admissions that the admission fence (deploy/base/fence-policy.yaml)
+// refused.
+func fenced(logDir string) int {
+	logs, _ := filepath.Glob(filepath.Join(logDir, "op-*.log"))
+	n := 0
+	for _, f := range logs {
+		b, err := os.ReadFile(f)
+		if err == nil {
+			n += bytes.Count(b, []byte("slipway-admission-fence: refused"))
+		}
+	}
+	return n
 }
