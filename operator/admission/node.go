@@ -32,7 +32,8 @@ type Node struct {
 	// ("" it does not): --settle-time has not passed, or PodDisruptionBudgets its drain consumed have
 	// not recovered (--settle-pdbs). Set by the controller (it depends on the clock and on PDBs).
 	Settling string
-	// AskedVersion is the OS version the node says its reboot is for (protocol.AskedVersion; "" none);
+	// AskedVersion is the OS version the node says its reboot is for (protocol.AskedVersion; "" none),
+	// or, in a cycle past its grant, the version the grant pinned (reboot-version);
 	// FailedVersion the version it once rebooted for and did not come back on (failed-version).
 	AskedVersion, FailedVersion string
 	// For canaries and per-version halts: Version is the OS version it runs (its version label),
@@ -79,6 +80,13 @@ func Of(n *corev1.Node, groupLabel string, policy stall.Policy) Node {
 		e.StalledVersion, e.StalledAt = v, timeOf(n.Annotations[protocol.RebootOKTime])
 	}
 	if e.State.InCycle() {
+		// Once granted, its cycle is for the version pinned then (reboot-version, the operator's own
+		// key), whatever it asks for now: a node back on V whose update_engine already staged V+1
+		// (the cycle not finished: the operator was down or cut off) is still V's canary in flight,
+		// not V+1's, or a second canary of V would be admitted beside it.
+		if v := n.Annotations[protocol.RebootVersion]; v != "" {
+			e.AskedVersion = v
+		}
 		// The pools it was admitted in hold it until its cycle ends (the operator's own keys: the
 		// agent's policy lets no agent write them). A pin left on a node out of its cycle means nothing.
 		if g, ok := n.Annotations[protocol.AdmittedGroup]; ok && g != e.Group {

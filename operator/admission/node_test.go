@@ -114,3 +114,39 @@ func TestReservationKeepsThePolicy(t *testing.T) {
 	}
 	d.Release()
 }
+
+// A node back on V whose update_engine already staged V+1 before its cycle finished (the operator was
+// down or cut off meanwhile) is V's canary in flight, as its grant pinned it, not V+1's: counted for
+// V+1, a second canary of V would be admitted beside it (the chaos run's leader cut found this).
+func TestOfCountsTheCycleForThePinnedVersion(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u",
+		Labels: map[string]string{protocol.Version: "4500.5.0"},
+		Annotations: map[string]string{protocol.RebootNeeded: "true", protocol.NewVersion: "4500.6.0",
+			protocol.RebootOK: "true", protocol.RebootBootID: "boot-1", protocol.RebootVersion: "4500.5.0",
+			protocol.RebootOKTime: "2026-11-26T03:00:00Z", protocol.Cordoned: "true"}},
+		Spec: corev1.NodeSpec{Unschedulable: true},
+		Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: "boot-2"},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	e := Of(n, "", stall.Hold)
+	if !e.State.InCycle() {
+		t.Fatalf("state %s: want a node in its cycle", e.State)
+	}
+	if e.AskedVersion != "4500.5.0" {
+		t.Errorf("AskedVersion = %q, want the pinned 4500.5.0", e.AskedVersion)
+	}
+	waiting := Of(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w", Labels: map[string]string{protocol.Version: "4500.4.0"},
+		Annotations: map[string]string{protocol.RebootNeeded: "true", protocol.NewVersion: "4500.5.0"}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}, "", stall.Hold)
+	s := VersionsOf([]Node{e, waiting})
+	if v := s["4500.5.0"]; v == nil || v.InFlight != 1 || v.Asking != 1 {
+		t.Errorf("4500.5.0: %+v, want 1 in flight (the pinned cycle) and 1 asking", v)
+	}
+	if v := s["4500.6.0"]; v != nil && v.InFlight != 0 {
+		t.Errorf("4500.6.0: %+v, want none in flight", v)
+	}
+	// With one canary, the waiting node asking for 4500.5.0 waits.
+	c := CanaryOf(WithMemory(*s["4500.5.0"], "4500.5.0", nil), Canary{Nodes: 1, Bake: time.Minute}, time.Time{}, t0, 0)
+	if c.State != "waiting" {
+		t.Errorf("4500.5.0 canary state %q, want waiting (its canary is in flight)", c.State)
+	}
+}
