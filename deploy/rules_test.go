@@ -10,6 +10,7 @@ package deploy
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -361,5 +362,82 @@ func TestInhibitionExample(t *testing.T) {
 	}
 	if out, err := exec.Command(amtool, "check-config", filepath.Join(dir, "alertmanager.yml")).CombinedOutput(); err != nil {
 		t.Fatalf("amtool check-config: %v\n%s", err, out)
+	}
+}
+
+// deploy/monitoring/kured-compat.yaml records kured's kured_reboot_required{node} with kured's meaning
+// (1 from the node's ask until its cycle finished, 0 otherwise, one series per node whatever the
+// replicas), and kured's own RebootRequired alert fires on it after 24 hours, not before.
+func TestKuredCompatRule(t *testing.T) {
+	bin := promtool(t)
+	b, err := os.ReadFile(filepath.Join("monitoring", "kured-compat.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obj struct {
+		Kind string `json:"kind"`
+		Spec struct {
+			Groups []map[string]any `json:"groups"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(b, &obj); err != nil || obj.Kind != "PrometheusRule" || len(obj.Spec.Groups) != 1 {
+		t.Fatalf("kured-compat.yaml: want one PrometheusRule with one group (%v)", err)
+	}
+	if strings.Contains(kustomize(t, "."), "kured_reboot_required") {
+		t.Error("deploy/ records kured_reboot_required by default; it is opt-in")
+	}
+	// kured's alert as its README gives it.
+	kuredAlert := `groups:
+  - name: kured
+    rules:
+      - alert: RebootRequired
+        expr: max(kured_reboot_required) != 0
+        for: 24h
+        labels: {severity: warning}
+        annotations:
+          summary: Machine(s) require being rebooted, and the reboot daemon has failed to do so for 24 hours
+`
+	run := func(groups []map[string]any) (string, error) {
+		dir := t.TempDir()
+		out, err := yaml.Marshal(map[string]any{"groups": groups})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tests, err := os.ReadFile(filepath.Join("testdata", "kured-compat-tests.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, content := range map[string][]byte{"rules.yaml": out, "kured-alert.yaml": []byte(kuredAlert), "tests.yaml": tests} {
+			if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if out, err := runPromtool(bin, dir, "check", "rules", "rules.yaml"); err != nil {
+			t.Fatalf("promtool check rules: %v\n%s", err, out)
+		}
+		return runPromtool(bin, dir, "test", "rules", "tests.yaml")
+	}
+	if out, err := run(obj.Spec.Groups); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+	// Each of these mistakes must make the unit tests fail.
+	for _, m := range []struct{ name, old, new string }{
+		{"nodes in their cycle read 0", `{state!="idle"}`, `{state="needs-reboot"}`},
+		{"idle nodes have no series", " or on (node) 0 * max without (instance, pod, os_version, state, blocked_by, stalled, policy) (slipway_operator_node_info)", ""},
+		{"one series per replica", "max without (instance, pod, os_version, state, blocked_by, stalled, policy) (slipway_operator_node_info{state!=\"idle\"})", "max without (os_version, state, blocked_by, stalled, policy) (slipway_operator_node_info{state!=\"idle\"})"},
+	} {
+		t.Run("mutant/"+m.name, func(t *testing.T) {
+			g := maps.Clone(obj.Spec.Groups[0])
+			rule := maps.Clone(g["rules"].([]any)[0].(map[string]any))
+			expr := rule["expr"].(string)
+			if !strings.Contains(expr, m.old) {
+				t.Fatalf("the rule has no %q to change: %q", m.old, expr)
+			}
+			rule["expr"] = strings.Replace(expr, m.old, m.new, 1)
+			g["rules"] = []any{rule}
+			if out, err := run([]map[string]any{g}); err == nil {
+				t.Errorf("promtool test rules passes with this mistake:\n%s", out)
+			}
+		})
 	}
 }
