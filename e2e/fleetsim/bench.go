@@ -624,6 +624,15 @@ func (b *bench) rolling(ctx context.Context) error {
 			return err
 		}
 	}
+	// Memory before the heap profile: serving a profile symbolizes every allocation site, which maps
+	// much of the binary's symbol tables (pclntab) -- the profiler's footprint, not the operator's.
+	if err := op.Alive(); err != nil {
+		return err
+	}
+	if r.Operator, err = procMem(op.Pid()); err != nil {
+		return err
+	}
+	r.RSSMiB = float64(r.Operator.HWMKiB) / 1024
 	if b.cfg.HeapProfile {
 		file := filepath.Join(b.cfg.ProfileDir, fmt.Sprintf("heap-%d.pb.gz", b.cfg.Nodes))
 		if err := op.fetch(ctx, "/debug/pprof/heap?gc=1", file); err != nil {
@@ -634,14 +643,7 @@ func (b *bench) rolling(ctx context.Context) error {
 			b.mu.Unlock()
 		}
 	}
-	if err := op.Alive(); err != nil {
-		return err
-	}
-	if r.Operator, err = procMem(op.Pid()); err != nil {
-		return err
-	}
-	r.RSSMiB = float64(r.Operator.HWMKiB) / 1024
-	return nil
+	return op.Alive()
 }
 
 // idle counts the writes in a window after the roll, with no node needing a reboot.

@@ -9,7 +9,7 @@
 //	rolling nodes=N need=M k=K total_s=T ideal_s=I ratio=R max_unavailable=U rss_mib=S
 //
 // followed by its latency, latency-rolling, requests and idle lines. Everything, with the operator's pprof profiles,
-// goes to -out (bench-results/fleet.json, cpu-N.pb.gz, heap-N.pb.gz, heap-N.top.txt). It exits 1 when
+// goes to -out (bench-results/fleet.json, heap-N.pb.gz, heap-N.top.txt, and with -cpu-profile cpu-N.pb.gz). It exits 1 when
 // a budget was exceeded or a node did not reboot exactly once.
 package main
 
@@ -64,7 +64,7 @@ func run() int {
 	latK := flag.Int("latency-k", 100, "the operator's --max-unavailable in the latency run (the latency-rolling run adds -latency-need for its background)")
 	latSpread := flag.Duration("latency-spread", 3*time.Second, "the latency-rolling run: -latency-need nodes rolling, then -latency-need more signalled one by one over this long, less than -reboot (0: skip it)")
 	idle := flag.Duration("idle", time.Minute, "idle window after the rolling run in which writes are counted (0: skip)")
-	cpu := flag.Duration("cpu-profile", 25*time.Second, "CPU profile of the operator from the start of the rolling run (at most 25s; 0: none); each latency run is profiled too, for -reboot plus 2s")
+	cpu := flag.Duration("cpu-profile", 0, "CPU profile of the operator from the start of the rolling run (at most 25s; 0: none). It maps much of the binary's symbol tables into the operator, so rss_mib then holds the profiler's footprint (~8 MiB): the memory figure is measured unprofiled by default. When set, each latency run is profiled too, for -reboot plus 2s")
 	out := flag.String("out", "", "directory for fleet.json and the profiles (default <repo>/bench-results)")
 	policies := flag.Int("policies", 0, "RebootPolicies over the nodes (each maxUnavailable 100%): what pools cost; 0 none")
 	opArgs := flag.String("operator-args", "", "extra update-operator flags, space-separated (a flag given again wins), e.g. \"--kube-api-qps=1000 --kube-api-burst=2000\"")
