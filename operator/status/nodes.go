@@ -90,19 +90,27 @@ func (c *client) pauseNodes(ctx context.Context, w io.Writer, o options, e env) 
 	}
 	var paused, already, inCycle []string
 	for _, n := range sel {
-		f := protocol.Observe(&n, protocol.Hooks{})
-		switch {
-		case f.Paused:
-			already = append(already, n.Name)
-			continue
-		case protocol.Classify(f).InCycle():
-			inCycle = append(inCycle, n.Name)
-			continue
-		}
-		if err := c.patchPause(ctx, n, map[string]*string{protocol.RebootPaused: ptr(protocol.True), protocol.PausedBy: ptr(mark)}); err != nil {
+		got, err := c.decideAndPatch(ctx, n, func(n *corev1.Node) (string, map[string]*string) {
+			f := protocol.Observe(n, protocol.Hooks{})
+			switch {
+			case f.Paused:
+				return "already", nil
+			case protocol.Classify(f).InCycle():
+				return "in cycle", nil
+			}
+			return "paused", map[string]*string{protocol.RebootPaused: ptr(protocol.True), protocol.PausedBy: ptr(mark)}
+		})
+		if err != nil {
 			return fmt.Errorf("%w (paused before it: %s)", err, orNone(paused))
 		}
-		paused = append(paused, n.Name)
+		switch got {
+		case "already":
+			already = append(already, n.Name)
+		case "in cycle":
+			inCycle = append(inCycle, n.Name)
+		default:
+			paused = append(paused, n.Name)
+		}
 	}
 	fmt.Fprintf(w, "paused %d nodes: %s\n", len(paused), orNone(paused))
 	if len(already) > 0 {
@@ -125,17 +133,24 @@ func (c *client) resumeNodes(ctx context.Context, w io.Writer, o options) error 
 	byName := !slices.Contains(o.nodes, allNodes)
 	var resumed, byHand []string
 	for _, n := range sel {
-		if !protocol.Observe(&n, protocol.Hooks{}).Paused {
-			continue
-		}
-		if _, ours := n.Annotations[protocol.PausedBy]; !ours && !byName {
-			byHand = append(byHand, n.Name)
-			continue
-		}
-		if err := c.patchPause(ctx, n, map[string]*string{protocol.RebootPaused: nil, protocol.PausedBy: nil}); err != nil {
+		got, err := c.decideAndPatch(ctx, n, func(n *corev1.Node) (string, map[string]*string) {
+			if !protocol.Observe(n, protocol.Hooks{}).Paused {
+				return "not paused", nil
+			}
+			if _, ours := n.Annotations[protocol.PausedBy]; !ours && !byName {
+				return "by hand", nil
+			}
+			return "resumed", map[string]*string{protocol.RebootPaused: nil, protocol.PausedBy: nil}
+		})
+		if err != nil {
 			return fmt.Errorf("%w (resumed before it: %s)", err, orNone(resumed))
 		}
-		resumed = append(resumed, n.Name)
+		switch got {
+		case "by hand":
+			byHand = append(byHand, n.Name)
+		case "resumed":
+			resumed = append(resumed, n.Name)
+		}
 	}
 	fmt.Fprintf(w, "resumed %d nodes: %s\n", len(resumed), orNone(resumed))
 	if len(byHand) > 0 {
@@ -144,22 +159,39 @@ func (c *client) resumeNodes(ctx context.Context, w io.Writer, o options) error 
 	return nil
 }
 
-// patchPause writes the annotations (nil removes one) conditionally on the Node as it was read: a
-// node changed meanwhile is refused, not overwritten.
-func (c *client) patchPause(ctx context.Context, n corev1.Node, set map[string]*string) error {
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": n.ResourceVersion, "annotations": set}})
-	if err != nil {
-		return err
+// decideAndPatch writes what decide says for the Node (nil: nothing), conditionally on the Node as it
+// was read: a Node changed meanwhile (a kubelet's status, an agent's or the operator's keys; on a big
+// fleet, often) is read again and decided again, never overwritten, up to conflictRetries times.
+// It returns decide's verdict on the Node it wrote, or last read.
+func (c *client) decideAndPatch(ctx context.Context, n corev1.Node, decide func(*corev1.Node) (string, map[string]*string)) (string, error) {
+	for attempt := 0; ; attempt++ {
+		verdict, set := decide(&n)
+		if set == nil {
+			return verdict, nil
+		}
+		body, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": n.ResourceVersion, "annotations": set}})
+		if err != nil {
+			return "", err
+		}
+		_, err = c.cs.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, body, metav1.PatchOptions{})
+		switch {
+		case err == nil:
+			return verdict, nil
+		case !apierrors.IsConflict(err):
+			return "", c.explain("patching Node "+n.Name, err)
+		case attempt == conflictRetries:
+			return "", fmt.Errorf("Node %s kept changing while this ran (%d tries); run the command again", n.Name, conflictRetries+1)
+		}
+		fresh, err := c.cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return "", c.explain("reading Node "+n.Name+" again", err)
+		}
+		n = *fresh
 	}
-	_, err = c.cs.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, body, metav1.PatchOptions{})
-	if apierrors.IsConflict(err) {
-		return fmt.Errorf("Node %s changed while this ran; run the command again", n.Name)
-	}
-	if err != nil {
-		return c.explain("patching Node "+n.Name, err)
-	}
-	return nil
 }
+
+// conflictRetries: how often decideAndPatch reads a changed Node again before it gives up.
+const conflictRetries = 4
 
 func ptr(s string) *string { return &s }
 
