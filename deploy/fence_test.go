@@ -32,7 +32,7 @@ func TestAdmissionFence(t *testing.T) {
 	ctx := context.Background()
 	cp := controlPlane(t)
 	admin := cp.Client()
-	for _, n := range []string{"fence-a", "fence-b", "fence-c"} {
+	for _, n := range []string{"fence-a", "fence-b", "fence-c", "fence-e"} {
 		if _, err := testenv.CreateNode(ctx, admin, n, "boot-"+n, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -114,6 +114,12 @@ func TestAdmissionFence(t *testing.T) {
 		t.Fatalf("the fence does not refuse another holder's term after 1m (last answer: %v)", last)
 	}
 
+	// fence-e keeps the admitted-by of a cycle it finished in this term under an operator that did not
+	// remove it at the end (releases before the fence).
+	seed := []byte(`{"metadata":{"annotations":{"` + protocol.AdmittedBy + `":"op-1/3"}}}`)
+	if _, err := op.CoreV1().Nodes().Patch(ctx, "fence-e", "application/merge-patch+json", seed, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	t.Run("the current term admits", func(t *testing.T) {
 		if err := admit(op, "fence-a", "op-1/3"); err != nil {
 			t.Fatalf("the leader's admission in its own term refused: %v", err)
@@ -135,6 +141,8 @@ func TestAdmissionFence(t *testing.T) {
 	}
 	t.Run("a stale leader's admission delivered late", func(t *testing.T) {
 		refused(op, "fence-b", "op-1/3", "admitted in leadership term op-1/3 but the leader Lease is in term op-2/4")
+		// admitted-by unchanged, but the write starts a cycle: an admission all the same.
+		refused(op, "fence-e", "op-1/3", "admitted in leadership term op-1/3 but the leader Lease is in term op-2/4")
 	})
 	t.Run("a node admitted in the earlier term carries on", func(t *testing.T) {
 		n, err := admin.CoreV1().Nodes().Get(ctx, "fence-a", metav1.GetOptions{})
@@ -165,7 +173,7 @@ func TestAdmissionFence(t *testing.T) {
 			t.Errorf("a Node registered with no Lease: %v", err)
 		}
 	})
-	for _, n := range []string{"fence-a", "fence-b", "fence-c", "fence-d"} {
+	for _, n := range []string{"fence-a", "fence-b", "fence-c", "fence-d", "fence-e"} {
 		if err := admin.CoreV1().Nodes().Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
 			t.Error(err)
 		}

@@ -127,6 +127,7 @@ func TestOperatorPolicy(t *testing.T) {
 	// The admission below writes admitted-by op/1: the fence (fence-policy.yaml) lets it land in that
 	// leadership term only.
 	holder, transitions, d, now := "op", int32(1), int32(15), metav1.NowMicro()
+	_ = admin.CoordinationV1().Leases(ns).Delete(ctx, "slipway-update-operator", metav1.DeleteOptions{}) // another test's
 	if _, err := admin.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "slipway-update-operator"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseTransitions: &transitions, LeaseDurationSeconds: &d, RenewTime: &now}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -367,7 +367,8 @@ func TestInhibitionExample(t *testing.T) {
 
 // deploy/monitoring/kured-compat.yaml records kured's kured_reboot_required{node} with kured's meaning
 // (1 from the node's ask until its cycle finished, 0 otherwise, one series per node whatever the
-// replicas), and kured's own RebootRequired alert fires on it after 24 hours, not before.
+// replicas), and kured's own RebootRequired alert fires on it after 24 hours, not before, across a
+// leader change.
 func TestKuredCompatRule(t *testing.T) {
 	bin := promtool(t)
 	b, err := os.ReadFile(filepath.Join("monitoring", "kured-compat.yaml"))
@@ -423,8 +424,9 @@ func TestKuredCompatRule(t *testing.T) {
 	// Each of these mistakes must make the unit tests fail.
 	for _, m := range []struct{ name, old, new string }{
 		{"nodes in their cycle read 0", `{state!="idle"}`, `{state="needs-reboot"}`},
-		{"idle nodes have no series", " or on (node) 0 * max without (instance, pod, os_version, state, blocked_by, stalled, policy) (slipway_operator_node_info)", ""},
-		{"one series per replica", "max without (instance, pod, os_version, state, blocked_by, stalled, policy) (slipway_operator_node_info{state!=\"idle\"})", "max without (os_version, state, blocked_by, stalled, policy) (slipway_operator_node_info{state!=\"idle\"})"},
+		{"idle nodes have no series", " or on (node) 0 * max without (instance, pod, os_version, state, blocked_by, stalled, policy) (max_over_time(slipway_operator_node_info[5m]))", ""},
+		{"one series per replica", "max without (instance, pod, os_version, state, blocked_by, stalled, policy) (max_over_time(", "max without (os_version, state, blocked_by, stalled, policy) (max_over_time("},
+		{"a leader change resets kured's 24h", `max_over_time(slipway_operator_node_info{state!="idle"}[5m])`, `slipway_operator_node_info{state!="idle"}`},
 	} {
 		t.Run("mutant/"+m.name, func(t *testing.T) {
 			g := maps.Clone(obj.Spec.Groups[0])

@@ -393,7 +393,7 @@ func endCycle(s step) *nodes.Patch {
 	if s.f.FLUOCordoned {
 		p.SetAnnotation(n, protocol.AgentMadeUnschedulable, protocol.False)
 	}
-	for _, k := range []string{protocol.Cordoned, protocol.DrainStarted, protocol.DrainError, protocol.RebootBootID, protocol.RebootOKTime, protocol.RebootVersion, protocol.CycleStarted, protocol.AdmittedGroup, protocol.AdmittedControlPlane, protocol.AdmittedPolicy, protocol.Stalled, protocol.BlockedBy} {
+	for _, k := range []string{protocol.Cordoned, protocol.DrainStarted, protocol.DrainError, protocol.RebootBootID, protocol.RebootOKTime, protocol.RebootVersion, protocol.CycleStarted, protocol.AdmittedBy, protocol.AdmittedGroup, protocol.AdmittedControlPlane, protocol.AdmittedPolicy, protocol.Stalled, protocol.BlockedBy} {
 		p.DeleteAnnotation(n, k)
 	}
 	s.steer.End(p, n)

@@ -330,68 +330,35 @@ func decodeRecord(cm *corev1.ConfigMap) (fleetrecord.Record, string) {
 func (c *Controller) writeRecord(ctx context.Context, now bool) (lazy bool, err error) {
 	c.recordWrite.Lock() // the fleet sync and a finishing node's sync: one write at a time
 	defer c.recordWrite.Unlock()
-	cms := c.cfg.Client.CoreV1().ConfigMaps(c.cfg.Namespace)
-	cm := c.recordConfigMap()
-	for attempt := 0; ; attempt++ {
-		stored, broken := decodeRecord(cm)
+	stored, err := c.storeConfigMap(ctx, fleetrecord.ConfigMapName, fleetrecord.Key, c.recordConfigMap(), false, func(cm *corev1.ConfigMap) (string, bool, error) {
+		rec, broken := decodeRecord(cm)
 		c.fleet.mu.Lock()
 		wasBroken := c.fleet.recBroken != ""
 		c.fleet.recBroken = broken
-		learned := c.fleet.rec.Merge(stored) // a person's resume, another leader's entries
+		learned := c.fleet.rec.Merge(rec) // a person's resume, another leader's entries
 		c.fleet.rec.Bound()
 		want := c.fleet.rec.Encode()
-		onlyProofs := c.fleet.rec.SameButProofs(stored)
+		onlyProofs := c.fleet.rec.SameButProofs(rec)
 		c.fleet.mu.Unlock()
 		if learned || wasBroken != (broken != "") {
 			c.enqueueWaiting() // a resume may release waiting nodes; a broken record holds them
 		}
-		if broken != "" {
-			return false, errors.New("not writing the fleet record over one it cannot read: " + broken)
-		}
-		var err error
-		var out *corev1.ConfigMap
 		switch {
+		case broken != "":
+			return "", false, errors.New("not writing the fleet record over one it cannot read: " + broken)
 		case cm != nil && cm.Data[fleetrecord.Key] == want:
-			return false, nil
-		case cm == nil:
-			out, err = cms.Create(ctx, &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Name: fleetrecord.ConfigMapName, Namespace: c.cfg.Namespace,
-					Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}},
-				Data: map[string]string{fleetrecord.Key: want}}, metav1.CreateOptions{})
-		case !now && onlyProofs:
-			return true, nil
-		default:
-			cm = cm.DeepCopy()
-			if cm.Data == nil {
-				cm.Data = map[string]string{}
-			}
-			cm.Data[fleetrecord.Key] = want
-			out, err = cms.Update(ctx, cm, metav1.UpdateOptions{}) // conditional on cm.ResourceVersion
+			return "", false, nil
+		case cm != nil && !now && onlyProofs:
+			lazy = true
+			return "", false, nil
 		}
-		if err == nil {
-			c.fleet.mu.Lock()
-			c.fleet.recWritten = out
-			c.fleet.mu.Unlock()
-		}
-		if (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)) && attempt < 3 {
-			// Changed, created or deleted meanwhile: read it live and merge again (deleted: create
-			// it anew from what this leader holds).
-			c.fleet.mu.Lock()
-			c.fleet.recWritten = nil
-			c.fleet.mu.Unlock()
-			cm, err = cms.Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				cm, err = nil, nil
-			}
-			if err == nil {
-				continue
-			}
-		}
-		if err != nil {
-			return false, fmt.Errorf("writing the fleet record ConfigMap %s/%s: %w", c.cfg.Namespace, fleetrecord.ConfigMapName, err)
-		}
-		return false, nil
-	}
+		lazy = false
+		return want, true, nil
+	})
+	c.fleet.mu.Lock()
+	c.fleet.recWritten = stored // nil after a failure: the informer's copy is the best known then
+	c.fleet.mu.Unlock()
+	return lazy, err
 }
 
 // Remembered is what the fleet record holds now (FleetView): the halted versions and the number of

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -96,19 +97,26 @@ exec "$AGENT" --node="$NODE" -v=2`
 	}
 	var mu sync.Mutex
 	var agent *exec.Cmd
+	ended := false // the test is over: a reboot in flight starts no agent any more
 	start := func() {
 		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		if ended {
+			return
+		}
 		cmd := exec.Command(unshare, "-m", "--propagation", "private", "sh", "-c", script)
+		// Dies with the test binary, whatever ends it: no agent is left running as root.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		cmd.Env = append(os.Environ(), "D="+dir, "AGENT="+agentBin, "NODE="+name,
 			"DBUS_SYSTEM_BUS_ADDRESS="+bus.Address,
 			"KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT="+strconv.Itoa(cp.Port))
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		if err := cmd.Start(); err != nil {
-			t.Fatalf("starting FLUO's agent: %v", err)
+			t.Errorf("starting FLUO's agent: %v", err)
+			return
 		}
-		mu.Lock()
 		agent = cmd
-		mu.Unlock()
 	}
 	stop := func() {
 		mu.Lock()
@@ -119,7 +127,12 @@ exec "$AGENT" --node="$NODE" -v=2`
 			agent = nil
 		}
 	}
-	t.Cleanup(stop)
+	t.Cleanup(func() {
+		mu.Lock()
+		ended = true
+		mu.Unlock()
+		stop()
+	})
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)

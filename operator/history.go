@@ -8,8 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/slipway-dev/slipway/internal/history"
 	"github.com/slipway-dev/slipway/internal/protocol"
@@ -78,56 +76,35 @@ func (c *Controller) writeHistory(ctx context.Context, force bool) (wait time.Du
 	if now := c.cfg.Now(); !force && now.Before(due) {
 		return due.Sub(now), nil
 	}
-	cms := c.cfg.Client.CoreV1().ConfigMaps(c.cfg.Namespace)
-	for attempt := 0; ; attempt++ {
-		if cm == nil {
-			cm, err = cms.Get(ctx, history.ConfigMapName, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				cm, err = nil, nil
-			}
-			if err != nil {
-				return 0, fmt.Errorf("reading ConfigMap %s/%s: %w", c.cfg.Namespace, history.ConfigMapName, err)
-			}
-		}
+	var written []history.Cycle
+	out, err := c.storeConfigMap(ctx, history.ConfigMapName, history.Key, cm, cm == nil, func(cm *corev1.ConfigMap) (string, bool, error) {
 		var stored history.Record
 		if cm != nil {
+			var err error
 			if stored, err = history.Decode(cm.Data[history.Key]); err != nil {
-				return 0, fmt.Errorf("ConfigMap %s/%s: %w; not overwriting it (mend or delete it: it holds only the history)", c.cfg.Namespace, history.ConfigMapName, err)
+				return "", false, fmt.Errorf("ConfigMap %s/%s: %w; not overwriting it (mend or delete it: it holds only the history)", c.cfg.Namespace, history.ConfigMapName, err)
 			}
 		}
 		c.fleet.mu.Lock()
-		written := slices.Clone(c.fleet.hist.Cycles)
+		defer c.fleet.mu.Unlock()
+		written = slices.Clone(c.fleet.hist.Cycles)
 		stored.Merge(c.fleet.hist)
-		c.fleet.mu.Unlock()
-		data := map[string]string{history.Key: stored.Encode()}
-		var out *corev1.ConfigMap
-		if cm == nil {
-			out, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: history.ConfigMapName, Namespace: c.cfg.Namespace,
-				Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}}, Data: data}, metav1.CreateOptions{})
-		} else {
-			next := cm.DeepCopy()
-			next.Data = data
-			out, err = cms.Update(ctx, next, metav1.UpdateOptions{})
-		}
-		if (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)) && attempt < 3 {
-			cm = nil // changed, created or deleted meanwhile: read it again
-			continue
-		}
-		if err != nil {
-			return 0, fmt.Errorf("writing ConfigMap %s/%s: %w", c.cfg.Namespace, history.ConfigMapName, err)
-		}
-		c.fleet.mu.Lock()
-		c.fleet.histWritten = out
-		// Those that ended meanwhile wait for the next write: the entries written leave by identity
-		// (the pending list is sorted and bounded, so positions may have moved meanwhile).
-		c.fleet.hist.Cycles = slices.DeleteFunc(c.fleet.hist.Cycles, func(p history.Cycle) bool {
-			return slices.ContainsFunc(written, func(w history.Cycle) bool { return history.Same(p, w) })
-		})
-		c.fleet.histSince = time.Time{}
-		if len(c.fleet.hist.Cycles) > 0 {
-			c.fleet.histSince = c.cfg.Now()
-		}
-		c.fleet.mu.Unlock()
-		return 0, nil
+		return stored.Encode(), true, nil
+	})
+	if err != nil {
+		return 0, err
 	}
+	c.fleet.mu.Lock()
+	c.fleet.histWritten = out
+	// Those that ended meanwhile wait for the next write: the entries written leave by identity
+	// (the pending list is sorted and bounded, so positions may have moved meanwhile).
+	c.fleet.hist.Cycles = slices.DeleteFunc(c.fleet.hist.Cycles, func(p history.Cycle) bool {
+		return slices.ContainsFunc(written, func(w history.Cycle) bool { return history.Same(p, w) })
+	})
+	c.fleet.histSince = time.Time{}
+	if len(c.fleet.hist.Cycles) > 0 {
+		c.fleet.histSince = c.cfg.Now()
+	}
+	c.fleet.mu.Unlock()
+	return 0, nil
 }

@@ -230,9 +230,13 @@ func TestAdmissionFencedByLease(t *testing.T) {
 		t.Fatalf("admitted while another instance holds the Lease: %v", n.Annotations)
 	}
 	setLease("old-leader", 5)
-	n := waitNode(t, sn.Name, 30*time.Second, "cycle finished", finished)
+	n := waitNode(t, sn.Name, 30*time.Second, "admitted", func(n *corev1.Node) bool { return n.Annotations[protocol.AdmittedBy] != "" })
 	if got := n.Annotations[protocol.AdmittedBy]; got != "old-leader/5" {
 		t.Errorf("admitted-by = %q, want old-leader/5", got)
+	}
+	// The term is the cycle's: gone when it ends, so the next admission is fenced afresh.
+	if n := waitNode(t, sn.Name, 30*time.Second, "cycle finished", finished); n.Annotations[protocol.AdmittedBy] != "" {
+		t.Errorf("admitted-by %q left after the cycle", n.Annotations[protocol.AdmittedBy])
 	}
 }
 
@@ -292,10 +296,11 @@ func TestStaleAdmissionRefusedByTheAPIServer(t *testing.T) {
 	}
 	// In the Lease's term again (the successor's identity), the same operator admits.
 	term.Store("new-leader/5")
-	n := waitNode(t, sn.Name, 30*time.Second, "cycle finished", finished)
+	n := waitNode(t, sn.Name, 30*time.Second, "admitted", func(n *corev1.Node) bool { return n.Annotations[protocol.AdmittedBy] != "" })
 	if got := n.Annotations[protocol.AdmittedBy]; got != "new-leader/5" {
 		t.Errorf("admitted-by = %q, want new-leader/5", got)
 	}
+	waitNode(t, sn.Name, 30*time.Second, "cycle finished", finished)
 }
 
 // Why 5: a Warning repeated on every sync (a malformed value that stays) used up client-go's per-object

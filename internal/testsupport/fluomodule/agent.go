@@ -1,10 +1,12 @@
 package fluomodule
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -15,7 +17,13 @@ import (
 // build fails it.
 func AgentBinary(t testing.TB, cacheDir string) string {
 	t.Helper()
-	bin := filepath.Join(cacheDir, "fluo-update-agent-v0.9.0-"+runtime.Version())
+	// Keyed by FLUO's release, the toolchain that builds it (the go on PATH) and the platform.
+	gover, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		t.Fatalf("go env GOVERSION: %v", err)
+	}
+	_, release, _ := strings.Cut(Module, "@")
+	bin := filepath.Join(cacheDir, fmt.Sprintf("fluo-update-agent-%s-%s-%s-%s", release, strings.TrimSpace(string(gover)), runtime.GOOS, runtime.GOARCH))
 	if _, err := os.Stat(bin); err == nil {
 		return bin
 	}
@@ -34,10 +42,10 @@ func AgentBinary(t testing.TB, cacheDir string) string {
 	}
 	t.Logf("building FLUO v0.9.0's update-agent from its module (first use: its dependencies come from the module proxy, ~2 min)")
 	start := time.Now()
-	tmp := bin + ".tmp"
+	tmp := fmt.Sprintf("%s.tmp%d", bin, os.Getpid()) // concurrent builders each write their own
 	// As FLUO's Makefile builds it: its version package refuses to start without a semver stamped in.
 	const repo = "github.com/flatcar/flatcar-linux-update-operator"
-	cmd := exec.Command("go", "build", "-o", tmp, "-ldflags", "-X "+repo+"/pkg/version.Version=0.9.0 -X "+repo+"/pkg/version.Commit=v0.9.0", "./cmd/update-agent")
+	cmd := exec.Command("go", "build", "-o", tmp, "-ldflags", "-X "+repo+"/pkg/version.Version="+strings.TrimPrefix(release, "v")+" -X "+repo+"/pkg/version.Commit="+release, "./cmd/update-agent")
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod -buildvcs=false", "GOTOOLCHAIN=local")
 	if out, err := cmd.CombinedOutput(); err != nil {

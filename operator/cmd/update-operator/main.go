@@ -167,7 +167,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.BoolVar(&o.startPaused, "start-paused", false, "on a fresh install (no ConfigMap slipway-fleet in --namespace yet) create it paused before the first admission, so nodes that staged an update do not start rebooting the moment Slipway is installed; a person resumes (kubectl slipway resume). Never touches an existing ConfigMap. Slipway's manifests set it; off by default for FLUO's")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader-election Lease (default $POD_NAMESPACE)")
 	fs.StringVar(&o.leaseName, "lease-name", "slipway-update-operator", "name of the leader-election Lease")
-	fs.StringVar(&o.identity, "identity", os.Getenv("POD_NAME"), "this instance's leader-election identity (default $POD_NAME, else hostname plus a random suffix)")
+	fs.StringVar(&o.identity, "identity", "", "this instance's leader-election identity (default $POD_NAME, else the hostname, plus a random suffix per process: a restarted container is a new candidate that waits out the old lease, never the old holder taking over at once in the same term)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "hold a Lease before acting; turn off only when exactly one instance can ever run")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "how long a leader's lease lasts without renewal (failover time after a crash)")
 	fs.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops acting")
@@ -273,8 +273,7 @@ func run() int {
 		return 1
 	}
 	if o.identity == "" {
-		host, _ := os.Hostname()
-		o.identity = host + "_" + string(uuid.NewUUID())
+		o.identity = defaultIdentity(os.Getenv("POD_NAME"), string(uuid.NewUUID()))
 	}
 
 	// Events get a client of their own, with its own --kube-api-qps/--kube-api-burst bucket: a cycle step
@@ -547,3 +546,18 @@ type urlsFlag []string
 
 func (u *urlsFlag) String() string     { return fmt.Sprintf("%d URL(s)", len(*u)) }
 func (u *urlsFlag) Set(v string) error { *u = append(*u, strings.Fields(v)...); return nil }
+
+// defaultIdentity is base (the pod's name, else the hostname) with a suffix of this process. A
+// container restarted in the same pod must not reuse the old identity: client-go's leader election
+// lets the holder named in the Lease take it over at once, without waiting for it to expire and
+// without a new transition, so the old process's admissions still in flight would carry the new
+// process's term (update.slipway.dev/admitted-by) and pass the API server's admission fence.
+func defaultIdentity(base, nonce string) string {
+	if base == "" {
+		base, _ = os.Hostname()
+	}
+	if len(nonce) > 8 {
+		nonce = nonce[:8]
+	}
+	return base + "_" + nonce
+}

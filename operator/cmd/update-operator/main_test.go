@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -415,5 +416,18 @@ func TestPolicyFromTheEnvironment(t *testing.T) {
 	}
 	if cfg.MaxUnavailable.String() != "10%" || cfg.Schedule == nil || !strings.Contains(cfg.Schedule.String(), "Mon-Fri 22:00-05:00 Europe/Berlin") {
 		t.Errorf("from the environment: max-unavailable %s, schedule %v", cfg.MaxUnavailable, cfg.Schedule)
+	}
+}
+
+// Each process is its own leader-election candidate: the pod's name (else the hostname) plus a suffix
+// of the process, so a restarted container never takes over the old lease in the old term at once.
+func TestDefaultIdentity(t *testing.T) {
+	a, b := defaultIdentity("slipway-update-operator-7d9f-abcde", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"), defaultIdentity("slipway-update-operator-7d9f-abcde", "11111111-2222")
+	if a != "slipway-update-operator-7d9f-abcde_0f1e2d3c" || b == a {
+		t.Errorf("identities %q and %q: want the pod's name and a per-process suffix, different per process", a, b)
+	}
+	host, _ := os.Hostname()
+	if got := defaultIdentity("", "abcdef12"); got != host+"_abcdef12" {
+		t.Errorf("without POD_NAME: %q, want the hostname and the suffix", got)
 	}
 }

@@ -1,0 +1,72 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// storeRetries: how often storeConfigMap reads a ConfigMap again after losing a race for it.
+const storeRetries = 3
+
+// storeConfigMap writes one key of ConfigMap name in Slipway's namespace, the fleet's memory (the
+// fleet record, the history): decide gets the ConfigMap as stored (nil: there is none) and returns
+// the key's new value, or write false to leave it as it is. The write is conditional on the
+// resourceVersion decide saw, and a create when there was none; one that lost a race (changed,
+// created or deleted meanwhile) reads the ConfigMap again and asks decide again, so what another
+// leader or a person wrote is merged, never overwritten. cm is what the caller holds; unknown says
+// it must be read first. It returns the ConfigMap as stored now, as far as it knows: what it wrote, or
+// what decide last saw when it wrote nothing.
+func (c *Controller) storeConfigMap(ctx context.Context, name, key string, cm *corev1.ConfigMap, unknown bool,
+	decide func(stored *corev1.ConfigMap) (value string, write bool, err error)) (*corev1.ConfigMap, error) {
+	cms := c.cfg.Client.CoreV1().ConfigMaps(c.cfg.Namespace)
+	read := func() (*corev1.ConfigMap, error) {
+		got, err := cms.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", c.cfg.Namespace, name, err)
+		}
+		return got, nil
+	}
+	var err error
+	if unknown {
+		if cm, err = read(); err != nil {
+			return nil, err
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		value, write, err := decide(cm)
+		if err != nil {
+			return nil, err
+		}
+		if !write {
+			return cm, nil
+		}
+		var out *corev1.ConfigMap
+		if cm == nil {
+			out, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.cfg.Namespace,
+				Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}}, Data: map[string]string{key: value}}, metav1.CreateOptions{})
+		} else {
+			next := cm.DeepCopy()
+			if next.Data == nil {
+				next.Data = map[string]string{}
+			}
+			next.Data[key] = value
+			out, err = cms.Update(ctx, next, metav1.UpdateOptions{}) // conditional on cm.ResourceVersion
+		}
+		if err == nil {
+			return out, nil
+		}
+		if !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)) || attempt == storeRetries {
+			return nil, fmt.Errorf("writing ConfigMap %s/%s: %w", c.cfg.Namespace, name, err)
+		}
+		if cm, err = read(); err != nil {
+			return nil, err
+		}
+	}
+}
