@@ -28,18 +28,20 @@ const (
 	deployDir = ".."
 	namespace = "slipway-system"
 
-	operatorKey  = "apps/v1 Deployment slipway-system/slipway-update-operator"
-	agentKey     = "apps/v1 DaemonSet slipway-system/slipway-update-agent"
-	pdbKey       = "policy/v1 PodDisruptionBudget slipway-system/slipway-update-operator"
-	nsKey        = "v1 Namespace slipway-system"
-	vapKey       = "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy slipway-update-agent"
-	vapbKey      = "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding slipway-update-agent"
-	opVAPKey     = "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy slipway-update-operator"
-	serviceKey   = "v1 Service slipway-system/slipway-fleetlock"
-	netpolKey    = "networking.k8s.io/v1 NetworkPolicy slipway-system/slipway-fleetlock-central"
-	flDSKey      = "apps/v1 DaemonSet slipway-system/slipway-fleetlock"
-	centralKey   = "apps/v1 Deployment slipway-system/slipway-fleetlock-central"
-	defaultImage = "ghcr.io/slipway-dev/slipway:v0.3.0"
+	operatorKey     = "apps/v1 Deployment slipway-system/slipway-update-operator"
+	agentKey        = "apps/v1 DaemonSet slipway-system/slipway-update-agent"
+	pdbKey          = "policy/v1 PodDisruptionBudget slipway-system/slipway-update-operator"
+	nsKey           = "v1 Namespace slipway-system"
+	vapKey          = "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy slipway-update-agent"
+	vapbKey         = "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding slipway-update-agent"
+	fenceKey        = "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy slipway-admission-fence"
+	fenceBindingKey = "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding slipway-admission-fence"
+	opVAPKey        = "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy slipway-update-operator"
+	serviceKey      = "v1 Service slipway-system/slipway-fleetlock"
+	netpolKey       = "networking.k8s.io/v1 NetworkPolicy slipway-system/slipway-fleetlock-central"
+	flDSKey         = "apps/v1 DaemonSet slipway-system/slipway-fleetlock"
+	centralKey      = "apps/v1 Deployment slipway-system/slipway-fleetlock-central"
+	defaultImage    = "ghcr.io/slipway-dev/slipway:v0.3.0"
 )
 
 // kubeVersion is the Kubernetes version the chart is rendered and linted for: the control plane the
@@ -655,6 +657,17 @@ func TestValues(t *testing.T) {
 		name: "agent policy off, acknowledged",
 		vals: `agentPolicy: {enabled: false, acknowledgeUnconfinedAgents: true}`,
 		edit: func(t *testing.T, o objects) { delete(o, vapKey); delete(o, vapbKey) },
+	}, {
+		name: "admission fence off",
+		vals: `operator: {admissionFence: false}`,
+		edit: func(t *testing.T, o objects) {
+			for _, k := range []string{fenceKey, fenceBindingKey} {
+				if _, ok := o[k]; !ok {
+					t.Fatalf("the default install renders no %s", k)
+				}
+				delete(o, k)
+			}
+		},
 	}, {
 		name: "own namespace",
 		vals: `namespace: {create: false}`,
