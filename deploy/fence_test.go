@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,12 +107,16 @@ func TestAdmissionFence(t *testing.T) {
 	// Enforced once the API server compiled the policy and its param informer shows this Lease: wait
 	// (dry run) until another holder's term is refused.
 	var last error
+	answers := map[string]int{}
 	probe := []byte(`{"metadata":{"annotations":{"` + protocol.AdmittedBy + `":"op-2/3"}}}`)
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, last = admin.CoreV1().Nodes().Patch(ctx, "fence-c", "application/merge-patch+json", probe, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		answers[fmt.Sprint(last)]++
 		return last != nil && strings.Contains(last.Error(), "ValidatingAdmissionPolicy '"+fencePolicy+"'"), nil
 	}); err != nil {
-		t.Fatalf("the fence does not refuse another holder's term after 1m (last answer: %v)", last)
+		b, _ := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, fencePolicy, metav1.GetOptions{})
+		l, lerr := leases.Get(ctx, "slipway-update-operator", metav1.GetOptions{})
+		t.Fatalf("the fence does not refuse another holder's term after 1m (answers %v; binding %+v; Lease %+v %v)", answers, b.Spec, l.Spec, lerr)
 	}
 
 	// fence-e keeps the admitted-by of a cycle it finished in this term under an operator that did not
