@@ -186,20 +186,7 @@ func TestAdmissionFencedByLease(t *testing.T) {
 	const ns = "slipway-fence"
 	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	_ = client.CoordinationV1().Leases(ns).Delete(ctx, "fence", metav1.DeleteOptions{})
-	setLease := func(holder string, transitions int32) {
-		now := metav1.NewMicroTime(time.Now())
-		spec := coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptr(int32(15)), RenewTime: &now, AcquireTime: &now, LeaseTransitions: &transitions}
-		l, err := client.CoordinationV1().Leases(ns).Get(ctx, "fence", metav1.GetOptions{})
-		if err != nil {
-			_, err = client.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "fence", Namespace: ns}, Spec: spec}, metav1.CreateOptions{})
-		} else {
-			l.Spec = spec
-			_, err = client.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	setLease := func(holder string, transitions int32) { holdLease(t, ns, "fence", holder, transitions) }
 	setLease("new-leader", 4)
 	sn := simNodes(t, "fence", 1)[0]
 	f := &fence.Lease{Client: client.CoordinationV1(), Namespace: ns, Name: "fence", Identity: "old-leader", Margin: 5 * time.Second}
@@ -250,22 +237,7 @@ func TestStaleAdmissionRefusedByTheAPIServer(t *testing.T) {
 	ctx := context.Background()
 	const ns, lease = "slipway-fence-api", "fence"
 	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	setLease := func(holder string, transitions int32) {
-		t.Helper()
-		now := metav1.NewMicroTime(time.Now())
-		spec := coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptr(int32(15)), RenewTime: &now, AcquireTime: &now, LeaseTransitions: &transitions}
-		l, err := client.CoordinationV1().Leases(ns).Get(ctx, lease, metav1.GetOptions{})
-		if err != nil {
-			_, err = client.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease, Namespace: ns}, Spec: spec}, metav1.CreateOptions{})
-		} else {
-			l.Spec = spec
-			_, err = client.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	setLease("new-leader", 5)
+	holdLease(t, ns, lease, "new-leader", 5)
 	if err := testenv.InstallAdmissionFence(ctx, client, ns, lease); err != nil {
 		t.Fatal(err)
 	}
@@ -495,4 +467,23 @@ func labelOf(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// holdLease makes holder the holder of Lease ns/name, renewed now, in its transitions-th term: a
+// leader as the operator's fence and the API server's see it.
+func holdLease(t *testing.T, ns, name, holder string, transitions int32) {
+	t.Helper()
+	ctx := context.Background()
+	now := metav1.NewMicroTime(time.Now())
+	spec := coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptr(int32(15)), RenewTime: &now, AcquireTime: &now, LeaseTransitions: &transitions}
+	l, err := client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		_, err = client.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}, metav1.CreateOptions{})
+	} else {
+		l.Spec = spec
+		_, err = client.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
