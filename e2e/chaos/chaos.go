@@ -131,7 +131,8 @@ func Short() Config {
 		UpgradeFrom: "previous", UpgradeAt: 5,
 		APIRestarts: 1, EtcdRestarts: 1, NeverBack: true, DeleteLostNode: true, PDBBlock: 15 * time.Second, RebootTimeout: 10 * time.Second,
 		CanaryNodes: 1, CanaryBake: 2 * time.Second, Pools: map[string]int{"a": 1, "b": 2},
-		SettleTimeout: 90 * time.Second, ProgressEvery: 10 * time.Second}
+		// Settling may meet the slow path above: 2 minutes of a PDB's disruptedPods, plus a drain retry.
+		SettleTimeout: 3 * time.Minute, ProgressEvery: 10 * time.Second}
 }
 
 // Result is what a run found.

@@ -33,7 +33,8 @@ func TestChaosShort(t *testing.T) {
 	cfg.Seed = uint64(time.Now().UnixNano())
 	cfg.Out = testWriter{t}
 	t.Logf("seed %d", cfg.Seed)
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+cfg.SettleTimeout+2*time.Minute)
+	// Under go test's default 10-minute timeout, which would end the run without its report.
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+cfg.SettleTimeout+30*time.Second)
 	defer cancel()
 	res, err := Run(ctx, cfg)
 	if err != nil {
