@@ -197,7 +197,7 @@ func knownFleet(t *testing.T, c kubernetes.Interface, ns string) {
 	})
 	createNamespace(t, c, ns)
 	st := fleetswitch.Status{
-		Leader:                     "update-operator-6d5f9-x2x4q",
+		Leader:                     "update-operator-6d5f9-x2x4q_3f9c2a1b",
 		Version:                    "v0.4.0",
 		GroupLabel:                 zoneKey,
 		MaxUnavailable:             "2",
@@ -259,7 +259,7 @@ Failed:    1/3 reboots failed: node-x
 Versions:  4459.2.0: 2 on, 0 in cycle, 0 asking, 0 failed
            4500.1.0: 1 on, 0 in cycle, 2 asking, 0 failed, ETA ~12h
 Cycles:    median 14m (last 4 measured); --settle-time 5m0s; --reboot-timeout 30m0s
-Operator:  leader update-operator-6d5f9-x2x4q (v0.4.0), lease renewed 2s ago
+Operator:  leader update-operator-6d5f9-x2x4q_3f9c2a1b (v0.4.0), lease renewed 2s ago
 
 BUDGET         UNAVAILABLE  LIMIT  NODES
 fleet          3            2      9
