@@ -133,8 +133,8 @@ func TestAdmissionFence(t *testing.T) {
 		}
 	})
 	t.Run("other terms are refused", func(t *testing.T) {
-		refused(op, "fence-b", "op-1/2", "leader Lease is in term op-1/3")    // an earlier term of the same holder
-		refused(op, "fence-b", "op-2/3", "leader Lease is in term op-1/3")    // another instance
+		refused(op, "fence-b", "op-1/2", "leader Lease is in term op-1/3") // an earlier term of the same holder
+		refused(op, "fence-b", "op-2/3", "leader Lease is in term op-1/3") // another instance
 		// Whoever writes it: a person with break-glass, who says who and why (the keys policy lets that
 		// through), is fenced too.
 		breakGlass := []byte(`{"metadata":{"annotations":{"` + protocol.AdmittedBy + `":"op-2/4","` + protocol.Override + `":"` + whoAmI(ctx, t, admin).Username + `: testing the fence"}}}`)
