@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -43,19 +42,7 @@ func TestAdmissionFence(t *testing.T) {
 	leases := admin.CoordinationV1().Leases(ns)
 	setLease := func(holder string, transitions int32) {
 		t.Helper()
-		d := int32(15)
-		now := metav1.NowMicro()
-		l, err := leases.Get(ctx, "slipway-update-operator", metav1.GetOptions{})
-		if err != nil {
-			l, err = leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "slipway-update-operator"},
-				Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseTransitions: &transitions, LeaseDurationSeconds: &d, RenewTime: &now, AcquireTime: &now}}, metav1.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-		l.Spec.HolderIdentity, l.Spec.LeaseTransitions, l.Spec.RenewTime = &holder, &transitions, &now
-		if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+		if err := testenv.HoldLease(ctx, admin, ns, "slipway-update-operator", holder, transitions); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -126,10 +125,7 @@ func TestOperatorPolicy(t *testing.T) {
 	waitEnforced(ctx, t, op, operatorPolicy, "op-a", `{"spec":{"taints":[{"key":"example.com/probe","effect":"NoSchedule"}]}}`)
 	// The admission below writes admitted-by op/1: the fence (fence-policy.yaml) lets it land in that
 	// leadership term only.
-	holder, transitions, d, now := "op", int32(1), int32(15), metav1.NowMicro()
-	_ = admin.CoordinationV1().Leases(ns).Delete(ctx, "slipway-update-operator", metav1.DeleteOptions{}) // another test's
-	if _, err := admin.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "slipway-update-operator"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseTransitions: &transitions, LeaseDurationSeconds: &d, RenewTime: &now}}, metav1.CreateOptions{}); err != nil {
+	if err := testenv.HoldLease(ctx, admin, ns, "slipway-update-operator", "op", 1); err != nil {
 		t.Fatal(err)
 	}
 	defer admin.CoordinationV1().Leases(ns).Delete(ctx, "slipway-update-operator", metav1.DeleteOptions{})

@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -469,21 +468,10 @@ func labelOf(m *dto.Metric, name string) string {
 	return ""
 }
 
-// holdLease makes holder the holder of Lease ns/name, renewed now, in its transitions-th term: a
-// leader as the operator's fence and the API server's see it.
+// holdLease makes holder the holder of Lease ns/name in its transitions-th term (testenv.HoldLease).
 func holdLease(t *testing.T, ns, name, holder string, transitions int32) {
 	t.Helper()
-	ctx := context.Background()
-	now := metav1.NewMicroTime(time.Now())
-	spec := coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptr(int32(15)), RenewTime: &now, AcquireTime: &now, LeaseTransitions: &transitions}
-	l, err := client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		_, err = client.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}, metav1.CreateOptions{})
-	} else {
-		l.Spec = spec
-		_, err = client.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{})
-	}
-	if err != nil {
+	if err := testenv.HoldLease(context.Background(), client, ns, name, holder, transitions); err != nil {
 		t.Fatal(err)
 	}
 }

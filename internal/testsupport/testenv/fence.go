@@ -100,3 +100,23 @@ func InstallAdmissionFence(ctx context.Context, c kubernetes.Interface, namespac
 	}
 	return nil
 }
+
+// HoldLease makes holder the holder of Lease namespace/name, renewed now for 15 s, in its
+// transitions-th term (created when absent): a leader as the operator's fence and the admission
+// fence see it.
+func HoldLease(ctx context.Context, c kubernetes.Interface, namespace, name, holder string, transitions int32) error {
+	now, d := metav1.NowMicro(), int32(15)
+	spec := coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &d, RenewTime: &now, AcquireTime: &now, LeaseTransitions: &transitions}
+	leases := c.CoordinationV1().Leases(namespace)
+	l, err := leases.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: spec}, metav1.CreateOptions{})
+	} else if err == nil {
+		l.Spec = spec
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("holding Lease %s/%s for %s: %w", namespace, name, holder, err)
+	}
+	return nil
+}
