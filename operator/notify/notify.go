@@ -1,6 +1,6 @@
 // Package notify sends the update-operator's notifications (--notify-url) through shoutrrr, the
 // library kured users already configure: the same URLs (slack://, teams://, telegram://, ntfy://,
-// smtp://, generic://, logger:// and the rest) work here.
+// generic://, logger:// and the rest) work here, all but e-mail (smtp://; services.go says why).
 //
 // Nothing in it ever holds up the controller. Notify formats the message and puts it on one bounded
 // queue per URL, without waiting; a full queue drops the message and counts it
@@ -23,13 +23,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
-	"github.com/nicholas-fedor/shoutrrr/pkg/router"
 	"github.com/nicholas-fedor/shoutrrr/pkg/types"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
@@ -206,7 +204,7 @@ type Sender struct {
 type target struct {
 	name    string // redacted, for logs
 	secrets []string
-	svc     types.Service
+	svc     service
 	queue   chan queued
 	escape  func(string) string // the service's markup escaping (nil: none)
 }
@@ -282,15 +280,16 @@ func newTarget(raw string, queue int, log klog.Logger) (*target, error) {
 		return nil, errors.New("has no service: want e.g. slack://, teams://, generic://...")
 	}
 	scheme, _, custom := strings.Cut(u.Scheme, "+") // generic+https://host/path
-	var r router.ServiceRouter
-	svc, err := r.NewService(scheme)
-	if err != nil {
-		known := r.ListServices()
-		slices.Sort(known)
-		return nil, fail("unknown service %q (known: %s)", scheme, strings.Join(known, ", "))
+	if why, ok := refused[scheme]; ok {
+		return nil, fail("%s", why)
 	}
+	mk, ok := services[scheme]
+	if !ok {
+		return nil, fail("unknown service %q (known: %s)", scheme, strings.Join(knownServices(), ", "))
+	}
+	svc := mk()
 	if custom {
-		c, ok := svc.(types.CustomURLService)
+		c, ok := svc.(customURL)
 		if !ok {
 			return nil, fail("service %q has no %s+<scheme>:// form", scheme, scheme)
 		}

@@ -287,6 +287,7 @@ func TestRefusesBadURLs(t *testing.T) {
 		{"generic://h/x?template=xml", `notify URL 2 of 2 "generic://h/…?…": template "xml": only json (or none, for the message as plain text)`, ""},
 		{"generic://h/x?disabletls=maybe", `notify URL 2 of 2 "generic://h/…?…": setting config properties from service URL query: accepted values are 1, true, yes or 0, false, no`, ""},
 		{"logger+http://h/x", `notify URL 2 of 2 "logger+http://h/…": service "logger" has no logger+<scheme>:// form`, ""},
+		{"smtp://user:mailpassword@mail.example:587/?from=a@example&to=b@example", `notify URL 2 of 2 "smtp://***@mail.example:587?…": e-mail (smtp://) is not built into the update-operator`, "mailpassword"},
 	} {
 		_, err := New([]string{good, c.url}, prometheus.NewRegistry(), klog.Background())
 		if err == nil {
@@ -389,7 +390,7 @@ func TestEscapedForEachService(t *testing.T) {
 			t.Errorf("%s:\n got %q\nwant %q", scheme, got, want)
 		}
 	}
-	for _, plain := range []string{"generic", "logger", "ntfy", "telegram", "smtp"} {
+	for _, plain := range []string{"generic", "logger", "ntfy", "telegram"} {
 		if escaper(plain) != nil {
 			t.Errorf("%s is plain text: nothing to escape", plain)
 		}
