@@ -142,6 +142,29 @@ func gauge(fams map[string]*dto.MetricFamily, name string) (float64, bool) {
 	return 0, false
 }
 
+// procCPU is the CPU time a process has used, user and system, in seconds (/proc/PID/stat).
+func procCPU(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces: count from after it.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, b)
+	}
+	utime, err1 := strconv.ParseFloat(f[11], 64) // field 14
+	stime, err2 := strconv.ParseFloat(f[12], 64) // field 15
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+	}
+	return (utime + stime) / clockTicks, nil
+}
+
+// clockTicks is sysconf(_SC_CLK_TCK): 100 on Linux everywhere Go runs (its ABI fixes USER_HZ).
+const clockTicks = 100
+
 // ProcMem is a process's resident memory from /proc/PID/status, in KiB: VmHWM (the peak) and VmRSS
 // now, which RssAnon (heap, stacks) and RssFile (the mapped binary) split.
 type ProcMem struct {

@@ -264,6 +264,22 @@ func (x *Index) Entries() []Node {
 	return out
 }
 
+// Policy is the RebootPolicy node name counts in as admission counts it ("" the flags'; a reservation's
+// while its admission is being written; "" for a tie, which counts in none), and whether the index
+// holds the node at all.
+func (x *Index) Policy(name string) (string, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.nodes[name]
+	if !ok {
+		return "", false
+	}
+	if e = x.effective(name, e); e.PolicyTied != "" {
+		return "", true
+	}
+	return e.Policy, true
+}
+
 // EntriesByName is every node's entry as admission counts it, by node name.
 func (x *Index) EntriesByName() map[string]Node {
 	x.mu.Lock()

@@ -196,3 +196,29 @@ func TestIndexWaitSince(t *testing.T) {
 		t.Errorf("queue %v, want early late future", q)
 	}
 }
+
+// Policy answers as admission counts: the entry's policy, none for a tie, the reservation's while an
+// admission under another policy is being written, and whether the node is indexed at all.
+func TestIndexPolicy(t *testing.T) {
+	x := NewIndex()
+	x.Update("gpu-1", t0, func() (Node, bool) { return Node{Policy: "gpu", State: protocol.Idle}, true })
+	x.Update("both", t0, func() (Node, bool) { return Node{Policy: "", PolicyTied: "gpu, db", State: protocol.Idle}, true })
+	x.Update("plain", t0, func() (Node, bool) { return Node{State: protocol.Idle}, true })
+	for name, want := range map[string][2]any{"gpu-1": {"gpu", true}, "both": {"", true}, "plain": {"", true}, "nosuch": {"", false}} {
+		if p, ok := x.Policy(name); p != want[0] || ok != want[1] {
+			t.Errorf("Policy(%s) = %q, %v; want %q, %v", name, p, ok, want[0], want[1])
+		}
+	}
+	release := x.ReserveAs("plain", "db")
+	if p, _ := x.Policy("plain"); p != "db" {
+		t.Errorf("reserved as db: Policy = %q", p)
+	}
+	release()
+	if p, _ := x.Policy("plain"); p != "" {
+		t.Errorf("released: Policy = %q", p)
+	}
+	x.Update("gpu-1", t0, func() (Node, bool) { return Node{}, false })
+	if _, ok := x.Policy("gpu-1"); ok {
+		t.Error("a removed node is still indexed")
+	}
+}
