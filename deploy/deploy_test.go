@@ -332,7 +332,7 @@ func TestRebootRequiredFileComponent(t *testing.T) {
 // a restarted pod run whatever was pushed last.
 func TestImagesPinned(t *testing.T) {
 	image := regexp.MustCompile(`(?m)^\s*(?:-\s+)?image:\s*"?([^"\s]+)`)
-	for _, dir := range []string{".", "fleetlock"} {
+	for _, dir := range []string{".", "fleetlock", "node-prep"} {
 		found := image.FindAllStringSubmatch(kustomize(t, dir), -1)
 		if len(found) == 0 {
 			t.Errorf("%s renders no image at all", dir)

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"reflect"
 	"regexp"
@@ -79,11 +80,14 @@ func TestOperatorPolicyKeys(t *testing.T) {
 	if got := quotedIn(vars["operatorLabels"]); !slices.Equal(got, wantLabels) {
 		t.Errorf("operator-policy.yaml operatorLabels = %q, want %q", got, wantLabels)
 	}
-	if vars["hookAnnotations"] != "[]" {
-		t.Errorf("the base lists hook annotations %s; it ships with none", vars["hookAnnotations"])
-	}
-	if vars["steeringLabels"] != "[]" || vars["preferNoScheduleTaint"] != "''" {
-		t.Errorf("the base lists steering labels %s and taint %s; it ships with none", vars["steeringLabels"], vars["preferNoScheduleTaint"])
+	for _, v := range settingVars {
+		want := "''"
+		if v == "excludeFromLoadBalancers" {
+			want = "'false'"
+		}
+		if vars[v] != want {
+			t.Errorf("the base's %s is %s; it ships with %s (no hooks, no steering)", v, vars[v], want)
+		}
 	}
 	var specRule string
 	for _, v := range vap.Spec.Validations {
@@ -192,14 +196,14 @@ func TestOperatorPolicy(t *testing.T) {
 	}{
 		{"NoExecute taint", `{"spec":{"taints":[{"key":"example.com/evict","effect":"NoExecute"}]}}`, "", "only spec.unschedulable"},
 		{"a PreferNoSchedule taint not configured", `{"spec":{"taints":[{"key":"example.com/reboot-pending","effect":"PreferNoSchedule"}]}}`, "", "only spec.unschedulable"},
-		{"the load-balancer exclusion not configured", `{"metadata":{"labels":{"` + protocol.ExcludeFromLBs + `":"true"}}}`, "", "does not own: " + protocol.ExcludeFromLBs + " (a steering label must be listed"},
+		{"the load-balancer exclusion not configured", `{"metadata":{"labels":{"` + protocol.ExcludeFromLBs + `":"true"}}}`, "", "does not own: " + protocol.ExcludeFromLBs + " (a steering label must be in the operator's steering settings"},
 		{"podCIDR", `{"spec":{"podCIDR":"10.9.0.0/24","podCIDRs":["10.9.0.0/24"]}}`, "", "only spec.unschedulable"},
 		{"providerID", `{"spec":{"providerID":"aws:///x/i-1"}}`, "", "only spec.unschedulable"},
 		{"relabel into another zone", `{"metadata":{"labels":{"topology.kubernetes.io/zone":"b"}}}`, "", "labels the update-operator does not own: topology.kubernetes.io/zone"},
 		{"remove a foreign label", `{"metadata":{"labels":{"node-role.kubernetes.io/worker":null}}}`, "", "labels the update-operator does not own: node-role.kubernetes.io/worker"},
 		{"FleetLock enrolment label", `{"metadata":{"labels":{"` + protocol.FleetLockEnrolled + `":"true"}}}`, "", "does not own: " + protocol.FleetLockEnrolled},
 		{"remove the admin's reboot-paused", ann(protocol.RebootPaused, nil), "", "does not own: " + protocol.RebootPaused},
-		{"an unlisted hook annotation", ann("example.com/hook", nil), "", "does not own: example.com/hook (a hook annotation must be listed"},
+		{"an unlisted hook annotation", ann("example.com/hook", nil), "", "does not own: example.com/hook (a hook annotation must be in the operator's --before/--after-reboot-annotations"},
 		{"someone else's annotation", ann("example.com/other", &x), "", "does not own: example.com/other"},
 		{"the agent's status", ann(protocol.Status, &x), "", "does not own: " + protocol.Status},
 		{"a node's ask (reboot-needed)", ann(protocol.RebootNeeded, &x), "", "does not own: " + protocol.RebootNeeded},
@@ -237,31 +241,10 @@ func TestOperatorPolicy(t *testing.T) {
 		})
 	}
 
-	// A hook listed in the policy (as Helm lists operator.beforeRebootAnnotations) may be removed.
+	// A hook named in deploy/operator-settings' ConfigMap (as --before-reboot-annotations, spaces
+	// around the comma too) may be removed: the component's policy on the real API server.
 	t.Run("a listed hook annotation", func(t *testing.T) {
-		vap, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, operatorPolicy, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		orig := vap.DeepCopy()
-		for i, v := range vap.Spec.Variables {
-			if v.Name == "hookAnnotations" {
-				vap.Spec.Variables[i].Expression = "['example.com/hook']"
-			}
-		}
-		if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Update(ctx, vap, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			cur, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, operatorPolicy, metav1.GetOptions{})
-			if err == nil {
-				cur.Spec = orig.Spec
-				_, err = admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Update(ctx, cur, metav1.UpdateOptions{})
-			}
-			if err != nil {
-				t.Errorf("restoring the policy: %v", err)
-			}
-		}()
+		setPolicyVars(ctx, t, admin, componentVars(t, map[string]string{"before-reboot-annotations": "example.com/other-hook , example.com/hook"}))
 		body := []byte(ann("example.com/hook", nil))
 		var last error
 		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -276,22 +259,29 @@ func TestOperatorPolicy(t *testing.T) {
 		}
 	})
 
-	// Steering configured (as Helm renders operator.preferNoScheduleTaint, excludeFromLoadBalancers
-	// and the pre/post-reboot labels): exactly that PreferNoSchedule taint and those labels may change;
-	// another effect or key, another label, or someone else's taint is still refused. Then, with
-	// steering turned off again, what the operator marked as its own (lb-excluded,
+	// Steering configured in deploy/operator-settings' ConfigMap (the same policy Helm renders from
+	// its values): exactly that PreferNoSchedule taint and those labels (KEY=VALUE and KEY- forms) may
+	// change; another effect or key, another label, or someone else's taint is still refused. Then,
+	// with steering turned off again, what the operator marked as its own (lb-excluded,
 	// prefer-no-schedule-taint) it may still remove, and nothing more.
 	t.Run("steering", func(t *testing.T) {
-		setPolicyVars(ctx, t, admin, map[string]string{
-			"steeringLabels":        "['" + protocol.ExcludeFromLBs + "', 'example.com/reboot']",
-			"preferNoScheduleTaint": "'example.com/reboot-pending'",
-		})
+		if _, err := admin.CoreV1().Nodes().Patch(ctx, "op-a", types.MergePatchType, []byte(`{"metadata":{"labels":{"example.com/gone":"x"}}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		setPolicyVars(ctx, t, admin, componentVars(t, map[string]string{
+			"pre-reboot-node-labels":      "example.com/reboot=rebooting",
+			"post-reboot-node-labels":     "example.com/reboot=done,example.com/gone-",
+			"exclude-from-load-balancers": "true",
+			"prefer-no-schedule-taint":    "example.com/reboot-pending",
+			"reboot-policy-labels":        "pool.example.com/draining=true",
+			"reboot-policy-taints":        "pool.example.com/pending",
+		}))
 		gpu := `{"key":"example.com/gpu","effect":"NoSchedule"}`
 		pending := `{"key":"example.com/reboot-pending","effect":"PreferNoSchedule"}`
 		if _, err := admin.CoreV1().Nodes().Patch(ctx, "op-a", types.MergePatchType, []byte(`{"spec":{"taints":[`+gpu+`]}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		allowed := `{"metadata":{"labels":{"` + protocol.ExcludeFromLBs + `":"true","example.com/reboot":"rebooting"},"annotations":{"` +
+		allowed := `{"metadata":{"labels":{"` + protocol.ExcludeFromLBs + `":"true","example.com/reboot":"rebooting","example.com/gone":null},"annotations":{"` +
 			protocol.LBExcluded + `":"true","` + protocol.PreferNoScheduleTaint + `":"example.com/reboot-pending"}},"spec":{"taints":[` + gpu + `,` + pending + `]}}`
 		var last error
 		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -303,6 +293,15 @@ func TestOperatorPolicy(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("the configured steering writes are still refused after 1m: %v", last)
 		}
+		// A RebootPolicy's steering, listed in the settings: its label and PreferNoSchedule taint
+		// on, then off again.
+		withPool := `{"metadata":{"labels":{"pool.example.com/draining":"true"}},"spec":{"taints":[` + gpu + `,` + pending + `,{"key":"pool.example.com/pending","effect":"PreferNoSchedule"}]}}`
+		withoutPool := `{"metadata":{"labels":{"pool.example.com/draining":null}},"spec":{"taints":[` + gpu + `,` + pending + `]}}`
+		for _, body := range []string{withPool, withoutPool} {
+			if _, err := op.CoreV1().Nodes().Patch(ctx, "op-a", types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+				t.Errorf("a RebootPolicy's steering, listed in the settings: patch %s: %v", body, err)
+			}
+		}
 		for _, body := range []string{
 			`{"spec":{"taints":[` + gpu + `,{"key":"example.com/reboot-pending","effect":"NoSchedule"}]}}`,
 			`{"spec":{"taints":[` + gpu + `,` + pending + `,{"key":"example.com/other","effect":"PreferNoSchedule"}]}}`,
@@ -313,7 +312,7 @@ func TestOperatorPolicy(t *testing.T) {
 				t.Errorf("patch %s: %v, want refused", body, err)
 			}
 		}
-		setPolicyVars(ctx, t, admin, map[string]string{"steeringLabels": "[]", "preferNoScheduleTaint": "''"})
+		setPolicyVars(ctx, t, admin, componentVars(t, nil))
 		waitEnforced(ctx, t, op, operatorPolicy, "op-a", `{"metadata":{"labels":{"example.com/reboot":"done"}}}`)
 		cleanup := `{"metadata":{"labels":{"` + protocol.ExcludeFromLBs + `":null},"annotations":{"` + protocol.LBExcluded + `":null,"` +
 			protocol.PreferNoScheduleTaint + `":null}},"spec":{"taints":[` + gpu + `]}}`
@@ -334,7 +333,44 @@ func TestOperatorPolicy(t *testing.T) {
 	})
 }
 
-// setPolicyVars sets variables of the operator's policy (as Helm renders them) until the test ends.
+// settingVars are the operator policy's variables deploy/operator-settings fills: one per flag, and
+// what RebootPolicies steer with.
+var settingVars = []string{"beforeRebootAnnotations", "afterRebootAnnotations", "preRebootNodeLabels",
+	"postRebootNodeLabels", "excludeFromLoadBalancers", "preferNoScheduleTaint", "rebootPolicyLabels", "rebootPolicyTaints"}
+
+// componentVars renders deploy/ with deploy/operator-settings and a settings ConfigMap holding
+// settings (flag name -> value; the rest off) as a user's overlay does, and returns the six variables
+// of the operator policy it renders.
+func componentVars(t *testing.T, settings map[string]string) map[string]string {
+	t.Helper()
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slipway-operator-settings\n  annotations: {config.kubernetes.io/local-config: \"true\"}\ndata:\n"
+	for _, f := range []string{"before-reboot-annotations", "after-reboot-annotations", "pre-reboot-node-labels", "post-reboot-node-labels",
+		"exclude-from-load-balancers", "prefer-no-schedule-taint", "reboot-policy-labels", "reboot-policy-taints"} {
+		v, ok := settings[f]
+		if !ok && f == "exclude-from-load-balancers" {
+			v = "false"
+		}
+		cm += fmt.Sprintf("  %s: %q\n", f, v)
+	}
+	vars := map[string]string{}
+	for _, doc := range strings.Split(kustomize(t, overlay(t, "operator-settings", cm)), "\n---\n") {
+		var vap admissionregistrationv1.ValidatingAdmissionPolicy
+		if err := yaml.Unmarshal([]byte(doc), &vap); err != nil || vap.Kind != "ValidatingAdmissionPolicy" || vap.Name != operatorPolicy {
+			continue
+		}
+		for _, v := range vap.Spec.Variables {
+			if slices.Contains(settingVars, v.Name) {
+				vars[v.Name] = v.Expression
+			}
+		}
+	}
+	if len(vars) != len(settingVars) {
+		t.Fatalf("the component's policy has %d of the %d setting variables: %v", len(vars), len(settingVars), vars)
+	}
+	return vars
+}
+
+// setPolicyVars sets variables of the operator's policy until the test ends.
 func setPolicyVars(ctx context.Context, t *testing.T, admin kubernetes.Interface, vars map[string]string) {
 	t.Helper()
 	vap, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, operatorPolicy, metav1.GetOptions{})

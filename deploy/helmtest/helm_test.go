@@ -300,21 +300,7 @@ func TestFleetLockCentralEqualsOverlay(t *testing.T) {
 
 // agent.rebootRequiredFile renders deploy/ with the deploy/reboot-required-file component, exactly.
 func TestRebootRequiredFileEqualsComponent(t *testing.T) {
-	deploy, err := filepath.Abs(deployDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	rel, err := filepath.Rel(dir, deploy) // kustomize refuses absolute paths
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%q]\ncomponents: [%q]\n",
-		rel, filepath.Join(rel, "reboot-required-file"))
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	want := kustomize(t, dir)
+	want := withComponent(t, "reboot-required-file", nil)
 	if d := differences(kustomize(t, deployDir), want); len(d) != 1 {
 		t.Fatalf("the component should change the agent DaemonSet only: %v", d)
 	}
@@ -324,21 +310,7 @@ func TestRebootRequiredFileEqualsComponent(t *testing.T) {
 // monitoring.*.enabled renders deploy/ with the deploy/monitoring component (PodMonitor, PrometheusRule,
 // the Grafana dashboard's ConfigMap), exactly; additionalLabels add to the objects' labels.
 func TestMonitoringEqualsComponent(t *testing.T) {
-	deploy, err := filepath.Abs(deployDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	rel, err := filepath.Rel(dir, deploy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%q]\ncomponents: [%q]\n",
-		rel, filepath.Join(rel, "monitoring"))
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	want := kustomize(t, dir)
+	want := withComponent(t, "monitoring", nil)
 	const ruleKey, pmKey, dashKey = "monitoring.coreos.com/v1 PrometheusRule slipway-system/slipway",
 		"monitoring.coreos.com/v1 PodMonitor slipway-system/slipway-update-operator", "v1 ConfigMap slipway-system/slipway-grafana-dashboard"
 	for _, key := range []string{ruleKey, pmKey, dashKey} {
@@ -596,8 +568,11 @@ func TestValues(t *testing.T) {
 		edit: func(t *testing.T, o objects) {
 			appendArgs(o[operatorKey], "--before-reboot-annotations=example.com/drained-ok,backup.example.com/done", "--after-reboot-annotations=example.com/healthy")
 			for _, v := range o[opVAPKey]["spec"].(map[string]any)["variables"].([]any) {
-				if v := v.(map[string]any); v["name"] == "hookAnnotations" {
-					v["expression"] = "['example.com/drained-ok', 'backup.example.com/done', 'example.com/healthy']"
+				switch v := v.(map[string]any); v["name"] {
+				case "beforeRebootAnnotations":
+					v["expression"] = "'example.com/drained-ok,backup.example.com/done'"
+				case "afterRebootAnnotations":
+					v["expression"] = "'example.com/healthy'"
 				}
 			}
 		},
@@ -612,8 +587,12 @@ func TestValues(t *testing.T) {
 				"--post-reboot-node-labels=kured=done,remediation.medik8s.io/exclude-from-remediation-")
 			for _, v := range o[opVAPKey]["spec"].(map[string]any)["variables"].([]any) {
 				switch v := v.(map[string]any); v["name"] {
-				case "steeringLabels":
-					v["expression"] = "['node.kubernetes.io/exclude-from-external-load-balancers', 'kured', 'remediation.medik8s.io/exclude-from-remediation']"
+				case "preRebootNodeLabels":
+					v["expression"] = "'kured=rebooting,remediation.medik8s.io/exclude-from-remediation=true'"
+				case "postRebootNodeLabels":
+					v["expression"] = "'kured=done,remediation.medik8s.io/exclude-from-remediation-'"
+				case "excludeFromLoadBalancers":
+					v["expression"] = "'true'"
 				case "preferNoScheduleTaint":
 					v["expression"] = "'example.com/reboot-pending'"
 				}
@@ -964,5 +943,255 @@ func TestChartPinsKustomizeImage(t *testing.T) {
 				t.Errorf("%s: %s runs %v, the chart %v", dir, k, img, tag)
 			}
 		}
+	}
+}
+
+// withComponent renders deploy/ with the component at deploy/<component> and the files (name ->
+// content) listed as resources beside it, as a user's overlay does.
+func withComponent(t *testing.T, component string, files map[string]string) objects {
+	t.Helper()
+	return kustomize(t, overlayDir(t, component, files))
+}
+
+// overlayDir writes that overlay and returns its directory.
+func overlayDir(t *testing.T, component string, files map[string]string) string {
+	t.Helper()
+	deploy, err := filepath.Abs(deployDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, deploy) // kustomize refuses absolute paths
+	if err != nil {
+		t.Fatal(err)
+	}
+	resources := []string{fmt.Sprintf("%q", rel)}
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(files[name]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		resources = append(resources, fmt.Sprintf("%q", name))
+	}
+	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%s]\ncomponents: [%q]\n",
+		strings.Join(resources, ", "), filepath.Join(rel, component))
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// settingsConfigMap is a slipway-operator-settings ConfigMap (deploy/operator-settings) with the data
+// of each map.
+func settingsConfigMap(data ...map[string]string) string {
+	all := map[string]string{}
+	for _, d := range data {
+		maps.Copy(all, d)
+	}
+	s := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slipway-operator-settings\n  annotations: {config.kubernetes.io/local-config: \"true\"}\ndata:\n"
+	for _, k := range slices.Sorted(maps.Keys(all)) {
+		s += fmt.Sprintf("  %s: %q\n", k, all[k])
+	}
+	return s
+}
+
+// The six hook and steering flags, as deploy/operator-settings names them (the flags' names).
+var settingFlags = []string{"before-reboot-annotations", "after-reboot-annotations", "pre-reboot-node-labels",
+	"post-reboot-node-labels", "exclude-from-load-balancers", "prefer-no-schedule-taint"}
+
+// takeSettings removes the six flags from the operator's container, from its args (--flag=value, as
+// Helm passes them) or its env (UPDATE_OPERATOR_<FLAG>, as the component does), and returns them.
+func takeSettings(o object) map[string]string {
+	c := container(o)
+	got := map[string]string{}
+	var args, env []any
+	for _, a := range c["args"].([]any) {
+		name, value, _ := strings.Cut(strings.TrimPrefix(a.(string), "--"), "=")
+		if slices.Contains(settingFlags, name) {
+			got[name] = value
+			continue
+		}
+		args = append(args, a)
+	}
+	for _, e := range c["env"].([]any) {
+		e := e.(map[string]any)
+		name := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(e["name"].(string), "UPDATE_OPERATOR_"), "_", "-"))
+		if v, ok := e["value"].(string); ok && slices.Contains(settingFlags, name) {
+			got[name] = v
+			continue
+		}
+		env = append(env, e)
+	}
+	c["args"], c["env"] = args, env
+	return got
+}
+
+// deploy/operator-settings and Helm's values render the same operator policy and give the operator
+// the same flag values (the component as environment variables, Helm as arguments), and nothing
+// else differs: a kustomize user sets hooks and steering in one ConfigMap and writes no CEL.
+func TestOperatorSettingsEqualsComponent(t *testing.T) {
+	settings := map[string]string{
+		"before-reboot-annotations":   "example.com/drained-ok,backup.example.com/done",
+		"after-reboot-annotations":    "example.com/healthy",
+		"pre-reboot-node-labels":      "kured=rebooting,remediation.medik8s.io/exclude-from-remediation=true",
+		"post-reboot-node-labels":     "kured=done,remediation.medik8s.io/exclude-from-remediation-",
+		"exclude-from-load-balancers": "true",
+		"prefer-no-schedule-taint":    "example.com/reboot-pending",
+	}
+	pools := map[string]string{ // not flags: the policy only
+		"reboot-policy-labels": "gpu.example.com/draining=true,gpu.example.com/draining-,node.kubernetes.io/exclude-from-external-load-balancers=true",
+		"reboot-policy-taints": "gpu.example.com/reboot-pending",
+	}
+	want := withComponent(t, "operator-settings", map[string]string{"settings.yaml": settingsConfigMap(settings, pools)})
+	for k := range want {
+		if strings.Contains(k, "slipway-operator-settings") {
+			t.Errorf("the settings ConfigMap is applied (%s): it is local-config, read by the component only", k)
+		}
+	}
+	got := helm(t, map[string]any{"operator": map[string]any{
+		"beforeRebootAnnotations":  []any{"example.com/drained-ok", "backup.example.com/done"},
+		"afterRebootAnnotations":   []any{"example.com/healthy"},
+		"preRebootNodeLabels":      []any{"kured=rebooting", "remediation.medik8s.io/exclude-from-remediation=true"},
+		"postRebootNodeLabels":     []any{"kured=done", "remediation.medik8s.io/exclude-from-remediation-"},
+		"excludeFromLoadBalancers": true,
+		"preferNoScheduleTaint":    "example.com/reboot-pending",
+	}, "policies": []any{map[string]any{"name": "gpu", "spec": map[string]any{
+		"nodeSelector": map[string]any{"matchLabels": map[string]any{"gpu": "true"}},
+		"steering": map[string]any{"preLabels": []any{"gpu.example.com/draining=true"}, "postLabels": []any{"gpu.example.com/draining-"},
+			"excludeFromLoadBalancers": true, "preferNoScheduleTaint": "gpu.example.com/reboot-pending"}}}},
+	})
+	const poolKey = "update.slipway.dev/v1alpha1 RebootPolicy gpu"
+	if _, ok := got[poolKey]; !ok {
+		t.Fatalf("Helm renders no %s: %v", poolKey, slices.Sorted(maps.Keys(got)))
+	}
+	delete(got, poolKey) // the pool itself is Helm's; kustomize users write theirs
+
+	fromComponent, fromHelm := takeSettings(want[operatorKey]), takeSettings(got[operatorKey])
+	if !maps.Equal(fromComponent, settings) {
+		t.Errorf("the component gives the operator %v, want the ConfigMap's %v", fromComponent, settings)
+	}
+	if !maps.Equal(fromHelm, settings) {
+		t.Errorf("Helm gives the operator %v, want %v", fromHelm, settings)
+	}
+	// The policy carries the values: not the base's.
+	base := kustomize(t, deployDir)
+	if cmp.Equal(base[opVAPKey], want[opVAPKey]) {
+		t.Error("the component left the operator policy as the base has it")
+	}
+	assertSame(t, want, got)
+
+	// Off, as the example ships it: the same as the base and Helm's defaults, but for the six
+	// variables passed empty.
+	off := map[string]string{"exclude-from-load-balancers": "false"}
+	for _, f := range settingFlags {
+		if _, ok := off[f]; !ok {
+			off[f] = ""
+		}
+	}
+	offObjs := withComponent(t, "operator-settings", map[string]string{"settings.yaml": settingsConfigMap(off, map[string]string{"reboot-policy-labels": "", "reboot-policy-taints": ""})})
+	if passed := takeSettings(offObjs[operatorKey]); !maps.Equal(passed, off) {
+		t.Errorf("off: the operator gets %v", passed)
+	}
+	defaults := helm(t, nil)
+	takeSettings(defaults[operatorKey])
+	assertSame(t, offObjs, defaults)
+}
+
+// A settings ConfigMap without one of the keys fails the build, naming the key: the component
+// never renders a policy from a value nobody gave.
+func TestOperatorSettingsMissingKey(t *testing.T) {
+	data := map[string]string{"exclude-from-load-balancers": "false", "reboot-policy-labels": "", "reboot-policy-taints": ""}
+	for _, f := range settingFlags[1:] {
+		if _, ok := data[f]; !ok {
+			data[f] = ""
+		}
+	}
+	dir := overlayDir(t, "operator-settings", map[string]string{"settings.yaml": settingsConfigMap(data)})
+	_, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err == nil || !strings.Contains(err.Error(), settingFlags[0]) {
+		t.Errorf("a settings ConfigMap without %s: %v, want an error naming it", settingFlags[0], err)
+	}
+}
+
+// takeHealthCheck removes the operator's --health-check (an argument, as Helm passes it, or the
+// UPDATE_OPERATOR_HEALTH_CHECK variable, as deploy/health-check does) and returns it with the spaces
+// of its object part dropped, as the operator reads it (operator/health TestParse).
+func takeHealthCheck(t *testing.T, o object) string {
+	t.Helper()
+	check := ""
+	c := container(o)
+	var args, env []any
+	for _, a := range c["args"].([]any) {
+		if v, ok := strings.CutPrefix(a.(string), "--health-check="); ok {
+			check = v
+			continue
+		}
+		args = append(args, a)
+	}
+	for _, e := range c["env"].([]any) {
+		if e := e.(map[string]any); e["name"] == "UPDATE_OPERATOR_HEALTH_CHECK" {
+			check, _ = e["value"].(string)
+			continue
+		}
+		env = append(env, e)
+	}
+	c["args"], c["env"] = args, env
+	ref, expr, ok := strings.Cut(check, ":")
+	if !ok {
+		t.Fatalf("health check %q: no ':'", check)
+	}
+	// "configmaps ./ ..." (the core group: an empty word) is the operator's configmaps/...
+	ref = strings.Replace(strings.Join(strings.Fields(ref), ""), "./", "/", 1)
+	return ref + ": " + strings.TrimSpace(expr)
+}
+
+// deploy/health-check and Helm's operator.healthChecks give the operator the same check and render
+// the same Role and RoleBinding (get on exactly that object), and nothing else differs.
+func TestHealthCheckEqualsComponent(t *testing.T) {
+	for _, c := range []struct {
+		resource, group, name, namespace, expression string
+	}{
+		{"deployments", "apps", "web", "shop", "object.status.availableReplicas >= object.spec.replicas"},
+		{"configmaps", "", "gate", "ops", "object.data.open == 'yes'"},
+		{"cephclusters", "ceph.rook.io", "rook-ceph", "rook-ceph", `object.status.ceph.health == "HEALTH_OK"`},
+	} {
+		cm := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: slipway-health-check\n  annotations: {config.kubernetes.io/local-config: \"true\"}\n"+
+			"data:\n  resource: %q\n  group: %q\n  name: %q\n  namespace: %q\n  expression: %q\n", c.resource, c.group, c.name, c.namespace, c.expression)
+		want := withComponent(t, "health-check", map[string]string{"check.yaml": cm})
+		object := c.resource
+		if c.group != "" {
+			object += "." + c.group
+		}
+		flag := object + "/" + c.name + "@" + c.namespace + ": " + c.expression
+		got := helm(t, map[string]any{"operator": map[string]any{"healthChecks": []any{flag}}})
+		roleKey := "rbac.authorization.k8s.io/v1 Role " + c.namespace + "/slipway-update-operator-health-0"
+		if _, ok := want[roleKey]; !ok {
+			t.Fatalf("%s: the component renders no %s: %v", flag, roleKey, slices.Sorted(maps.Keys(want)))
+		}
+		if fromComponent, fromHelm := takeHealthCheck(t, want[operatorKey]), takeHealthCheck(t, got[operatorKey]); fromComponent != flag || fromHelm != flag {
+			t.Errorf("the operator's check: component %q, Helm %q, want %q", fromComponent, fromHelm, flag)
+		}
+		assertSame(t, want, got)
+	}
+}
+
+// nodePrep.enabled adds the objects of `kubectl kustomize deploy/node-prep/`, exactly: the config's
+// ConfigMap and the DaemonSet.
+func TestNodePrepEqualsOverlay(t *testing.T) {
+	want := kustomize(t, filepath.Join(deployDir, "node-prep"))
+	const dsKey, cmKey = "apps/v1 DaemonSet slipway-system/slipway-node-prep", "v1 ConfigMap slipway-system/slipway-node-prep"
+	for _, k := range []string{dsKey, cmKey} {
+		if _, ok := want[k]; !ok {
+			t.Fatalf("the overlay no longer renders %s: %v", k, slices.Sorted(maps.Keys(want)))
+		}
+	}
+	got := helm(t, map[string]any{"nodePrep": map[string]any{"enabled": true}})
+	for k := range helm(t, nil) {
+		delete(got, k)
+	}
+	assertSame(t, want, got)
+
+	custom := helm(t, map[string]any{"nodePrep": map[string]any{"enabled": true, "config": `{"ignition":{"version":"3.4.0"}}`}})
+	if data := custom[cmKey]["data"].(map[string]any); data["config.ign"] != `{"ignition":{"version":"3.4.0"}}` {
+		t.Errorf("nodePrep.config not used: %v", data)
 	}
 }

@@ -404,21 +404,25 @@ func (c *Cluster) StartOperator(extra ...string) error {
 	return nil
 }
 
-// allowHooks does what docs/install.md asks of a kustomize user who starts the operator with hooks: list
-// the hook annotations of its flags in the operator's admission policy (variable hookAnnotations), which
-// otherwise refuses the operator's removal of them. Helm renders the list from its values.
+// allowHooks does what deploy/operator-settings does for a kustomize user who starts the operator with
+// hooks: it writes the values of the operator's --before-reboot-annotations and
+// --after-reboot-annotations into its admission policy's variables of the same names, from which the
+// policy makes its list of hook annotations the operator may remove. Helm renders them from its values.
 func (c *Cluster) allowHooks(args []string) error {
-	var hooks []string
+	values := map[string][]string{"beforeRebootAnnotations": nil, "afterRebootAnnotations": nil}
 	for _, a := range args {
-		for _, f := range []string{"--before-reboot-annotations=", "--after-reboot-annotations="} {
-			if v, ok := strings.CutPrefix(a, f); ok {
-				for _, h := range strings.Split(v, ",") {
-					if h = strings.TrimSpace(h); h != "" {
-						hooks = append(hooks, fmt.Sprintf("%q", h))
-					}
+		for flag, v := range map[string]string{"--before-reboot-annotations=": "beforeRebootAnnotations", "--after-reboot-annotations=": "afterRebootAnnotations"} {
+			if value, ok := strings.CutPrefix(a, flag); ok {
+				if strings.Contains(value, "'") {
+					return fmt.Errorf("%s%s: not an annotation key list", flag, value)
 				}
+				values[v] = append(values[v], value) // a repeated flag adds to the list
 			}
 		}
+	}
+	want := map[string]string{}
+	for v, l := range values {
+		want[v] = "'" + strings.Join(l, ",") + "'"
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -427,22 +431,26 @@ func (c *Cluster) allowHooks(args []string) error {
 	if err != nil {
 		return fmt.Errorf("the operator's admission policy (is deploy/ applied?): %w", err)
 	}
-	want := "[" + strings.Join(hooks, ", ") + "]"
+	changed, found := false, 0
 	for i, v := range p.Spec.Variables {
-		if v.Name != "hookAnnotations" {
-			continue
+		if e, ok := want[v.Name]; ok {
+			found++
+			if v.Expression != e {
+				p.Spec.Variables[i].Expression, changed = e, true
+			}
 		}
-		if v.Expression == want {
-			return nil
-		}
-		p.Spec.Variables[i].Expression = want
-		if _, err := vaps.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("listing the hook annotations %s in the operator's admission policy: %w", want, err)
-		}
-		c.logf("operator admission policy: hookAnnotations = %s", want)
+	}
+	if found != len(want) {
+		return fmt.Errorf("the operator's admission policy has %d of the variables %v", found, want)
+	}
+	if !changed {
 		return nil
 	}
-	return fmt.Errorf("the operator's admission policy has no hookAnnotations variable")
+	if _, err := vaps.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("writing the hook annotations %v into the operator's admission policy: %w", want, err)
+	}
+	c.logf("operator admission policy: %v", want)
+	return nil
 }
 
 // operatorKubeconfig writes a kubeconfig for the update-operator ServiceAccount (deploy/ created it)

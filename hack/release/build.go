@@ -42,7 +42,12 @@ var ImagePlatforms = []string{"linux/amd64", "linux/arm64"}
 var Manifests = []struct{ File, Dir string }{
 	{"install.yaml", "deploy"},
 	{"install-fleetlock.yaml", "deploy/fleetlock"},
+	{"node-prep.yaml", "deploy/node-prep"}, // docs/install.md "Preparing running nodes"
 }
+
+// Snippets are the Ignition configs of butane/snippets the release carries as they are, for new
+// nodes' configs (merge them) and `update-agent node-config apply` on running ones.
+var Snippets = []string{"flatcar-slipway.ign", "flatcar-new-node.ign", "flatcar-slipway.clc.ign", "fcos-fleetlock.ign"}
 
 // Overlays are rendered kustomize directories that name no image: file name → directory under deploy/.
 // The FLUO migration's overlay (docs/migrate.md, path A: apply it, and delete it to roll back).
@@ -215,6 +220,17 @@ func build(c Config, repo string, progress func(string)) ([]string, string, erro
 			return nil, "", err
 		}
 		files = append(files, m.File)
+	}
+
+	for _, name := range Snippets {
+		data, err := os.ReadFile(filepath.Join(repo, "butane", "snippets", name))
+		if err != nil {
+			return nil, "", fmt.Errorf("the snippet %s (make butane writes it): %w", name, err)
+		}
+		if err := writeFile(out, name, data); err != nil {
+			return nil, "", err
+		}
+		files = append(files, name)
 	}
 
 	progress("packaging the Helm chart")

@@ -4,6 +4,9 @@
 //	slipway-V.oci.tar                    the image for linux/amd64 and linux/arm64, one OCI image index
 //	install.yaml, install-fleetlock.yaml `kubectl kustomize deploy/` (and deploy/fleetlock/) with the
 //	                                     image at IMAGE:V@sha256:D: `kubectl apply -f install.yaml`
+//	node-prep.yaml                       deploy/node-prep, pinned the same way: prepares running nodes
+//	*.ign                                butane/snippets' Ignition configs, for nodes' configs and
+//	                                     `update-agent node-config apply`
 //	slipway-X.Y.Z.tgz                    the Helm chart, version X.Y.Z, appVersion and image.tag V,
 //	                                     image.digest sha256:D
 //	kubectl-slipway_V_OS_ARCH.tar.gz     the status plugin (binary + LICENSE), linux and darwin,

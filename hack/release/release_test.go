@@ -250,7 +250,8 @@ func TestRelease(t *testing.T) {
 		}
 		listed[name] = true
 	}
-	want := []string{ImageName(version), "install.yaml", "install-fleetlock.yaml", "fluo-migration.yaml", ChartName(version), KrewFile}
+	want := []string{ImageName(version), "install.yaml", "install-fleetlock.yaml", "node-prep.yaml", "fluo-migration.yaml", ChartName(version), KrewFile}
+	want = append(want, Snippets...)
 	for _, b := range Binaries {
 		for _, p := range b.Platforms {
 			want = append(want, ArchiveName(b.Name, version, p), SBOMName(b.Name, version, p))

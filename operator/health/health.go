@@ -72,7 +72,9 @@ var env = func() *cel.Env {
 // Parse reads and compiles one --health-check. The error names the bad part.
 func Parse(spec string) (*Check, error) {
 	ref, expr, ok := strings.Cut(spec, ":")
-	ref, expr = strings.TrimSpace(ref), strings.TrimSpace(expr)
+	// No part of the object holds a space, so spaces in it are dropped: deploy/health-check writes
+	// "deployments . apps / web @ shop : ..." (kustomize fills in each word) and means the same.
+	ref, expr = strings.Join(strings.Fields(ref), ""), strings.TrimSpace(expr)
 	if !ok || ref == "" || expr == "" {
 		return nil, fmt.Errorf("%q: %s", spec, syntax)
 	}

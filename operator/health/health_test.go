@@ -27,6 +27,9 @@ func TestParse(t *testing.T) {
 		`cephclusters.ceph.rook.io/rook-ceph@rook-ceph: object.status.ceph.health == "HEALTH_OK"`: "cephclusters.ceph.rook.io/rook-ceph@rook-ceph",
 		`nodes/worker-1: object.spec.unschedulable != true`:                                       "nodes/worker-1",
 		`configmaps/gate@ops: object.data.open == 'yes' && object.data.exists(k, k == 'open')`:    "configmaps/gate@ops",
+		// as deploy/health-check writes it: a word per part, spaces between (the core group empty)
+		`deployments . apps / web @ shop : object.status.availableReplicas >= 2`: "deployments.apps/web@shop",
+		`configmaps .  / gate @ ops : object.data.open == 'yes'`:                 "configmaps/gate@ops",
 	} {
 		c, err := Parse(spec)
 		if err != nil || c.Object() != want {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coreos/ignition/v2/config/v3_6/types"
+
 	"github.com/slipway-dev/slipway/internal/nodeconfig"
 )
 
@@ -26,7 +28,7 @@ Flags:
 
 type nodeConfigOptions struct {
 	config, root string
-	dryRun       bool
+	dryRun, hold bool
 }
 
 func parseNodeConfig(args []string, stderr io.Writer) (*nodeConfigOptions, *flag.FlagSet, error) {
@@ -37,6 +39,7 @@ func parseNodeConfig(args []string, stderr io.Writer) (*nodeConfigOptions, *flag
 	fs.StringVar(&o.config, "config", "", "the Ignition config to apply; - reads standard input")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the changes (with file diffs) and change nothing")
 	fs.StringVar(&o.root, "root", "/", "where the node's filesystem is (units are always the running systemd's)")
+	fs.BoolVar(&o.hold, "hold", false, "when done (applied, nothing to do, or dry run), wait until SIGTERM or SIGINT and exit 0: a DaemonSet's pod then stays Running (deploy/node-prep); a failure still exits at once")
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
@@ -93,9 +96,20 @@ func nodeConfig(args []string, stdin io.Reader, stdout, stderr io.Writer, connec
 		fmt.Fprintln(stderr, "update-agent node-config apply:", err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	signalled, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	code := applyConfig(signalled, o, cfg, stdout, stderr, connect)
+	if code == 0 && o.hold {
+		fmt.Fprintln(stdout, "holding until stopped (--hold)")
+		<-signalled.Done()
+	}
+	return code
+}
+
+// applyConfig computes the plan of cfg on this node and applies it (or prints it, --dry-run), within
+// 5 minutes.
+func applyConfig(signalled context.Context, o *nodeConfigOptions, cfg types.Config, stdout, stderr io.Writer, connect systemdConnector) int {
+	ctx, cancel := context.WithTimeout(signalled, 5*time.Minute)
 	defer cancel()
 	sd, closeSD, err := connect(ctx)
 	if err != nil {

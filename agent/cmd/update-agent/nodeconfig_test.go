@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/slipway-dev/slipway/internal/testsupport/docs"
 
@@ -113,5 +117,65 @@ func TestNodeConfigShowsIgnitionWarnings(t *testing.T) {
 	code := nodeConfig([]string{"apply", "--config", "-", "--dry-run", "--root", t.TempDir()}, strings.NewReader(cfg), &out, &errOut, connectTo(unitTable{}))
 	if code != 0 || !strings.Contains(errOut.String(), "older than 3.6.0") || !strings.Contains(out.String(), "create directory /shared (mode 0777") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while nodeConfig writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// --hold (deploy/node-prep's pods): after applying, it stays until SIGTERM and then exits 0, so the
+// DaemonSet's pod stays Running with its result in the log; a config it refuses still exits at once.
+func TestNodeConfigHold(t *testing.T) {
+	units := unitTable{"locksmithd.service": {"enabled", "active"}, "update-engine.service": {"enabled", "active"}}
+	snippet := filepath.Join("..", "..", "..", "butane", "snippets", "flatcar-slipway.ign")
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- nodeConfig([]string{"apply", "--hold", "--root", t.TempDir(), "--config", snippet}, strings.NewReader(""), &out, &errOut, connectTo(units))
+	}()
+	deadline := time.After(30 * time.Second)
+	for !strings.Contains(out.String(), "holding until stopped") {
+		select {
+		case code := <-done:
+			t.Fatalf("returned %d before holding:\n%s%s", code, out.String(), errOut.String())
+		case <-deadline:
+			t.Fatalf("not holding after 30s:\n%s%s", out.String(), errOut.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if !strings.Contains(out.String(), "applied") || units["locksmithd.service"][0] != "masked" {
+		t.Fatalf("held without applying:\n%s", out.String())
+	}
+	select {
+	case code := <-done:
+		t.Fatalf("--hold returned %d without a signal", code)
+	default:
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("stopped with SIGTERM: exit %d, want 0", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("still holding 30s after SIGTERM")
+	}
+
+	var out2, errOut2 bytes.Buffer
+	code := nodeConfig([]string{"apply", "--hold", "--root", t.TempDir(), "--config", "-"}, strings.NewReader(`{"ignition":{"version":"9.9.9"}}`), &out2, &errOut2, connectTo(units))
+	if code != 2 || strings.Contains(out2.String(), "holding") {
+		t.Errorf("a refused config with --hold: exit %d, output %q, want 2 at once", code, out2.String())
 	}
 }

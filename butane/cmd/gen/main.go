@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/slipway-dev/slipway/butane"
 )
@@ -30,5 +31,15 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Println("wrote", butane.Output(src))
+		// deploy/node-prep applies this one to running nodes; kustomize reads files only below its
+		// directory, so it keeps a copy (deploy's TestNodePrepConfigIsTheSnippet).
+		if filepath.Base(src) == "flatcar-slipway.bu" {
+			copyTo := filepath.Join("..", "deploy", "node-prep", "flatcar-slipway.ign")
+			if err := os.WriteFile(copyTo, out, 0o644); err != nil {
+				fmt.Fprintln(os.Stderr, "gen:", err)
+				os.Exit(1)
+			}
+			fmt.Println("wrote", copyTo)
+		}
 	}
 }

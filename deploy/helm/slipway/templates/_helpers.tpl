@@ -72,33 +72,57 @@ operator.extraArgs.
 {{- toYaml $args -}}
 {{- end -}}
 
-
-{{/* The operator's hook annotations as a CEL list for its admission policy: "[]" without hooks. */}}
-{{- define "slipway.hookAnnotations" -}}
-{{- $keys := list -}}
-{{- range (concat (.Values.operator.beforeRebootAnnotations | default list) (.Values.operator.afterRebootAnnotations | default list)) }}
+{{/*
+The operator's hook and steering values, checked, as the strings its admission policy's settings
+variables hold (deploy/base/operator-policy.yaml: beforeRebootAnnotations ... preferNoScheduleTaint):
+a CEL string literal of the flag's value; and what the RebootPolicies of .Values.policies steer with
+(rebootPolicyLabels, rebootPolicyTaints), so a pool declared here may write its own labels and taint. The checks keep a quote out of the literal, and refuse here
+what the operator would refuse at start.
+*/}}
+{{- define "slipway.policySettings" -}}
+{{- $op := .Values.operator -}}
+{{- range (concat ($op.beforeRebootAnnotations | default list) ($op.afterRebootAnnotations | default list)) }}
 {{- if not (regexMatch "^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" (toString .)) }}
 {{- fail (printf "operator.beforeRebootAnnotations/afterRebootAnnotations: %q is not an annotation key" (toString .)) }}
 {{- end }}
-{{- $keys = append $keys (printf "'%s'" .) }}
-{{- end -}}
-[{{ join ", " $keys }}]
-{{- end -}}
-
-{{/* The operator's steering labels as a CEL list for its admission policy: "[]" without steering.
-The keys of operator.preRebootNodeLabels and postRebootNodeLabels (KEY=VALUE or KEY-), and the
-load-balancer exclusion label when operator.excludeFromLoadBalancers. */}}
-{{- define "slipway.steeringLabels" -}}
-{{- $keys := list -}}
-{{- if .Values.operator.excludeFromLoadBalancers }}{{ $keys = append $keys "'node.kubernetes.io/exclude-from-external-load-balancers'" }}{{ end -}}
-{{- range (concat (.Values.operator.preRebootNodeLabels | default list) (.Values.operator.postRebootNodeLabels | default list)) }}
+{{- end }}
+{{- range (concat ($op.preRebootNodeLabels | default list) ($op.postRebootNodeLabels | default list)) }}
 {{- if not (regexMatch "^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?(=(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?|-)$" (toString .)) }}
 {{- fail (printf "operator.preRebootNodeLabels/postRebootNodeLabels: %q is not KEY=VALUE or KEY-" (toString .)) }}
 {{- end }}
-{{- $key := regexReplaceAll "(=.*|-)$" (toString .) "" }}
-{{- $keys = append $keys (printf "'%s'" $key) }}
+{{- end }}
+{{- with $op.preferNoScheduleTaint }}
+{{- if not (regexMatch "^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" (toString .)) }}
+{{- fail (printf "operator.preferNoScheduleTaint: %q is not a taint key" (toString .)) }}
+{{- end }}
 {{- end -}}
-[{{ join ", " ($keys | uniq) }}]
+beforeRebootAnnotations: {{ printf "'%s'" (join "," ($op.beforeRebootAnnotations | default list)) | quote }}
+afterRebootAnnotations: {{ printf "'%s'" (join "," ($op.afterRebootAnnotations | default list)) | quote }}
+preRebootNodeLabels: {{ printf "'%s'" (join "," ($op.preRebootNodeLabels | default list)) | quote }}
+postRebootNodeLabels: {{ printf "'%s'" (join "," ($op.postRebootNodeLabels | default list)) | quote }}
+excludeFromLoadBalancers: {{ printf "'%t'" (eq (toString $op.excludeFromLoadBalancers) "true") | quote }}
+preferNoScheduleTaint: {{ printf "'%s'" ($op.preferNoScheduleTaint | default "") | quote }}
+{{- $labels := list }}
+{{- $taints := list }}
+{{- range $.Values.policies }}
+{{- with (.spec | default dict).steering }}
+{{- $labels = concat $labels (.preLabels | default list) (.postLabels | default list) }}
+{{- if .excludeFromLoadBalancers }}{{ $labels = append $labels "node.kubernetes.io/exclude-from-external-load-balancers=true" }}{{ end }}
+{{- with .preferNoScheduleTaint }}{{ $taints = append $taints . }}{{ end }}
+{{- end }}
+{{- end }}
+{{- range $labels }}
+{{- if not (regexMatch "^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?(=(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?|-)$" (toString .)) }}
+{{- fail (printf "policies[].spec.steering: label %q is not KEY=VALUE or KEY-" (toString .)) }}
+{{- end }}
+{{- end }}
+{{- range $taints }}
+{{- if not (regexMatch "^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$" (toString .)) }}
+{{- fail (printf "policies[].spec.steering.preferNoScheduleTaint: %q is not a taint key" (toString .)) }}
+{{- end }}
+{{- end }}
+rebootPolicyLabels: {{ printf "'%s'" (join "," ($labels | uniq)) | quote }}
+rebootPolicyTaints: {{ printf "'%s'" (join "," ($taints | uniq)) | quote }}
 {{- end -}}
 
 {{/*
