@@ -105,7 +105,7 @@ type customURL interface {
 
 // genericHook is generic://, sent as shoutrrr's generic service sends it: the URL is parsed by
 // shoutrrr's generic.Config (its properties, defaults and errors), the request is the same method,
-// URL, headers and body (TestWebhookSendsAsShoutrrrDoes compares the two on the wire). Only the
+// URL, headers and body (TestGenericSendsAsShoutrrrDoes compares the two on the wire). Only the
 // payload templates differ: the plain message and template=json, never a named text/template (newTarget
 // refuses those).
 type genericHook struct {

@@ -61,6 +61,9 @@ type Options struct {
 	NodeTokens  map[string]string
 	// Log receives progress lines (nil: none).
 	Log func(format string, args ...interface{})
+	// APIServerArgs are added to kube-apiserver's (a flag given again wins; without kubelets
+	// --disable-admission-plugins is ServiceAccount, so repeat it in a list of your own).
+	APIServerArgs []string
 }
 
 // DefaultControllers are the kube-controller-manager controllers tests without kubelets need.
@@ -261,6 +264,7 @@ func StartControlPlane(ctx context.Context, dir string, opt Options) (*ControlPl
 		args = append(args, "--cert-dir="+filepath.Join(dir, "apiserver-certs"),
 			"--authorization-mode=RBAC", "--disable-admission-plugins=ServiceAccount")
 	}
+	args = append(args, opt.APIServerArgs...)
 	cp.apiArgs = args
 	if err := cp.start(filepath.Join(bin, "kube-apiserver"), "kube-apiserver", args...); err != nil {
 		return nil, err
