@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 
+	"github.com/slipway-dev/slipway/e2e/harness"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
@@ -144,4 +147,36 @@ func annotateNode(ctx context.Context, c kubernetes.Interface, node, key, value 
 	body := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, value)
 	_, err := c.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(body), metav1.PatchOptions{})
 	return err
+}
+
+// slipwaySnippet is butane/snippets/flatcar-slipway.ign: what every node gets.
+func slipwaySnippet(t *testing.T) []byte {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snippet, err := os.ReadFile(harness.SlipwaySnippet(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snippet
+}
+
+// nodeShell runs a script in vm's shell and returns its output, trimmed; an error fails the test.
+func nodeShell(ctx context.Context, t *testing.T, vm *harness.VM) func(script string) string {
+	return func(script string) string {
+		t.Helper()
+		out, err := vm.Exec(ctx, "/bin/sh", "-c", script)
+		if err != nil {
+			t.Fatalf("%s on %s: %v", script, vm.Name, err)
+		}
+		return strings.TrimSpace(out)
+	}
+}
+
+// unitStates is what systemctl says of locksmithd and update-engine, enabled and active each: a
+// node in line is "masked inactive enabled active".
+func unitStates(sh func(string) string) string {
+	return sh("echo $(systemctl is-enabled locksmithd.service) $(systemctl is-active locksmithd.service) $(systemctl is-enabled update-engine.service) $(systemctl is-active update-engine.service)")
 }

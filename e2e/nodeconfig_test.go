@@ -2,15 +2,11 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
-
-	"github.com/slipway-dev/slipway/e2e/harness"
-	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
 // `update-agent node-config apply` against a real systemd (the VM's PID 1, over its system bus):
@@ -25,23 +21,9 @@ func TestNodeConfigOnRealSystemd(t *testing.T) {
 			if cluster == nil {
 				t.Skip("needs a shell in the node (local provider)")
 			}
-			root, err := testenv.RepoRoot()
-			if err != nil {
-				t.Fatal(err)
-			}
-			snippet, err := os.ReadFile(harness.SlipwaySnippet(root))
-			if err != nil {
-				t.Fatal(err)
-			}
+			snippet := slipwaySnippet(t)
 			vm := cluster.VMs[0]
-			sh := func(script string) string {
-				t.Helper()
-				out, err := vm.Exec(ctx, "/bin/sh", "-c", script)
-				if err != nil {
-					t.Fatalf("%s on %s: %v", script, vm.Name, err)
-				}
-				return strings.TrimSpace(out)
-			}
+			sh := nodeShell(ctx, t, vm)
 			applyConfig := func(config []byte, args ...string) string {
 				t.Helper()
 				out, err := vm.ExecInput(ctx, config, cluster.AgentPath, append([]string{"node-config", "apply", "--config", "-"}, args...)...)
@@ -51,9 +33,7 @@ func TestNodeConfigOnRealSystemd(t *testing.T) {
 				return out
 			}
 			apply := func(args ...string) string { t.Helper(); return applyConfig(snippet, args...) }
-			states := func() string {
-				return sh("echo $(systemctl is-enabled locksmithd.service) $(systemctl is-active locksmithd.service) $(systemctl is-enabled update-engine.service) $(systemctl is-active update-engine.service)")
-			}
+			states := func() string { return unitStates(sh) }
 
 			// 1. The conversion at boot took: what systemctl itself says; update.conf was not touched.
 			if got := states(); got != "masked inactive enabled active" {

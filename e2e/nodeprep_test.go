@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
-	"github.com/slipway-dev/slipway/e2e/harness"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
@@ -33,22 +32,10 @@ func TestNodePrepDaemonSet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			snippet, err := os.ReadFile(harness.SlipwaySnippet(root))
-			if err != nil {
-				t.Fatal(err)
-			}
+			snippet := slipwaySnippet(t)
 			vm := cluster.VMs[0]
-			sh := func(script string) string {
-				t.Helper()
-				out, err := vm.Exec(ctx, "/bin/sh", "-c", script)
-				if err != nil {
-					t.Fatalf("%s on %s: %v", script, vm.Name, err)
-				}
-				return strings.TrimSpace(out)
-			}
-			states := func() string {
-				return sh("echo $(systemctl is-enabled locksmithd.service) $(systemctl is-active locksmithd.service) $(systemctl is-enabled update-engine.service) $(systemctl is-active update-engine.service)")
-			}
+			sh := nodeShell(ctx, t, vm)
+			states := func() string { return unitStates(sh) }
 			// Whatever happens below, the node ends in line: a running locksmithd reboots on its own.
 			defer func() {
 				if out, err := vm.ExecInput(context.Background(), snippet, cluster.AgentPath, "node-config", "apply", "--config", "-"); err != nil {

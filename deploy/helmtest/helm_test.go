@@ -1174,15 +1174,23 @@ func TestHealthCheckEqualsComponent(t *testing.T) {
 	}
 }
 
-// nodePrep.enabled adds the objects of `kubectl kustomize deploy/node-prep/`, exactly: the config's
-// ConfigMap and the DaemonSet.
+// nodePrep.enabled adds the object of `kubectl kustomize deploy/node-prep/`, exactly: the DaemonSet,
+// its config in its pod template (no ConfigMap: the operator may write those).
 func TestNodePrepEqualsOverlay(t *testing.T) {
 	want := kustomize(t, filepath.Join(deployDir, "node-prep"))
-	const dsKey, cmKey = "apps/v1 DaemonSet slipway-system/slipway-node-prep", "v1 ConfigMap slipway-system/slipway-node-prep"
-	for _, k := range []string{dsKey, cmKey} {
-		if _, ok := want[k]; !ok {
-			t.Fatalf("the overlay no longer renders %s: %v", k, slices.Sorted(maps.Keys(want)))
-		}
+	const dsKey = "apps/v1 DaemonSet slipway-system/slipway-node-prep"
+	if _, ok := want[dsKey]; !ok || len(want) != 1 {
+		t.Fatalf("the overlay renders %v, want %s alone", slices.Sorted(maps.Keys(want)), dsKey)
+	}
+	snippet, err := os.ReadFile(filepath.Join(deployDir, "..", "butane", "snippets", "flatcar-slipway.ign"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := func(o objects) any {
+		return o[dsKey]["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["annotations"].(map[string]any)["update.slipway.dev/node-config"]
+	}
+	if config(want) != string(snippet) {
+		t.Errorf("the overlay's pod template does not carry the snippet: %.80v", config(want))
 	}
 	got := helm(t, map[string]any{"nodePrep": map[string]any{"enabled": true}})
 	for k := range helm(t, nil) {
@@ -1191,7 +1199,7 @@ func TestNodePrepEqualsOverlay(t *testing.T) {
 	assertSame(t, want, got)
 
 	custom := helm(t, map[string]any{"nodePrep": map[string]any{"enabled": true, "config": `{"ignition":{"version":"3.4.0"}}`}})
-	if data := custom[cmKey]["data"].(map[string]any); data["config.ign"] != `{"ignition":{"version":"3.4.0"}}` {
-		t.Errorf("nodePrep.config not used: %v", data)
+	if c := config(custom); c != `{"ignition":{"version":"3.4.0"}}` {
+		t.Errorf("nodePrep.config not used: %v", c)
 	}
 }

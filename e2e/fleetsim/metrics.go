@@ -148,10 +148,11 @@ func procCPU(pid int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	// The command name (field 2) is in parentheses and may hold spaces: count from after it.
-	_, rest, ok := strings.Cut(string(b), ") ")
-	f := strings.Fields(rest)
-	if !ok || len(f) < 13 {
+	// The command name (field 2) is in parentheses and may hold spaces and ")": count from after the
+	// last ")".
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b)[i+1:])
+	if i < 0 || len(f) < 13 {
 		return 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, b)
 	}
 	utime, err1 := strconv.ParseFloat(f[11], 64) // field 14

@@ -8,8 +8,9 @@
 // unreachable endpoint delays only its own messages. A send that takes longer than the send timeout
 // (default 10 s) counts as failed (slipway_operator_notifications_failed_total, as does any error);
 // the goroutine then waits for that send to end before the next one, so a hung endpoint costs one
-// goroutine, not one per message, and its queue fills and drops instead. (Several of shoutrrr's
-// services post with http.DefaultClient, which has no timeout of its own.)
+// goroutine, not one per message, and its queue fills and drops instead. generic:// (sent here)
+// ends its request at the timeout itself, so its queue moves on; several of shoutrrr's services post
+// with http.DefaultClient, which has no timeout of its own, so theirs may wait longer.
 //
 // The "blocked for longer than N" rule lives in BlockedRule; a Sender has one (Blocked, Unblocked).
 //
@@ -241,7 +242,7 @@ func New(urls []string, reg prometheus.Registerer, log klog.Logger, opts ...Opti
 		}),
 	}
 	for i, raw := range urls {
-		t, err := newTarget(raw, o.queue, log)
+		t, err := newTarget(raw, o.queue, o.timeout, log)
 		if err != nil {
 			return nil, fmt.Errorf("notify URL %d of %d %s", i+1, len(urls), err)
 		}
@@ -259,7 +260,7 @@ func New(urls []string, reg prometheus.Registerer, log klog.Logger, opts ...Opti
 }
 
 // newTarget builds the shoutrrr service of one URL. Its errors begin with the redacted URL.
-func newTarget(raw string, queue int, log klog.Logger) (*target, error) {
+func newTarget(raw string, queue int, timeout time.Duration, log klog.Logger) (*target, error) {
 	if strings.TrimSpace(raw) == "" {
 		return nil, errors.New("is empty")
 	}
@@ -310,7 +311,10 @@ func newTarget(raw string, queue int, log klog.Logger) (*target, error) {
 	if scheme == "logger" {
 		level = 0 // logger:// writes notifications to the operator's log
 	}
-	if err := svc.Initialize(u, stdLogger{log.WithName("notify").WithValues("target", name), level}); err != nil {
+	if h, ok := svc.(*genericHook); ok {
+		h.timeout = timeout // the whole request, body included: a stalled server does not hold its URL's queue
+	}
+	if err := svc.Initialize(u, stdLogger{log.WithName("notify").WithValues("target", name), level, secrets}); err != nil {
 		return nil, fail("%v", err)
 	}
 	return &target{name: name, secrets: secrets, svc: svc, queue: make(chan queued, queue), escape: escaper(scheme)}, nil
@@ -451,14 +455,16 @@ func (s *Sender) work(ctx context.Context, t *target) {
 	}
 }
 
-// stdLogger lets shoutrrr's services log through klog.
+// stdLogger lets shoutrrr's services log through klog, with the URL's secrets scrubbed from what they
+// say (a server's response may echo its webhook path).
 type stdLogger struct {
-	log   klog.Logger
-	level int
+	log     klog.Logger
+	level   int
+	secrets []string
 }
 
-func (l stdLogger) Print(v ...any)                 { l.log.V(l.level).Info(fmt.Sprint(v...)) }
-func (l stdLogger) Printf(format string, v ...any) { l.log.V(l.level).Info(fmt.Sprintf(format, v...)) }
-func (l stdLogger) Println(v ...any) {
-	l.log.V(l.level).Info(strings.TrimSuffix(fmt.Sprintln(v...), "\n"))
-}
+func (l stdLogger) out(s string) { l.log.V(l.level).Info(redact.Scrub(s, l.secrets)) }
+
+func (l stdLogger) Print(v ...any)                 { l.out(fmt.Sprint(v...)) }
+func (l stdLogger) Printf(format string, v ...any) { l.out(fmt.Sprintf(format, v...)) }
+func (l stdLogger) Println(v ...any)               { l.out(strings.TrimSuffix(fmt.Sprintln(v...), "\n")) }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/discord"
 	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/googlechat"
@@ -113,6 +114,7 @@ type genericHook struct {
 	headers map[string]string // @Name=value query parameters
 	extra   map[string]string // $key=value query parameters, added to a JSON payload
 	log     types.StdLogger
+	timeout time.Duration // of the whole request, the response's body included (0: none, as shoutrrr)
 }
 
 func (w *genericHook) Initialize(u *url.URL, log types.StdLogger) error {
@@ -182,7 +184,7 @@ func (w *genericHook) Send(message string, _ *types.Params) error {
 	for k, v := range w.headers {
 		req.Header.Set(k, v)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := (&http.Client{Timeout: w.timeout}).Do(req)
 	if err != nil {
 		return fmt.Errorf("failed to send notification to generic webhook: sending HTTP request: %w", err)
 	}

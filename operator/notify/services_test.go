@@ -66,7 +66,7 @@ func TestGenericSendsAsShoutrrrDoes(t *testing.T) {
 	} {
 		raw := func(host string) string { return strings.Replace(c, "%s", host, 1) }
 		ours := capture(t, func(u string) error {
-			tgt, err := newTarget(u, 1, klog.Background())
+			tgt, err := newTarget(u, 1, DefaultSendTimeout, klog.Background())
 			if err != nil {
 				return err
 			}

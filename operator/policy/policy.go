@@ -173,6 +173,11 @@ func Compile(s Spec) (*Policy, error) {
 		if owner, ok := protocol.Owners[a]; ok {
 			return nil, fmt.Errorf("before-reboot-annotations/after-reboot-annotations: %q is a protocol key written by the %s; pick a name of your own", a, owner)
 		}
+		// Also what keeps a quote out of the operator policy's CEL, where deploy/operator-settings
+		// writes these values inside a string literal.
+		if errs := validation.IsQualifiedName(a); len(errs) > 0 {
+			return nil, fmt.Errorf("before-reboot-annotations/after-reboot-annotations: %q is not an annotation key: %s", a, strings.Join(errs, "; "))
+		}
 	}
 	if err := groupLabel(s.GroupLabel); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/slipway-dev/slipway/api/v1alpha1"
+	"github.com/slipway-dev/slipway/internal/testsupport/syncbuf"
 	"io"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -682,24 +683,6 @@ func TestErrors(t *testing.T) {
 	})
 }
 
-// syncBuffer is a bytes.Buffer that --watch writes to while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // --watch renders a frame every --interval until its context ends (exit 0), and its frames follow the
 // Nodes: a change made between two frames shows in the later one. -o json is one document per frame;
 // text starts each frame with its time, and clears the screen before it only on a terminal.
@@ -716,9 +699,9 @@ func TestWatch(t *testing.T) {
 		}
 	}
 	// watch starts the command line; stop ends its context and returns its exit code.
-	watch := func(t *testing.T, tty bool, args ...string) (*syncBuffer, func() int) {
+	watch := func(t *testing.T, tty bool, args ...string) (*syncbuf.Buffer, func() int) {
 		ctx, cancel := context.WithCancel(context.Background())
-		var out, errOut syncBuffer
+		var out, errOut syncbuf.Buffer
 		done := make(chan int, 1)
 		go func() {
 			done <- run(ctx, "kubectl slipway", append([]string{"--kubeconfig", cp.Kubeconfig, "-n", ns, "-w", "--interval", "20ms"}, args...), &out, &errOut,
@@ -769,7 +752,7 @@ func TestWatch(t *testing.T) {
 		}
 		return ""
 	}
-	lastState := func(out *syncBuffer) protocol.State {
+	lastState := func(out *syncbuf.Buffer) protocol.State {
 		fs, _ := frames(out.String())
 		if len(fs) == 0 {
 			return ""

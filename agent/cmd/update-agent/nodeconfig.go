@@ -39,7 +39,7 @@ func parseNodeConfig(args []string, stderr io.Writer) (*nodeConfigOptions, *flag
 	fs.StringVar(&o.config, "config", "", "the Ignition config to apply; - reads standard input")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the changes (with file diffs) and change nothing")
 	fs.StringVar(&o.root, "root", "/", "where the node's filesystem is (units are always the running systemd's)")
-	fs.BoolVar(&o.hold, "hold", false, "when done (applied, nothing to do, or dry run), wait until SIGTERM or SIGINT and exit 0: a DaemonSet's pod then stays Running (deploy/node-prep); a failure still exits at once")
+	fs.BoolVar(&o.hold, "hold", false, "when done (applied, or nothing to do), wait until SIGTERM or SIGINT and exit 0: a DaemonSet's pod then stays Running (deploy/node-prep); a failure exits at once, and so does --dry-run on a node not in line (exit 1)")
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err
 	}
@@ -65,6 +65,10 @@ func realSystemd(ctx context.Context) (nodeconfig.Systemd, func(), error) {
 // nodeConfig is `update-agent node-config apply`. Exit 0: in line (or dry run); 1: failed; 2: bad
 // usage or a config it will not apply (nothing changed).
 func nodeConfig(args []string, stdin io.Reader, stdout, stderr io.Writer, connect systemdConnector) int {
+	// Signals first: a DaemonSet's pod may be stopped while it parses (--hold), and an unhandled
+	// SIGTERM to PID 1 is ignored until the grace period ends.
+	signalled, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	if len(args) == 0 || args[0] != "apply" {
 		fmt.Fprint(stderr, nodeConfigUsage)
 		fmt.Fprintln(stderr, "\nupdate-agent node-config: the only subcommand is apply")
@@ -96,8 +100,6 @@ func nodeConfig(args []string, stdin io.Reader, stdout, stderr io.Writer, connec
 		fmt.Fprintln(stderr, "update-agent node-config apply:", err)
 		return 2
 	}
-	signalled, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	code := applyConfig(signalled, o, cfg, stdout, stderr, connect)
 	if code == 0 && o.hold {
 		fmt.Fprintln(stdout, "holding until stopped (--hold)")
@@ -123,6 +125,11 @@ func applyConfig(signalled context.Context, o *nodeConfigOptions, cfg types.Conf
 		return 2
 	}
 	fmt.Fprint(stdout, plan.String())
+	if o.dryRun && o.hold && len(plan.Steps) > 0 {
+		// deploy/node-prep's check: a pod that holds is a node in line; this one is not.
+		fmt.Fprintf(stderr, "update-agent node-config apply: not in line (%d step(s) above); --dry-run --hold holds only a node in line\n", len(plan.Steps))
+		return 1
+	}
 	if o.dryRun || len(plan.Steps) == 0 {
 		if o.dryRun && len(plan.Steps) > 0 {
 			fmt.Fprintln(stdout, "dry run: nothing changed")

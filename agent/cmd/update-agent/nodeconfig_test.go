@@ -6,12 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/testsupport/docs"
+	"github.com/slipway-dev/slipway/internal/testsupport/syncbuf"
 
 	"github.com/slipway-dev/slipway/internal/flagenv"
 	"github.com/slipway-dev/slipway/internal/nodeconfig"
@@ -120,25 +120,12 @@ func TestNodeConfigShowsIgnitionWarnings(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe to read while nodeConfig writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // --hold (deploy/node-prep's pods): after applying, it stays until SIGTERM and then exits 0, so the
 // DaemonSet's pod stays Running with its result in the log; a config it refuses still exits at once.
 func TestNodeConfigHold(t *testing.T) {
 	units := unitTable{"locksmithd.service": {"enabled", "active"}, "update-engine.service": {"enabled", "active"}}
 	snippet := filepath.Join("..", "..", "..", "butane", "snippets", "flatcar-slipway.ign")
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- nodeConfig([]string{"apply", "--hold", "--root", t.TempDir(), "--config", snippet}, strings.NewReader(""), &out, &errOut, connectTo(units))
@@ -177,5 +164,15 @@ func TestNodeConfigHold(t *testing.T) {
 	code := nodeConfig([]string{"apply", "--hold", "--root", t.TempDir(), "--config", "-"}, strings.NewReader(`{"ignition":{"version":"9.9.9"}}`), &out2, &errOut2, connectTo(units))
 	if code != 2 || strings.Contains(out2.String(), "holding") {
 		t.Errorf("a refused config with --hold: exit %d, output %q, want 2 at once", code, out2.String())
+	}
+	// --dry-run --hold (the DaemonSet's second container) holds only a node in line.
+	drifted := unitTable{"locksmithd.service": {"enabled", "active"}, "update-engine.service": {"enabled", "active"}}
+	var out3, errOut3 bytes.Buffer
+	code = nodeConfig([]string{"apply", "--dry-run", "--hold", "--root", t.TempDir(), "--config", snippet}, strings.NewReader(""), &out3, &errOut3, connectTo(drifted))
+	if code != 1 || strings.Contains(out3.String(), "holding") || !strings.Contains(errOut3.String(), "not in line") {
+		t.Errorf("--dry-run --hold on a drifted node: exit %d, %q %q; want 1 at once, saying not in line", code, out3.String(), errOut3.String())
+	}
+	if drifted["locksmithd.service"][0] != "enabled" {
+		t.Error("--dry-run changed a unit")
 	}
 }
