@@ -10,13 +10,14 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/e2e-framework/pkg/envconf"
 	"sigs.k8s.io/e2e-framework/pkg/features"
 
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
-// deploy/node-prep on real nodes, as an admin with a running fleet uses it: one node has drifted
+// deploy/node-prep on real nodes, as an admin with a running fleet uses it: the last node has drifted
 // (locksmithd back and running, update-engine stopped), the DaemonSet's pods run
 // `update-agent node-config apply` on every node through the real kubelet, the drifted node is in
 // line again, and each node reports: its pod Running, its apply container's log saying what it changed
@@ -33,7 +34,8 @@ func TestNodePrepDaemonSet(t *testing.T) {
 				t.Fatal(err)
 			}
 			snippet := slipwaySnippet(t)
-			vm := cluster.VMs[0]
+			// The last node: the scenarios after this one start on the first.
+			vm := cluster.VMs[len(cluster.VMs)-1]
 			sh := nodeShell(ctx, t, vm)
 			states := func() string { return unitStates(sh) }
 			// Whatever happens below, the node ends in line: a running locksmithd reboots on its own.
@@ -80,9 +82,17 @@ patches:
 			if out, err := cluster.Kubectl(ctx, "apply", "-k", dir); err != nil {
 				t.Fatalf("kubectl apply -k %s: %v\n%s", dir, err, out)
 			}
+			// Gone, pods included, before the next scenario: under TCG a kubelet still tearing pods down
+			// starts the next one's pods minutes late.
 			defer func() {
-				if out, err := cluster.Kubectl(context.Background(), "delete", "-k", dir, "--wait=true", "--timeout=2m"); err != nil {
+				if out, err := cluster.Kubectl(context.Background(), "delete", "-k", dir, "--cascade=foreground", "--wait=true", "--timeout=3m"); err != nil {
 					t.Errorf("deleting the node-prep DaemonSet: %v\n%s", err, out)
+				}
+				if err := wait.PollUntilContextTimeout(context.Background(), 2*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+					pods, err := cluster.Client.CoreV1().Pods("slipway-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=slipway-node-prep"})
+					return err == nil && len(pods.Items) == 0, nil
+				}); err != nil {
+					t.Errorf("node-prep pods still there 3m after the delete: %v", err)
 				}
 			}()
 
