@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,24 +48,8 @@ func TestNodePrepDaemonSet(t *testing.T) {
 				t.Fatalf("drift not in place: %q", got)
 			}
 
-			// The overlay the harness uses for the agent: the image imported into the VMs, never pulled.
-			dir := filepath.Join(cluster.Dir, "node-prep-e2e")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			rel, err := filepath.Rel(dir, filepath.Join(root, "deploy", "node-prep"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - %s
-images:
-  - name: ghcr.io/slipway-dev/slipway
-    newName: docker.io/library/slipway
-    newTag: e2e
-patches:
+			// As the harness installs the agent: the image imported into the VMs, never pulled.
+			dir, err := cluster.ApplyOverlay(ctx, "node-prep-e2e", filepath.Join(root, "deploy", "node-prep"), `
   - target: {kind: DaemonSet, name: slipway-node-prep}
     patch: |-
       - op: add
@@ -74,13 +57,9 @@ patches:
         value: Never
       - op: add
         path: /spec/template/spec/containers/0/imagePullPolicy
-        value: Never
-`, rel)
-			if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+        value: Never`)
+			if err != nil {
 				t.Fatal(err)
-			}
-			if out, err := cluster.Kubectl(ctx, "apply", "-k", dir); err != nil {
-				t.Fatalf("kubectl apply -k %s: %v\n%s", dir, err, out)
 			}
 			// Gone, pods included, before the next scenario: under TCG a kubelet still tearing pods down
 			// starts the next one's pods minutes late.

@@ -998,15 +998,18 @@ func settingsConfigMap(data ...map[string]string) string {
 var settingFlags = []string{"before-reboot-annotations", "after-reboot-annotations", "pre-reboot-node-labels",
 	"post-reboot-node-labels", "exclude-from-load-balancers", "prefer-no-schedule-taint"}
 
-// takeSettings removes the six flags from the operator's container, from its args (--flag=value, as
-// Helm passes them) or its env (UPDATE_OPERATOR_<FLAG>, as the component does), and returns them.
-func takeSettings(o object) map[string]string {
+// takeSettings removes the six flags from the operator's container and returns them.
+func takeSettings(o object) map[string]string { return takeFlags(o, settingFlags) }
+
+// takeFlags removes the flags named from the operator's container, from its args (--flag=value, as
+// Helm passes them) or its env (UPDATE_OPERATOR_<FLAG>, as the components do), and returns them.
+func takeFlags(o object, flags []string) map[string]string {
 	c := container(o)
 	got := map[string]string{}
 	var args, env []any
 	for _, a := range c["args"].([]any) {
 		name, value, _ := strings.Cut(strings.TrimPrefix(a.(string), "--"), "=")
-		if slices.Contains(settingFlags, name) {
+		if slices.Contains(flags, name) {
 			got[name] = value
 			continue
 		}
@@ -1015,7 +1018,7 @@ func takeSettings(o object) map[string]string {
 	for _, e := range c["env"].([]any) {
 		e := e.(map[string]any)
 		name := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(e["name"].(string), "UPDATE_OPERATOR_"), "_", "-"))
-		if v, ok := e["value"].(string); ok && slices.Contains(settingFlags, name) {
+		if v, ok := e["value"].(string); ok && slices.Contains(flags, name) {
 			got[name] = v
 			continue
 		}
@@ -1117,24 +1120,7 @@ func TestOperatorSettingsMissingKey(t *testing.T) {
 // of its object part dropped, as the operator reads it (operator/health TestParse).
 func takeHealthCheck(t *testing.T, o object) string {
 	t.Helper()
-	check := ""
-	c := container(o)
-	var args, env []any
-	for _, a := range c["args"].([]any) {
-		if v, ok := strings.CutPrefix(a.(string), "--health-check="); ok {
-			check = v
-			continue
-		}
-		args = append(args, a)
-	}
-	for _, e := range c["env"].([]any) {
-		if e := e.(map[string]any); e["name"] == "UPDATE_OPERATOR_HEALTH_CHECK" {
-			check, _ = e["value"].(string)
-			continue
-		}
-		env = append(env, e)
-	}
-	c["args"], c["env"] = args, env
+	check := takeFlags(o, []string{"health-check"})["health-check"]
 	ref, expr, ok := strings.Cut(check, ":")
 	if !ok {
 		t.Fatalf("health check %q: no ':'", check)

@@ -297,23 +297,7 @@ func (c *Cluster) convertNodes(ctx context.Context, snippet []byte) error {
 // server at 10.0.2.2 (the "kubernetes" Service has no proxy behind it here), and no operator
 // Deployment (the operator runs on the host; see docs/development.md).
 func (c *Cluster) installAgent(ctx context.Context, root string) error {
-	dir := filepath.Join(c.Dir, "deploy-e2e")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	rel, err := filepath.Rel(dir, filepath.Join(root, "deploy"))
-	if err != nil {
-		return err
-	}
-	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - %s
-images:
-  - name: ghcr.io/slipway-dev/slipway
-    newName: docker.io/library/slipway
-    newTag: e2e
-patches:
+	_, err := c.ApplyOverlay(ctx, "deploy-e2e", filepath.Join(root, "deploy"), fmt.Sprintf(`
   - patch: |-
       $patch: delete
       apiVersion: apps/v1
@@ -334,13 +318,9 @@ patches:
         value: {name: KUBERNETES_SERVICE_HOST, value: "10.0.2.2"}
       - op: add
         path: /spec/template/spec/containers/0/env/-
-        value: {name: KUBERNETES_SERVICE_PORT, value: "%d"}
-`, rel, c.CP.Port)
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+        value: {name: KUBERNETES_SERVICE_PORT, value: "%d"}`, c.CP.Port))
+	if err != nil {
 		return err
-	}
-	if out, err := c.Kubectl(ctx, "apply", "-k", dir); err != nil {
-		return fmt.Errorf("kubectl apply -k %s: %v\n%s", dir, err, out)
 	}
 	c.logf("agent DaemonSet applied; waiting for every agent to report its boot ID")
 	deadline := time.Now().Add(3 * time.Minute)
@@ -366,6 +346,38 @@ patches:
 			return err
 		}
 	}
+}
+
+// ApplyOverlay applies, with `kubectl apply -k`, a kustomization in c.Dir/name over the directory
+// base: the image imported into the VMs in place of the one deploy/ names (never pulled: set
+// imagePullPolicy Never in patches), and patches (a YAML list, indented as a top-level key's items).
+// It returns the overlay's directory (`kubectl delete -k` it to undo).
+func (c *Cluster) ApplyOverlay(ctx context.Context, name, base, patches string) (string, error) {
+	dir := filepath.Join(c.Dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(dir, base)
+	if err != nil {
+		return "", err
+	}
+	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - %s
+images:
+  - name: ghcr.io/slipway-dev/slipway
+    newName: docker.io/library/slipway
+    newTag: e2e
+patches:%s
+`, rel, patches)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		return "", err
+	}
+	if out, err := c.Kubectl(ctx, "apply", "-k", dir); err != nil {
+		return "", fmt.Errorf("kubectl apply -k %s: %v\n%s", dir, err, out)
+	}
+	return dir, nil
 }
 
 // Kubectl runs the control plane's kubectl against the cluster.

@@ -174,7 +174,7 @@ func (w *genericHook) Send(message string, _ *types.Params) error {
 			return fmt.Errorf("marshaling params to JSON: %w", err)
 		}
 	}
-	// No deadline here: the sender's timeout bounds a send, as it does shoutrrr's services.
+	// The client's timeout (the sender's) bounds the whole request, the response's body included.
 	req, err := http.NewRequestWithContext(context.Background(), cfg.RequestMethod, cfg.WebhookURL().String(), bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("creating HTTP request: %w", err)
