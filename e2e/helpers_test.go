@@ -180,3 +180,38 @@ func nodeShell(ctx context.Context, t *testing.T, vm *harness.VM) func(script st
 func unitStates(sh func(string) string) string {
 	return sh("echo $(systemctl is-enabled locksmithd.service) $(systemctl is-active locksmithd.service) $(systemctl is-enabled update-engine.service) $(systemctl is-active update-engine.service)")
 }
+
+// inLine is unitStates of a node as the snippet leaves it.
+const inLine = "masked inactive enabled active"
+
+// putBackInLine brings vm's units back to what the snippet says (locksmithd masked, update-engine
+// enabled and running), with a budget of its own: a scenario that drifted the node and then failed
+// must not leave a running locksmithd (which reboots on its own) or a stopped update-engine (the
+// scenarios after it fire updates through it) to the next scenario.
+func putBackInLine(t *testing.T, vm *harness.VM) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := vm.Exec(ctx, "/bin/sh", "-c", "echo $(systemctl is-enabled locksmithd.service) $(systemctl is-active locksmithd.service) $(systemctl is-enabled update-engine.service) $(systemctl is-active update-engine.service)")
+	if err == nil && strings.TrimSpace(out) == inLine {
+		return
+	}
+	t.Logf("%s is not in line after this scenario (%q, %v): applying the snippet", vm.Name, strings.TrimSpace(out), err)
+	if out, err := vm.ExecInput(ctx, slipwaySnippet(t), cluster.AgentPath, "node-config", "apply", "--config", "-"); err != nil {
+		t.Errorf("putting %s back in line: %v\n%s", vm.Name, err, out)
+	}
+}
+
+// restoreAfterFailure runs after every test of the local provider: when one failed, every node it may
+// have drifted is put back in line, so one failure does not fail the scenarios after it.
+func restoreAfterFailure(ctx context.Context, _ *envconf.Config, t *testing.T) (context.Context, error) {
+	if cluster == nil || !t.Failed() {
+		return ctx, nil
+	}
+	for _, vm := range cluster.VMs {
+		if vm.Alive() {
+			putBackInLine(t, vm)
+		}
+	}
+	return ctx, nil
+}

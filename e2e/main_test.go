@@ -58,6 +58,7 @@ func TestMain(m *testing.M) {
 		}
 		if skipReason == "" {
 			testEnv.Setup(upLocal)
+			testEnv.AfterEachTest(restoreAfterFailure)
 			testEnv.Finish(downLocal)
 		}
 	case "kind":

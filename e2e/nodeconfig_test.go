@@ -24,6 +24,8 @@ func TestNodeConfigOnRealSystemd(t *testing.T) {
 			snippet := slipwaySnippet(t)
 			vm := cluster.VMs[0]
 			sh := nodeShell(ctx, t, vm)
+			// Whatever fails below, the node ends in line for the scenarios after this one.
+			defer putBackInLine(t, vm)
 			applyConfig := func(config []byte, args ...string) string {
 				t.Helper()
 				out, err := vm.ExecInput(ctx, config, cluster.AgentPath, append([]string{"node-config", "apply", "--config", "-"}, args...)...)
@@ -56,7 +58,11 @@ func TestNodeConfigOnRealSystemd(t *testing.T) {
 			// place) and stops update-engine.
 			const nodeConf = "GROUP=beta\nSERVER=https://nebraska.internal.example/v1/update/\nREBOOT_STRATEGY=reboot"
 			origConf := sh("cat /etc/flatcar/update.conf 2>/dev/null || true")
-			defer func() { sh("printf '%s\\n' '" + origConf + "' > /etc/flatcar/update.conf") }()
+			defer func() {
+				if _, err := vm.Exec(context.Background(), "/bin/sh", "-c", "printf '%s\\n' '"+origConf+"' > /etc/flatcar/update.conf"); err != nil {
+					t.Errorf("restoring update.conf on %s: %v", vm.Name, err)
+				}
+			}()
 			sh("printf '" + nodeConf + "\\n' > /etc/flatcar/update.conf && " +
 				"systemctl unmask locksmithd.service && (cat /usr/lib/systemd/system/locksmithd.service; echo '# customized by an admin') > /etc/systemd/system/locksmithd.service && " +
 				"systemctl daemon-reload && systemctl enable --now locksmithd.service && systemctl disable --now update-engine.service")
@@ -119,7 +125,11 @@ func TestNodeConfigOnRealSystemd(t *testing.T) {
 			probe := []byte(`{"ignition":{"version":"3.0.0"},"systemd":{"units":[{"name":"slipway-e2e-probe.service","enabled":true,
 				"contents":"[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n",
 				"dropins":[{"name":"10-env.conf","contents":"[Service]\nEnvironment=SLIPWAY_PROBE=1\n"}]}]}}`)
-			defer sh("systemctl disable --now slipway-e2e-probe.service; rm -rf /etc/systemd/system/slipway-e2e-probe.service* ; systemctl daemon-reload")
+			defer func() {
+				if _, err := vm.Exec(context.Background(), "/bin/sh", "-c", "systemctl disable --now slipway-e2e-probe.service; rm -rf /etc/systemd/system/slipway-e2e-probe.service* ; systemctl daemon-reload"); err != nil {
+					t.Errorf("removing the probe unit on %s: %v", vm.Name, err)
+				}
+			}()
 			t.Logf("probe unit:\n%s", applyConfig(probe))
 			if got := sh("echo $(systemctl is-enabled slipway-e2e-probe.service) $(systemctl is-active slipway-e2e-probe.service) $(systemctl show -p Environment --value slipway-e2e-probe.service)"); got != "enabled active SLIPWAY_PROBE=1" {
 				t.Fatalf("probe unit: %q", got)

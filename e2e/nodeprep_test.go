@@ -32,17 +32,12 @@ func TestNodePrepDaemonSet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			snippet := slipwaySnippet(t)
 			// The last node: the scenarios after this one start on the first.
 			vm := cluster.VMs[len(cluster.VMs)-1]
 			sh := nodeShell(ctx, t, vm)
 			states := func() string { return unitStates(sh) }
 			// Whatever happens below, the node ends in line: a running locksmithd reboots on its own.
-			defer func() {
-				if out, err := vm.ExecInput(context.Background(), snippet, cluster.AgentPath, "node-config", "apply", "--config", "-"); err != nil {
-					t.Errorf("putting %s back in line: %v\n%s", vm.Name, err, out)
-				}
-			}()
+			defer putBackInLine(t, vm)
 			sh("systemctl unmask locksmithd.service && systemctl enable --now locksmithd.service && systemctl disable --now update-engine.service")
 			if got := states(); got != "enabled active disabled inactive" {
 				t.Fatalf("drift not in place: %q", got)

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
@@ -139,6 +140,31 @@ func (vm *VM) Exec(ctx context.Context, path string, args ...string) (string, er
 // ExecInput is Exec with stdin.
 func (vm *VM) ExecInput(ctx context.Context, stdin []byte, path string, args ...string) (string, error) {
 	return guestExec(ctx, vm.QGA, stdin, path, args)
+}
+
+// WaitGuestAgent waits until the guest agent answers guest-ping, at most budget, and says how long
+// that took. Every guest command of the suites goes through it: a guest whose agent never answers
+// fails here, at boot, with its serial console, not later as a scenario's i/o timeout.
+func (vm *VM) WaitGuestAgent(ctx context.Context, budget time.Duration) (time.Duration, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	var last error
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+		last = guestPing(pctx, vm.QGA)
+		pcancel()
+		if last == nil {
+			return time.Since(start), nil
+		}
+		if !vm.Alive() {
+			return time.Since(start), fmt.Errorf("qemu for %s exited; see %s", vm.Name, vm.SerialLog)
+		}
+		if err := testenv.WaitCtx(ctx, 2*time.Second); err != nil {
+			return time.Since(start), fmt.Errorf("%s: the guest agent did not answer guest-ping within %s (last: %v); is qemu-guest-agent.service running in the image? serial console %s, last lines:\n%s",
+				vm.Name, budget, last, vm.SerialLog, vm.SerialTail(2000))
+		}
+	}
 }
 
 // BootCount reads the guest's boot counter (incremented by boot-counter.service at every boot).
