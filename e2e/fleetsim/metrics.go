@@ -148,17 +148,29 @@ func procCPU(pid int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	cpu, err := parseProcStat(b)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return cpu, nil
+}
+
+// parseProcStat is utime+stime of a /proc/PID/stat line, in seconds.
+func parseProcStat(b []byte) (float64, error) {
 	// The command name (field 2) is in parentheses and may hold spaces and ")": count from after the
 	// last ")".
 	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("unexpected %q", b)
+	}
 	f := strings.Fields(string(b)[i+1:])
-	if i < 0 || len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, b)
+	if len(f) < 13 {
+		return 0, fmt.Errorf("unexpected %q", b)
 	}
 	utime, err1 := strconv.ParseFloat(f[11], 64) // field 14
 	stime, err2 := strconv.ParseFloat(f[12], 64) // field 15
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+		return 0, fmt.Errorf("utime %q stime %q", f[11], f[12])
 	}
 	return (utime + stime) / clockTicks, nil
 }
