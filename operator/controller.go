@@ -557,16 +557,43 @@ func (c *Controller) forgetNode(name string) {
 	c.cfg.Notify.Unblocked(name)
 }
 
-// replaced ends the cycle of a Node deleted in it (cluster-autoscaler, a machine health check, a
-// person): its slot is free once it leaves the index, no failed reboot is counted and no canary proof
-// given (neither is written for a Node that is gone), and the Event and the metric say so.
+// replaced ends the cycle of a Node deleted in it (cluster-autoscaler, a machine health check, cloud
+// auto-repair, a person): its slot is free once it leaves the index, and the Event and the metric say
+// so. Deleted after its grant (rebooting, or back and not finished), the machine never proved the
+// version its grant pinned: that is a failure of the version (ReasonReplaced, dated at the deletion),
+// which holds the version's canary place like a stall and counts toward --max-failed-per-version until
+// a person resumes it -- or a release that bricks the boot walks through the fleet one replaced
+// canary at a time, each remediated before --reboot-timeout. It does not count against
+// --max-failed-reboots: the machine is gone, and a failed-reboot budget spent by an autoscaler's
+// scale-down of drained nodes would pause every pool. Deleted before its grant, the machine never ran
+// the version, and nothing is counted.
 func (c *Controller) replaced(n *corev1.Node) {
 	if !protocol.Classify(protocol.Observe(n, c.cfg.Hooks)).InCycle() {
 		return
 	}
-	c.log.Info("node deleted in its cycle: cycle ended as replaced", "node", n.Name, "uid", n.UID)
-	c.ended(n, history.Replaced, "the Node was deleted in its cycle", c.cfg.Now())
-	c.cfg.Recorder.Event(n, corev1.EventTypeWarning, "CycleReplaced", "the Node was deleted in its reboot cycle: the cycle ended as replaced (no failure counted, no canary proof, its budget slot freed)")
+	e := admission.Of(n, c.cfg.GroupLabel, c.cfg.StallPolicy)
+	now := c.cfg.Now()
+	version := n.Annotations[protocol.RebootVersion]
+	failed := stall.PostGrant(e.State) && version != ""
+	c.log.Info("node deleted in its cycle: cycle ended as replaced", "node", n.Name, "uid", n.UID, "state", e.State, "failureOfVersion", failed, "version", version)
+	c.ended(n, history.Replaced, "the Node was deleted in its cycle", now)
+	msg := "the Node was deleted in its reboot cycle before its grant: the cycle ended as replaced (no failure counted, its budget slot freed)"
+	if failed {
+		msg = fmt.Sprintf("the Node was deleted in its reboot cycle after its grant for %s (%s): the cycle ended as replaced, a failure of %s that holds its canary place and counts toward --max-failed-per-version until kubectl slipway resume --version %s", version, e.State, version, version)
+		if e.StalledVersion == version {
+			// Its stall after the grant is that failure already: the record learns it (if it had not
+			// yet) and the deletion adds no second one for the same machine and cycle.
+			c.noteNodeFailures(n, e)
+		} else {
+			f := fleetrecord.Failure{Node: n.Name, UID: string(n.UID), Reason: fleetrecord.ReasonReplaced, Version: version, At: now,
+				Why: "deleted after its grant for " + version + " (" + string(e.State) + "), before its cycle finished"}
+			c.learn(func(r *fleetrecord.Record) bool { return r.AddFailure(f) })
+		}
+		if c.cfg.Metrics != nil {
+			c.cfg.Metrics.failed.WithLabelValues(fleetrecord.ReasonReplaced).Inc()
+		}
+	}
+	c.cfg.Recorder.Event(n, corev1.EventTypeWarning, "CycleReplaced", msg)
 	if c.cfg.Metrics != nil {
 		c.cfg.Metrics.cycles.WithLabelValues("replaced").Inc()
 	}

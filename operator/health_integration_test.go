@@ -112,7 +112,7 @@ func TestHealthChecks(t *testing.T) {
 	if _, err := client.AppsV1().Deployments("shop").UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	held("the CephCluster has no status", `cephclusters.ceph.rook.io/rook-ceph@rook-ceph: object.status.ceph.health == "HEALTH_OK": no such key: status`)
+	held("the CephCluster has no status", `cephclusters.ceph.rook.io/rook-ceph@rook-ceph: object.status.ceph.health == "HEALTH_OK": evaluation error (no such key: status)`)
 	cc.Object["status"] = map[string]any{"ceph": map[string]any{"health": "HEALTH_WARN"}}
 	if cc, err = dyn.Resource(ceph).Namespace("rook-ceph").UpdateStatus(ctx, cc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -125,4 +125,59 @@ func TestHealthChecks(t *testing.T) {
 	waitNode(t, "healthy-0", 30*time.Second, "admitted once both hold", func(n *corev1.Node) bool {
 		return n.Annotations[protocol.CycleStarted] != "" || n.Annotations[protocol.RebootOK] == protocol.True
 	})
+}
+
+// A check whose expression errors on a value of the object (here a map lookup keyed by a Secret-like
+// value: cel-go names the missing key unquoted) holds the node by the error's kind only; the value is
+// in no annotation of the Node and no Event, what every agent and every reader of Nodes and Events
+// sees. The operator's debug log alone gets the full error.
+func TestHealthCheckErrorShowsNoValue(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	const secret = "s3cr3t-db-password"
+	dyn, err := dynamic.NewForConfig(cp.RestConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}, metav1.CreateOptions{})
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "gate", Namespace: "tenant"}, Data: map[string]string{"password": secret}}
+	if _, err := client.CoreV1().ConfigMaps("tenant").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.CoreV1().ConfigMaps("tenant").Delete(ctx, "gate", metav1.DeleteOptions{}) })
+	const expr = `{}[object.data.password] == 'x'`
+	check, err := health.Parse("configmaps/gate@tenant: " + expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testenv.CreateNode(ctx, client, "leaky-0", "boot-a", nil); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, opOptions{tweak: func(c *operator.Config) {
+		c.Blockers = append(c.Blockers, &health.Blocker{Checks: []*health.Check{check}, Client: dyn,
+			Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))})
+	}})
+	annotate(t, "leaky-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	want := string(admission.KindHealth) + ": configmaps/gate@tenant: " + expr + ": evaluation error (no such key)"
+	n := waitNode(t, "leaky-0", 30*time.Second, "held by the erroring check", func(n *corev1.Node) bool {
+		return n.Annotations[protocol.BlockedBy] == want
+	})
+	if !waitEvent(t, "leaky-0", "Blocked") {
+		t.Fatal("no Blocked event for the held node")
+	}
+	for k, v := range n.Annotations {
+		if strings.Contains(v, secret) {
+			t.Errorf("annotation %s carries the object's value: %q", k, v)
+		}
+	}
+	evs, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if strings.Contains(e.Message, secret) || strings.Contains(e.Reason, secret) {
+			t.Errorf("event %s/%s carries the object's value: %q", e.Namespace, e.Name, e.Message)
+		}
+	}
 }

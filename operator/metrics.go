@@ -117,7 +117,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "slipway_operator_stalls_total", Help: "Times a node was reported stalled, by reason.",
 		}, []string{"reason"}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "slipway_operator_failed_reboots_total", Help: "Failed reboots marked on their Node (reboot-failed), by reason: stalled after the grant, back on the old OS version (blocker: only from releases that also failed a node back while a fleet-wide blocker fired).",
+			Name: "slipway_operator_failed_reboots_total", Help: "Failed reboots, by reason: stalled after the grant, back on the old OS version (both marked on their Node, reboot-failed), replaced (the Node deleted after its grant, before its cycle finished: a failure of the version its grant pinned, in the fleet record) (blocker: only from releases that also failed a node back while a fleet-wide blocker fired).",
 		}, []string{"reason"}),
 		settleTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slipway_operator_settle_timeouts_total", Help: "Finished nodes whose PodDisruptionBudgets were not back within --settle-timeout.",

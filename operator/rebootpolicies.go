@@ -263,7 +263,7 @@ func (c *Controller) poolBlockers(p *pools.Pool) ([]admission.Blocker, error) {
 		if c.cfg.Dynamic == nil {
 			return nil, fmt.Errorf("healthChecks: the operator has no dynamic client")
 		}
-		bs = append(bs, &health.Blocker{Checks: p.HealthChecks, Client: c.cfg.Dynamic, Mapper: c.restMapper()})
+		bs = append(bs, &health.Blocker{Checks: p.HealthChecks, Client: c.cfg.Dynamic, Mapper: c.restMapper(), Log: c.log})
 	}
 	if p.Policy != nil && len(p.Policy.Steer.Pre) > 0 {
 		bs = append(bs, c.steeringConflict())

@@ -15,6 +15,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/operator"
+	"github.com/slipway-dev/slipway/operator/admission"
 )
 
 // Every Node write carries the UID of the Node it was computed for: a Node deleted and created again
@@ -159,4 +160,96 @@ func readyNode(t *testing.T, name string, labels, annotations map[string]string)
 		annotate(t, name, kv)
 	}
 	return getNode(t, name)
+}
+
+// A canary granted its reboot for 4600.0.0 whose Node is deleted before --reboot-timeout (a
+// MachineHealthCheck, cloud auto-repair, cluster-autoscaler: all act in minutes) is a failure of
+// 4600.0.0: the fleet record keeps it (reason replaced, dated at the deletion), it holds the canary
+// place and halts the version (--max-failed-per-version=1), so the next node asking for 4600.0.0 stays
+// held -- the bad release does not walk through the fleet one replaced canary at a time. A node asking
+// for another version goes; a node deleted before its grant counts for nothing; a person's resume
+// releases the version.
+func TestReplacedCanaryHoldsItsVersion(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	const ns = "slipway-replaced"
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	_ = client.CoreV1().ConfigMaps(ns).Delete(ctx, fleetrecord.ConfigMapName, metav1.DeleteOptions{})
+	asking := func(v string) map[string]string {
+		return map[string]string{protocol.RebootNeeded: protocol.True, protocol.NewVersion: v}
+	}
+	old := map[string]string{protocol.Version: "4599.0.0"}
+	for _, name := range []string{"rc-0", "rc-1"} {
+		readyNode(t, name, old, asking("4600.0.0"))
+	}
+	reg := prometheus.NewRegistry()
+	startOperator(t, opOptions{max: "3", metrics: operator.NewMetrics(reg), tweak: func(c *operator.Config) {
+		c.Namespace = ns
+		c.Canary = admission.Canary{Nodes: 1, Bake: time.Second, MaxFailed: 1}
+	}})
+	// No agent reboots it: the canary stays granted, far from any reboot timeout.
+	var canary, next string
+	deadline := time.Now().Add(30 * time.Second)
+	for canary == "" {
+		for _, name := range []string{"rc-0", "rc-1"} {
+			if getNode(t, name).Annotations[protocol.RebootOK] == protocol.True {
+				canary, next = name, map[string]string{"rc-0": "rc-1", "rc-1": "rc-0"}[name]
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no canary granted")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitNode(t, next, 30*time.Second, "held behind the canary", func(n *corev1.Node) bool {
+		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "canary: 1 canaries of 4600.0.0 go first")
+	})
+	deleted := time.Now()
+	if err := client.CoreV1().Nodes().Delete(ctx, canary, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The evidence that the operator looked: the halt on the node behind it.
+	waitNode(t, next, 30*time.Second, "held: 4600.0.0 halted by the replaced canary", func(n *corev1.Node) bool {
+		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "version-halted: 1 failed reboots for 4600.0.0")
+	})
+	if admittedNow(getNode(t, next)) {
+		t.Fatalf("%s admitted for 4600.0.0 after its canary was replaced", next)
+	}
+	rec := readRecord(t, ns)
+	var f *fleetrecord.Failure
+	for i := range rec.Failures {
+		if rec.Failures[i].Node == canary {
+			f = &rec.Failures[i]
+		}
+	}
+	if f == nil || f.Reason != fleetrecord.ReasonReplaced || f.Version != "4600.0.0" || f.Budget || f.At.Before(deleted.Add(-2*time.Second).Truncate(time.Second)) {
+		t.Fatalf("the fleet record's failure for %s: %+v, want reason replaced for 4600.0.0, not on the budget, dated at the deletion", canary, f)
+	}
+	if v := counterLabel(t, reg, "slipway_operator_failed_reboots_total", "reason", "replaced"); v != 1 {
+		t.Errorf(`failed_reboots_total{reason="replaced"} = %v, want 1`, v)
+	}
+	if events(t, canary, "CycleReplaced") != 1 {
+		t.Error("no CycleReplaced Event for the deleted canary")
+	}
+
+	// Another version goes; a node deleted before its grant (held here by the halt) counts nothing.
+	readyNode(t, "rc-other", old, asking("4700.0.0"))
+	waitNode(t, "rc-other", 30*time.Second, "a canary of 4700.0.0 admitted", admittedNow)
+	readyNode(t, "rc-early", old, asking("4600.0.0"))
+	waitNode(t, "rc-early", 30*time.Second, "held by the halt", func(n *corev1.Node) bool {
+		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "version-halted:")
+	})
+	if err := client.CoreV1().Nodes().Delete(ctx, "rc-early", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A person resumes 4600.0.0: the next node is its canary.
+	resumeRecorded(t, ns, "4600.0.0", time.Now().Add(time.Second))
+	waitNode(t, next, 30*time.Second, "admitted once 4600.0.0 was resumed", admittedNow)
+	for _, f := range readRecord(t, ns).Failures {
+		if f.Node == "rc-early" {
+			t.Errorf("a node deleted before its grant was recorded as a failure: %+v", f)
+		}
+	}
 }

@@ -40,6 +40,10 @@ const (
 	ReasonStalled    = "stalled"
 	ReasonOldVersion = "old-version"
 	ReasonBlocker    = "blocker"
+	// ReasonReplaced: the Node was deleted after its grant, before its cycle finished (a machine health
+	// check, cloud auto-repair, cluster-autoscaler, a person). The machine never proved its version: it
+	// holds its canary place like a stall and counts toward the version's halt.
+	ReasonReplaced = "replaced"
 )
 
 // Failure is one failed reboot the fleet remembers.
@@ -253,12 +257,12 @@ func (r Record) VersionFailures(v string) []time.Time {
 	return out
 }
 
-// VersionStalls are the grant times of the stalls after the grant for version v that still count,
-// sorted: the canaries of v that never finished.
+// VersionStalls are the times of the canaries of v that never finished and still count, sorted: the
+// grant time of each stall after the grant, the deletion time of each Node replaced after its grant.
 func (r Record) VersionStalls(v string) []time.Time {
 	var out []time.Time
 	for _, f := range r.Failures {
-		if v != "" && f.Version == v && f.Reason == ReasonStalled && !f.Budget && !r.late(f) {
+		if v != "" && f.Version == v && holdsPlace(f) && !r.late(f) {
 			out = append(out, f.At)
 		}
 	}
@@ -339,10 +343,17 @@ func (r Record) Halted(max int) []string {
 	return out
 }
 
-// Bound keeps the record within its limits: late stalls go, then the oldest entries that no longer count
-// (failures before their resume, proofs of versions with newer proofs), then the oldest. Dropping
-// the oldest failure that still counts needs more than MaxFailures failures since a resume: a halt
-// or pause they caused is then still held by the newer ones.
+// Bound keeps the record within its limits without changing any decision it feeds. Late stalls go
+// first (they count no more). Beyond MaxFailures entries it drops, oldest first, only failures that
+// decide nothing: spent ones (before their version's and the budget's last resume), a version's
+// counting failures beyond its newest MaxFailures (MaxFailures is the most --max-failed-per-version
+// can be: a version with that many is halted under every setting), and a machine's older budget
+// failures (the budget counts machines) or those beyond the newest MaxFailures machines. What holds a
+// halt, a canary's place (a stall or a replaced canary since the version's resume) or a version's
+// "failed since resumed" is never bounded away, so a flood of other versions' failures -- one node
+// can make a new version string per cycle -- lifts nothing. Such a record may pass MaxFailures
+// entries; the reasons of all but the newest MaxFailures are then cleared (the Events and the log
+// keep them), so an entry is ~150 bytes and the ConfigMap's 1 MiB holds some 7,000 failed cycles.
 func (r *Record) Bound() {
 	r.sort()
 	// Late stalls count no more; forgotten before any proof that makes them late is trimmed.
@@ -354,19 +365,19 @@ func (r *Record) Bound() {
 	}
 	r.Failures = kept
 	if n := len(r.Failures) - MaxFailures; n > 0 {
+		needed := r.neededFailures()
 		var keep []Failure
-		for _, f := range r.Failures {
-			spent := (f.Version == "" || f.At.Before(r.ResumedAt(f.Version))) && (!f.Budget || f.At.Before(r.ResumedAt("")))
-			if spent && n > 0 {
+		for i, f := range r.Failures {
+			if !needed[i] && n > 0 {
 				n--
 				continue
 			}
 			keep = append(keep, f)
 		}
-		if len(keep) > MaxFailures {
-			keep = keep[len(keep)-MaxFailures:]
-		}
 		r.Failures = keep
+		for i := 0; i < len(r.Failures)-MaxFailures; i++ {
+			r.Failures[i].Why = ""
+		}
 	}
 	if len(r.Proofs) > MaxProofs {
 		r.Proofs = r.Proofs[len(r.Proofs)-MaxProofs:]
@@ -391,6 +402,44 @@ func (r *Record) Bound() {
 		r.Resumes = keep
 	}
 	r.sort()
+}
+
+// neededFailures marks the failures (by index, r.Failures sorted oldest first) some decision reads:
+// each version's stalls and replaced canaries since its resume, its newest MaxFailures counting
+// failures, and the newest budget failure of each of the newest MaxFailures machines since the
+// budget's resume.
+func (r Record) neededFailures() []bool {
+	needed := make([]bool, len(r.Failures))
+	perVersion := map[string]int{}
+	machines := map[string]bool{}
+	budgetReset := r.ResumedAt("")
+	for i := len(r.Failures) - 1; i >= 0; i-- {
+		f := r.Failures[i]
+		if f.Version != "" && !f.At.Before(r.ResumedAt(f.Version)) && !r.late(f) {
+			if holdsPlace(f) || perVersion[f.Version] < MaxFailures {
+				needed[i] = true
+			}
+			perVersion[f.Version]++
+		}
+		if f.Budget && !f.At.Before(budgetReset) {
+			id := f.UID
+			if id == "" {
+				id = "name:" + f.Node
+			}
+			if !machines[id] && len(machines) < MaxFailures {
+				machines[id] = true
+				needed[i] = true
+			}
+		}
+	}
+	return needed
+}
+
+// holdsPlace reports whether f is a canary that never finished: it stalled after its grant, or its
+// Node was deleted after the grant (ReasonReplaced). Either holds its version's canary place until a
+// person resumes the version.
+func holdsPlace(f Failure) bool {
+	return !f.Budget && (f.Reason == ReasonStalled || f.Reason == ReasonReplaced)
 }
 
 // sort keeps every list oldest first (ties in a stable, total order) so equal records encode equally.

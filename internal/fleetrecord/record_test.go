@@ -275,3 +275,121 @@ func TestSameButProofs(t *testing.T) {
 		t.Error("a resume more: want different")
 	}
 }
+
+// TestBoundNeverLiftsAHalt, a property over random failure sequences: a record bounded after every
+// change decides everything as the same record never bounded -- every halt under every
+// --max-failed-per-version, every canary place held by a stall or a replaced canary, each version's
+// failures since its resume (up to MaxFailures, beyond which the halt holds under every setting) and
+// the budget's failed machines. The sequences mix a few real versions with a flood of one-off version
+// strings (what one compromised node can make), budget-only failures of many machines, late stalls
+// that a proof excuses, and resumes.
+func TestBoundNeverLiftsAHalt(t *testing.T) {
+	for seed := int64(1); seed <= 6; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		var bounded, ref Record
+		now := at(0)
+		real := []string{"4600.0.0", "4601.0.0", "4602.1.0"}
+		for step := 0; step < 1200; step++ {
+			now = now.Add(time.Duration(rng.Intn(3)) * time.Second)
+			node := fmt.Sprintf("n-%d", rng.Intn(400))
+			uid := "uid-" + node
+			var apply func(r *Record)
+			switch op := rng.Intn(100); {
+			case op < 40: // the flood: a failure of a version nobody else runs
+				f := Failure{Node: node, UID: uid, Reason: ReasonOldVersion, Version: fmt.Sprintf("9999.%d.0", step), At: now, Budget: rng.Intn(2) == 0, Why: "flood"}
+				apply = func(r *Record) { r.AddFailure(f) }
+			case op < 55: // a real version's failure
+				f := Failure{Node: node, UID: uid, Reason: ReasonOldVersion, Version: real[rng.Intn(len(real))], At: now, Budget: true, Why: "old version"}
+				apply = func(r *Record) { r.AddFailure(f) }
+			case op < 62: // a canary stalled after its grant
+				f := Failure{Node: node, UID: uid, Reason: ReasonStalled, Version: real[rng.Intn(len(real))], At: now, Why: "stalled"}
+				apply = func(r *Record) { r.AddFailure(f) }
+			case op < 66: // a canary's Node deleted after its grant
+				f := Failure{Node: node, UID: uid, Reason: ReasonReplaced, Version: real[rng.Intn(len(real))], At: now, Why: "replaced"}
+				apply = func(r *Record) { r.AddFailure(f) }
+			case op < 80: // a budget-only failure (a blocker firing after the reboot)
+				f := Failure{Node: node, UID: uid, Reason: ReasonBlocker, At: now, Budget: true, Why: "blocker"}
+				apply = func(r *Record) { r.AddFailure(f) }
+			case op < 95: // a cycle finished: a proof (it may excuse this machine's stall: late)
+				p := Proof{Node: node, UID: uid, Version: real[rng.Intn(len(real))], At: now}
+				apply = func(r *Record) { r.AddProof(p) }
+			default: // a person resumes a real version or the budget
+				v := ""
+				if rng.Intn(2) == 0 {
+					v = real[rng.Intn(len(real))]
+				}
+				x := Resume{Version: v, By: "alice", At: now}
+				apply = func(r *Record) { r.AddResume(x) }
+			}
+			apply(&bounded)
+			apply(&ref)
+			bounded.Bound()
+			// A lifted halt stays lifted (what Bound drops never comes back), so every third step is
+			// enough to see one; resumes are only every ~20 steps.
+			if step%3 != 0 {
+				continue
+			}
+			if msg := sameDecisions(ref, bounded, append(real, fmt.Sprintf("9999.%d.0", step))); msg != "" {
+				t.Fatalf("seed %d step %d: %s", seed, step, msg)
+			}
+		}
+		if len(bounded.Failures) < MaxFailures {
+			t.Fatalf("seed %d: only %d failures kept: the sequence never reached the bound, the property was not exercised", seed, len(bounded.Failures))
+		}
+	}
+}
+
+// sameDecisions says how bounded decides differently from ref ("" : it does not).
+func sameDecisions(ref, bounded Record, versions []string) string {
+	for _, max := range []int{1, 3, MaxFailures} {
+		if a, b := ref.Halted(max), bounded.Halted(max); !reflect.DeepEqual(a, b) {
+			return fmt.Sprintf("halted at --max-failed-per-version=%d: %v, bounded %v", max, a, b)
+		}
+	}
+	since := func(ts []time.Time, from time.Time) int {
+		n := 0
+		for _, t := range ts {
+			if !t.Before(from) {
+				n++
+			}
+		}
+		return n
+	}
+	for _, v := range versions {
+		resumed := ref.VersionResumedAt(v)
+		if !resumed.Equal(bounded.VersionResumedAt(v)) {
+			return fmt.Sprintf("%s resumed at %v, bounded %v", v, resumed, bounded.VersionResumedAt(v))
+		}
+		a, b := since(ref.VersionFailures(v), resumed), since(bounded.VersionFailures(v), resumed)
+		if a != b && (a < MaxFailures || b < MaxFailures) {
+			return fmt.Sprintf("%s: %d failures since its resume, bounded %d", v, a, b)
+		}
+		if a, b := since(ref.VersionStalls(v), resumed), since(bounded.VersionStalls(v), resumed); a != b {
+			return fmt.Sprintf("%s: %d canary places held, bounded %d", v, a, b)
+		}
+	}
+	if a, b := len(ref.BudgetFailures()), len(bounded.BudgetFailures()); a != b && (a < MaxFailures || b < MaxFailures) {
+		return fmt.Sprintf("failed machines: %d, bounded %d", a, b)
+	}
+	return ""
+}
+
+// The scratch scenario of the review: one halted version's only failure, then 200 newer failures of
+// other versions. The stored record still halts it.
+func TestFloodOfOtherVersionsKeepsAHalt(t *testing.T) {
+	var r Record
+	r.AddFailure(Failure{Node: "canary", UID: "u0", Reason: ReasonStalled, Version: "4600.0.0", At: at(0)})
+	for i := 1; i <= MaxFailures; i++ {
+		r.AddFailure(Failure{Node: "evil", UID: "u1", Reason: ReasonOldVersion, Version: fmt.Sprintf("9999.%d.0", i), At: at(i), Budget: true})
+	}
+	back, err := Decode(r.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Halted(1); len(got) == 0 || got[0] != "4600.0.0" {
+		t.Fatalf("after %d newer failures of other versions the stored record halts %v, want 4600.0.0 first", MaxFailures, got)
+	}
+	if len(back.VersionStalls("4600.0.0")) != 1 {
+		t.Fatal("the stalled canary's place was bounded away")
+	}
+}

@@ -9,7 +9,6 @@ package health
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/klog/v2"
 )
 
 // Name is the blocker's name and its block kind.
@@ -122,6 +122,9 @@ type Blocker struct {
 	// fleet-wide blockers, and without it each asked the API server for every checked object again.
 	TTL time.Duration
 	Now func() time.Time // nil: time.Now
+	// Log gets the full text of an evaluation error, at debug level (V(4)): it may hold the object's
+	// values, so it goes only to the operator's own log, never to a reason. Zero: discarded.
+	Log klog.Logger
 
 	mu      sync.Mutex // held across the checks: concurrent decisions wait for one answer
 	at      time.Time  // when the cached answer was made; zero: none
@@ -188,26 +191,98 @@ func (b *Blocker) check(ctx context.Context, c *Check) string {
 	case err != nil:
 		return "reading it: " + err.Error()
 	}
-	return c.judge(ctx, obj.Object)
+	why, detail := c.judge(ctx, obj.Object)
+	if detail != nil && b.Log.GetSink() != nil {
+		b.Log.V(4).Info("health check: evaluation error (its full text, which may quote the object)", "check", c.Object(), "expression", c.Expr, "error", detail.Error())
+	}
+	return why
 }
 
-// judge evaluates the expression on object: "" when it holds, else why not. A CEL error can quote
-// values of the object (a conversion error names the string it could not convert), and blocked-by is
-// readable by every agent: quoted text is cut from it, and a non-bool result is named by type only.
-func (c *Check) judge(ctx context.Context, object map[string]any) string {
+// judge evaluates the expression on object: "" when it holds, else why not. blocked-by, the Event and
+// the notifications are read by every agent and by whoever may read Nodes, and a CEL runtime error can
+// carry the object's values (a missing map key is named unquoted, a conversion error names the string
+// it could not convert): a runtime error is said by its kind only, and its full text returned as
+// detail for the operator's own log. A non-bool result is named by type only. Compile errors never get
+// here: Parse refuses them, with their text (the spec's own).
+func (c *Check) judge(ctx context.Context, object map[string]any) (why string, detail error) {
 	out, _, err := c.prog.ContextEval(ctx, map[string]any{"object": object})
 	if err != nil {
-		return c.Expr + ": " + quoted.ReplaceAllString(err.Error(), "…")
+		kind := EvalErrorKind(err)
+		if k := missingKey(err); kind == "no such key" && k != "" && wordIn(k, c.Expr) {
+			kind += ": " + k // a field the expression names (its own text), not a value of the object
+		}
+		return c.Expr + ": evaluation error (" + kind + ")", err
 	}
 	v, ok := out.Value().(bool)
 	if !ok {
-		return fmt.Sprintf("%s: evaluates to a %s, want bool", c.Expr, out.Type().TypeName())
+		return fmt.Sprintf("%s: evaluates to a %s, want bool", c.Expr, out.Type().TypeName()), nil
 	}
 	if !v {
-		return c.Expr + " is false"
+		return c.Expr + " is false", nil
 	}
-	return ""
+	return "", nil
 }
 
-// quoted matches quoted text in an error: "...", '...' or `...`.
-var quoted = regexp.MustCompile("\"[^\"]*\"|'[^']*'|`[^`]*`")
+// evalKinds map what cel-go's and the Kubernetes libraries' runtime errors start or contain to a kind
+// that names no value, first match wins.
+var evalKinds = []struct{ match, kind string }{
+	{"no such key", "no such key"},
+	{"no such attribute", "no such field"},
+	{"no such field", "no such field"},
+	{"no such overload", "no matching overload"},
+	{"no matching overload", "no matching overload"},
+	{"division by zero", "division by zero"},
+	{"modulus by zero", "modulus by zero"},
+	{"overflow", "overflow"},
+	{"cost limit", "cost limit exceeded"},
+	{"interrupted", "interrupted"},
+	{"context", "interrupted"},
+	{"type conversion", "conversion error"},
+	{"range error", "conversion error"},
+	{"invalid", "invalid argument"},
+	{"parse error", "invalid argument"},
+	{"index out of", "index out of range"},
+	{"out of range", "index out of range"},
+}
+
+// missingKey is the key a "no such key: K" error names ("" none).
+func missingKey(err error) string {
+	_, k, ok := strings.Cut(err.Error(), "no such key: ")
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(k)
+}
+
+// wordIn reports whether w is one of expr's identifiers or a whole word of it: such a key is the
+// expression's own text, which the reason shows anyway.
+func wordIn(w, expr string) bool {
+	for i := 0; ; {
+		j := strings.Index(expr[i:], w)
+		if j < 0 {
+			return false
+		}
+		j += i
+		before, after := j == 0 || !isWordByte(expr[j-1]), j+len(w) == len(expr) || !isWordByte(expr[j+len(w)])
+		if before && after {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || b == '-' || ('0' <= b && b <= '9') || ('a' <= b && b <= 'z') || ('A' <= b && b <= 'Z')
+}
+
+// EvalErrorKind names a CEL runtime error by its kind only ("no such key", "conversion error", ...;
+// "other" when none fits): never a value.
+func EvalErrorKind(err error) string {
+	s := strings.ToLower(err.Error())
+	for _, k := range evalKinds {
+		if strings.Contains(s, k.match) {
+			return k.kind
+		}
+	}
+	return "other"
+}

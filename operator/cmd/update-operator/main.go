@@ -295,7 +295,7 @@ func run() int {
 	}
 	cfg.Dynamic = dyn // RebootPolicies, and the objects of --health-check
 	if len(cfg.HealthChecks) > 0 {
-		cfg.Blockers = append(cfg.Blockers, &health.Blocker{Checks: cfg.HealthChecks, Client: dyn,
+		cfg.Blockers = append(cfg.Blockers, &health.Blocker{Checks: cfg.HealthChecks, Client: dyn, Log: log,
 			Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))})
 	}
 	if len(cfg.PodsOnNode)+len(cfg.PodsInCluster) > 0 {
