@@ -683,6 +683,7 @@ func (c *Controller) reindex(name string) {
 		} else {
 			c.settleUntil.Delete(name)
 		}
+		e.SettleIn(n)
 		return e, true
 	})
 	if changed {

@@ -742,10 +742,45 @@ func TestGroupHopMidCycleFreesNoSlot(t *testing.T) {
 	}
 	annotate(t, "hop-a1", map[string]*string{protocol.RebootNeeded: ptr(protocol.False), protocol.RebootInProgress: ptr(protocol.False)})
 	n = waitNode(t, "hop-a1", 30*time.Second, "hop-a1 finished", finished)
-	for _, k := range []string{protocol.AdmittedGroup, protocol.AdmittedControlPlane} {
-		if _, ok := n.Annotations[k]; ok {
-			t.Errorf("%s left after the cycle: %v", k, n.Annotations)
-		}
+	if _, ok := n.Annotations[protocol.AdmittedControlPlane]; ok {
+		t.Errorf("admitted-control-plane on a worker after its cycle: %v", n.Annotations)
 	}
 	waitNode(t, "hop-a2", 30*time.Second, "hop-a2 admitted after hop-a1 finished", func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
+}
+
+// A node that finished in group a and settles (--settle-time) holds group a's slot until the settle
+// ends, wherever it is relabelled meanwhile: with one per group, the next node of group a waits for
+// the settle, not for the relabel (relabelled 1 s after it finished, the slot was freed at once).
+func TestGroupHopAfterTheCycleFreesNoSettleSlot(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	for _, name := range []string{"sh-a1", "sh-a2"} {
+		if _, err := testenv.CreateNode(ctx, client, name, "boot-"+name, map[string]string{zoneLabel: "a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startOperator(t, opOptions{max: "3", tweak: func(c *operator.Config) {
+		c.GroupLabel = zoneLabel
+		c.MaxUnavailablePerGroup = perGroup(t, "1")
+		c.Settle.Time = 10 * time.Minute
+	}})
+	annotate(t, "sh-a1", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	waitNode(t, "sh-a1", 30*time.Second, "sh-a1 granted", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })
+	if _, err := testenv.SetNodeStatus(ctx, client, "sh-a1", "boot-sh-a1-2", true); err != nil {
+		t.Fatal(err)
+	}
+	annotate(t, "sh-a1", map[string]*string{protocol.RebootNeeded: ptr(protocol.False), protocol.RebootInProgress: ptr(protocol.False)})
+	waitNode(t, "sh-a1", 30*time.Second, "sh-a1 finished", finished)
+	label(t, "sh-a1", map[string]string{zoneLabel: "b"})
+	settled(t, "sh-a1") // the operator has seen the relabel
+	annotate(t, "sh-a2", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	n := blockedBy(t, "sh-a2", "settling")
+	if inCycle(n) {
+		t.Fatal("sh-a2 (group a) admitted while sh-a1, which finished in group a, settles")
+	}
+	settled(t, "sh-a2") // looked at again: still held
+	if n := getNode(t, "sh-a2"); inCycle(n) || !strings.HasPrefix(n.Annotations[protocol.BlockedBy], "settling: ") {
+		t.Fatalf("sh-a2 inside the settle: %v", n.Annotations)
+	}
 }

@@ -94,9 +94,11 @@ const (
 	AdmittedBy   = SlipwayPrefix + "admitted-by"
 	CycleStarted = SlipwayPrefix + "cycle-started"
 	// AdmittedGroup — operator: the budget group the node was admitted in, and AdmittedControlPlane
-	// "true" when it was admitted as a control-plane node. Until its cycle ends the node counts against
-	// these pools whatever its labels or FleetLock group say meanwhile (and against its current ones
-	// too): relabelling or asking in another group mid-cycle frees no slot.
+	// "true" when it was admitted as a control-plane node. Until its cycle ends, and while it settles
+	// after it (--settle-time, --settle-pdbs), the node counts against these pools whatever its labels
+	// or FleetLock group say meanwhile (and against its current ones too): relabelling or asking in
+	// another group mid-cycle or mid-settle frees no slot. The cycle's end leaves them; the next
+	// admission writes them anew.
 	AdmittedGroup        = SlipwayPrefix + "admitted-group"
 	AdmittedControlPlane = SlipwayPrefix + "admitted-control-plane"
 	// AdmittedPolicy — operator: the RebootPolicy the node was admitted under,

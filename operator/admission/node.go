@@ -88,15 +88,32 @@ func Of(n *corev1.Node, groupLabel string, policy stall.Policy) Node {
 			e.AskedVersion = v
 		}
 		// The pools it was admitted in hold it until its cycle ends (the operator's own keys: the
-		// agent's policy lets no agent write them). A pin left on a node out of its cycle means nothing.
-		if g, ok := n.Annotations[protocol.AdmittedGroup]; ok && g != e.Group {
-			e.AdmittedGroup, e.HasAdmittedGroup = g, true
-		}
-		if n.Annotations[protocol.AdmittedControlPlane] == protocol.True {
-			e.ControlPlane = true
-		}
+		// agent's policy lets no agent write them). A pin left on a node out of its cycle means nothing,
+		// unless it settles (SettleIn).
+		e.pinAdmitted(n)
 	}
 	return e
+}
+
+// pinAdmitted counts e against the pools n was admitted in (admitted-group, admitted-control-plane)
+// besides its own.
+func (e *Node) pinAdmitted(n *corev1.Node) {
+	if g, ok := n.Annotations[protocol.AdmittedGroup]; ok && g != e.Group {
+		e.AdmittedGroup, e.HasAdmittedGroup = g, true
+	}
+	if n.Annotations[protocol.AdmittedControlPlane] == protocol.True {
+		e.ControlPlane = true
+	}
+}
+
+// SettleIn pins a node settling after its cycle (e.Settling set) to the pools it was admitted in, as
+// its cycle was: the settle slot is the slot of the cycle that just ended, so relabelling the node
+// into another group just after it finished frees no slot of the group it rebooted in before the
+// settle ends. The cycle's end keeps those pins for this; the next admission writes them anew.
+func (e *Node) SettleIn(n *corev1.Node) {
+	if e.Settling != "" && !e.State.InCycle() {
+		e.pinAdmitted(n)
+	}
 }
 
 // timeOf reads an RFC 3339 annotation value (zero when absent or unreadable).

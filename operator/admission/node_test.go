@@ -150,3 +150,21 @@ func TestOfCountsTheCycleForThePinnedVersion(t *testing.T) {
 		t.Errorf("4500.5.0 canary state %q, want waiting (its canary is in flight)", c.State)
 	}
 }
+
+// A node settling after its cycle counts against the group it was admitted in (its pins, left by the
+// cycle's end) as well as its own; out of its cycle and not settling, the pins mean nothing.
+func TestSettleInKeepsTheAdmittedGroup(t *testing.T) {
+	const zone = "example.com/zone"
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "s", Labels: map[string]string{zone: "b"},
+		Annotations: map[string]string{protocol.AdmittedGroup: "a", protocol.AdmittedControlPlane: "true"}}}
+	e := Of(n, zone, stall.Hold)
+	e.SettleIn(n)
+	if e.HasAdmittedGroup || e.ControlPlane {
+		t.Fatalf("not settling, yet pinned: %+v", e)
+	}
+	e.Settling = "--settle-time 10m"
+	e.SettleIn(n)
+	if got := e.PoolKeys(); !reflect.DeepEqual(got, []string{FleetPool, GroupPool("b"), GroupPool("a"), ControlPlanePool}) {
+		t.Fatalf("a settling node's pools: %v, want its own group, the one it was admitted in, the control plane's", got)
+	}
+}
