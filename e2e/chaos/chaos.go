@@ -30,9 +30,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/operatorproc"
 	"github.com/slipway-dev/slipway/internal/testsupport/referee"
@@ -153,7 +155,7 @@ type Result struct {
 }
 
 // Fault names, in the order progress lines show them.
-var faultNames = []string{"operator-upgraded", "agent-upgraded", "leader-kill", "leader-cut", "node-reregistered", "agent-kill", "apiserver-restart", "etcd-restart", "ue-restart", "pdb-block", "never-back", "failed-node-deleted"}
+var faultNames = []string{"operator-upgraded", "agent-upgraded", "leader-kill", "leader-cut", "node-reregistered", "canary-replaced", "agent-kill", "apiserver-restart", "etcd-restart", "ue-restart", "pdb-block", "never-back", "failed-node-deleted"}
 
 type runner struct {
 	cfg     Config
@@ -192,6 +194,13 @@ type simNode struct {
 	rebooted chan struct{}
 }
 
+func (r *runner) faultCount(name string) int64 {
+	if v, ok := r.faults.Load(name); ok {
+		return v.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
 func (r *runner) fault(name string) {
 	v, _ := r.faults.LoadOrStore(name, new(atomic.Int64))
 	v.(*atomic.Int64).Add(1)
@@ -204,6 +213,7 @@ func (r *runner) everyFaultInjected() bool {
 	c := r.cfg
 	return (c.LeaderKillEvery == 0 || f["leader-kill"] > 0) && (c.AgentKillEvery == 0 || f["agent-kill"] > 0) &&
 		(c.LeaderCutEvery == 0 || f["leader-cut"] > 0) && (c.UpgradeFrom == "" || f["agent-upgraded"] > 0 && f["operator-upgraded"] > 0) && (c.ReregisterEvery == 0 || f["node-reregistered"] > 0) &&
+		(c.ReregisterEvery == 0 || c.CanaryNodes == 0 || f["canary-replaced"] > 0) &&
 		(c.UERestartEvery == 0 || f["ue-restart"] > 0) && f["apiserver-restart"] >= c.APIRestarts && f["etcd-restart"] >= c.EtcdRestarts &&
 		(c.PDBBlock == 0 || f["pdb-block"] > 0) && (!c.NeverBack || f["never-back"] > 0) &&
 		(!c.NeverBack || !c.DeleteLostNode || f["failed-node-deleted"] > 0)
@@ -767,11 +777,22 @@ func (r *runner) reregisterer(ctx context.Context, rng *rand.Rand) {
 			return
 		}
 		n := c[rng.IntN(len(c))]
+		// Until a canary granted its reboot has been replaced once (what the operator must count as a
+		// failure of its version), prefer a granted node, waiting a few seconds for one.
+		if r.cfg.CanaryNodes > 0 && r.faultCount("canary-replaced") == 0 {
+			if g := r.granted(ctx, c, 3*time.Second); g != nil {
+				n = g
+			}
+		}
 		last[n.Name] = time.Now()
 		if !n.mu.TryLock() {
 			return // being staged or its agent being killed
 		}
 		defer n.mu.Unlock()
+		var uid types.UID
+		if nd, err := r.client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
+			uid = nd.UID
+		}
 		gap := time.Second + time.Duration(rng.Int64N(int64(2*time.Second)))
 		now, err := n.Reregister(ctx, gap)
 		if err != nil {
@@ -779,12 +800,71 @@ func (r *runner) reregisterer(ctx context.Context, rng *rand.Rand) {
 			return
 		}
 		r.fault("node-reregistered")
+		if uid != "" && r.cfg.CanaryNodes > 0 {
+			go r.replacedCanary(n, uid)
+		}
 		if now {
 			r.say("deleted the Node of %s in its cycle; its kubelet registered it again %s later (new UID)", n.Name, gap.Round(100*time.Millisecond))
 		} else {
 			r.say("deleted the Node of %s while the machine was down; its kubelet registers it when back", n.Name)
 		}
 	})
+}
+
+// granted picks a node of c whose reboot is granted (reboot-ok), waiting up to wait for one (nil: none).
+func (r *runner) granted(ctx context.Context, c []*simNode, wait time.Duration) *simNode {
+	for deadline := time.Now().Add(wait); ; {
+		for _, n := range c {
+			if r.check.Annotation(n.Name, referee.KeyRebootOK) == protocol.True {
+				return n
+			}
+		}
+		if time.Now().After(deadline) || testenv.WaitCtx(ctx, 200*time.Millisecond) != nil {
+			return nil
+		}
+	}
+}
+
+// replacedCanary follows a Node deleted in its cycle: deleted after its grant, the operator records a
+// failure of the version the grant pinned (reason replaced), which holds that version until a person
+// resumes it. Once the record shows it (the evidence that the operator looked; the previous release's
+// operator records none), the referee holds the version -- a cycle started for it now is a violation
+// -- and a person resumes it 5 s later. Deleted before its grant, nothing is recorded.
+func (r *runner) replacedCanary(n *simNode, uid types.UID) {
+	var v string
+	for deadline := time.Now().Add(30 * time.Second); v == "" && time.Now().Before(deadline); {
+		if testenv.WaitCtx(r.runCtx, 300*time.Millisecond) != nil {
+			return
+		}
+		cm, err := r.client.CoreV1().ConfigMaps("slipway-system").Get(r.runCtx, fleetrecord.ConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		rec, err := fleetrecord.Decode(cm.Data[fleetrecord.Key])
+		if err != nil {
+			continue
+		}
+		for _, f := range rec.Failures {
+			if f.UID == string(uid) && f.Reason == fleetrecord.ReasonReplaced {
+				v = f.Version
+			}
+		}
+	}
+	if v == "" {
+		return // before its grant, or the previous release led: nothing held
+	}
+	// An admission decided just before the operator learned of the deletion may land (and be seen by the
+	// referee's watch) a moment later; from then on none may start.
+	if testenv.WaitCtx(r.runCtx, 2*time.Second) != nil {
+		return
+	}
+	r.check.Halted(v)
+	r.fault("canary-replaced")
+	r.say("%s's Node was deleted after its grant for %s: recorded as a failure of %s, held until a person resumes it", n.Name, v, v)
+	if testenv.WaitCtx(r.runCtx, 5*time.Second) != nil {
+		return
+	}
+	r.resumeRelease(n, v)
 }
 
 // agentKiller kills the agent of a node in its cycle and restarts it 1-4 s later (same boot).

@@ -53,7 +53,7 @@ func TestChaosShort(t *testing.T) {
 	if res.Cycles < cfg.Cycles {
 		t.Errorf("only %d of %d cycles completed", res.Cycles, cfg.Cycles)
 	}
-	faults := []string{"leader-kill", "leader-cut", "node-reregistered", "agent-kill", "apiserver-restart", "etcd-restart", "never-back", "failed-node-deleted"}
+	faults := []string{"leader-kill", "leader-cut", "node-reregistered", "canary-replaced", "agent-kill", "apiserver-restart", "etcd-restart", "never-back", "failed-node-deleted"}
 	if res.UpgradedFrom != "" {
 		faults = append(faults, "operator-upgraded", "agent-upgraded")
 	} else {
