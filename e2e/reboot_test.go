@@ -482,10 +482,11 @@ func TestAgentRolledMidCycle(t *testing.T) {
 			if e := n.Annotations[protocol.DrainError]; e != "" {
 				logf("%s: a drain attempt ran out while held (retried, as --drain-failure-policy=retry says): %s", target, e)
 			}
+			// Taken before the delete is sent: an operator may grant before a slow Delete call returns.
+			released := time.Now()
 			if err := c.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, "held-drain", metav1.DeleteOptions{}); err != nil {
 				t.Fatalf("deleting the PDB that holds the drain: %v", err)
 			}
-			released := time.Now()
 			logf("PDB deleted: the drain of %s may finish", target)
 
 			// 6. One real reboot, the cycle finished.

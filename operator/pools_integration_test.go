@@ -295,12 +295,21 @@ func TestPoolSettleAndDrain(t *testing.T) {
 		}
 	}
 	first, second := firstAndSecond(t, db0, db1)
+	h := watchNode(t, second) // every version: the 4 s hold is seen however late the test looks
 	waitNode(t, other, 60*time.Second, "the other node finished beside the db pool", finished)
-	waitNode(t, first, 60*time.Second, "the first db node finished", finished)
-	waitNode(t, second, 10*time.Second, "the second db node held by its pool's settle", func(n *corev1.Node) bool {
-		return n.Annotations[protocol.BlockedBy] == "settling: nodes that finished their cycle hold their slots: --settle-time 4s"
-	})
+	done := waitNode(t, first, 60*time.Second, "the first db node finished", finished)
 	waitNode(t, second, 60*time.Second, "the second db node finished after the settle", finished)
+	if h.ever(t, func(n *corev1.Node) bool {
+		return n.Annotations[protocol.BlockedBy] == "settling: nodes that finished their cycle hold their slots: --settle-time 4s"
+	}) == nil {
+		t.Error("the second db node was never held by its pool's settle")
+	}
+	end, _ := time.Parse(time.RFC3339, done.Annotations[protocol.LastRebootTime])
+	if start := h.ever(t, admittedNow); start == nil {
+		t.Error("the second db node's admission was not seen")
+	} else if at, _ := time.Parse(time.RFC3339, start.Annotations[protocol.CycleStarted]); at.Sub(end) < 3*time.Second {
+		t.Errorf("the second db node started %s after the first finished, want >= the 4 s settle (less a second of rounding)", at.Sub(end))
+	}
 	if first == db0 || second == db0 {
 		p, err := client.CoreV1().Pods("psd").Get(ctx, "cache-0", metav1.GetOptions{})
 		if err != nil || p.UID != cachePod.UID || p.DeletionTimestamp != nil {
@@ -388,7 +397,9 @@ func TestPoolsWithoutCRD(t *testing.T) {
 
 // A deleted RebootPolicy holds its waiting nodes for the grace period (a policy deleted and created
 // again never opens them to another policy), then they go to the flags' policy; created again within
-// the grace, it takes them back at once.
+// the grace, it takes them back at once. The first operator's grace is an hour, so no test is too slow
+// to recreate the policy within it; the second's is 3 s, and a watch records every version of the node,
+// so the hold is seen however short it was and however late the test looks.
 func TestDeletedPolicyHoldsItsNodes(t *testing.T) {
 	dyn := needPools(t)
 	cleanNodes(t)
@@ -400,7 +411,7 @@ func TestDeletedPolicyHoldsItsNodes(t *testing.T) {
 	if _, err := testenv.CreateNode(ctx, client, "del-0", "boot-a", map[string]string{"pool": "gpu"}); err != nil {
 		t.Fatal(err)
 	}
-	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Dynamic, c.PolicyDeleteGrace = dyn, 3*time.Second }})
+	stop := startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Dynamic, c.PolicyDeleteGrace = dyn, time.Hour }})
 	annotate(t, "del-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
 	blockedBy(t, "del-0", "window")
 	del := func() {
@@ -416,13 +427,23 @@ func TestDeletedPolicyHoldsItsNodes(t *testing.T) {
 	}
 	createPolicy(t, dyn, "gpu", spec)
 	blockedBy(t, "del-0", "window")
+	stop()
+
 	// Deleted for good: held for the grace, then the flags' policy admits it.
-	del()
+	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Dynamic, c.PolicyDeleteGrace = dyn, 3 * time.Second }})
+	settled(t, "del-0") // the new leader has looked: still held by the window
+	if n := getNode(t, "del-0"); !strings.HasPrefix(n.Annotations[protocol.BlockedBy], "window: ") {
+		t.Fatalf("under the second operator: %q", n.Annotations[protocol.BlockedBy])
+	}
+	h := watchNode(t, "del-0")
 	held := time.Now()
-	blockedBy(t, "del-0", "policy")
+	del()
 	n = waitNode(t, "del-0", 30*time.Second, "admitted under the flags' policy after the grace", admittedNow)
 	if d := time.Since(held); d < 2*time.Second || n.Annotations[protocol.AdmittedPolicy] != "" {
 		t.Errorf("admitted %s after the deletion under %q; want the 3 s grace, then the flags'", d, n.Annotations[protocol.AdmittedPolicy])
+	}
+	if h.ever(t, func(n *corev1.Node) bool { return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "policy: ") }) == nil {
+		t.Error("never held by the deleted policy before the flags' policy admitted it")
 	}
 }
 

@@ -48,16 +48,16 @@ func TestSettleTime(t *testing.T) {
 		}
 	}
 	first, second := firstAndSecond(t, sns[0].Name, sns[1].Name)
+	h := watchNode(t, second) // every version: the 4 s hold is seen however late the test looks
 	done := waitNode(t, first, 60*time.Second, "the first node finished", finished)
-	n := waitNode(t, second, 10*time.Second, "the second node held by the settle", func(n *corev1.Node) bool {
-		return n.Annotations[protocol.BlockedBy] == "settling: nodes that finished their cycle hold their slots: --settle-time 4s"
-	})
-	if n.Annotations[protocol.CycleStarted] != "" {
-		t.Fatalf("the second node started during the settle: %v", n.Annotations)
-	}
-	n = waitNode(t, second, 30*time.Second, "the second node admitted after the settle", func(n *corev1.Node) bool {
+	n := waitNode(t, second, 60*time.Second, "the second node admitted after the settle", func(n *corev1.Node) bool {
 		return n.Annotations[protocol.CycleStarted] != ""
 	})
+	if h.ever(t, func(n *corev1.Node) bool {
+		return n.Annotations[protocol.BlockedBy] == "settling: nodes that finished their cycle hold their slots: --settle-time 4s"
+	}) == nil {
+		t.Error("the second node was never held by the settle")
+	}
 	end, _ := time.Parse(time.RFC3339, done.Annotations[protocol.LastRebootTime])
 	start, _ := time.Parse(time.RFC3339, n.Annotations[protocol.CycleStarted])
 	// Both in whole seconds: the start is at least the settle after the end, less one second of rounding.
