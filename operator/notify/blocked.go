@@ -35,6 +35,11 @@ type BlockedRule struct {
 	after time.Duration
 	quiet map[string]bool
 
+	// now and afterFunc are time.Now and time.AfterFunc; a test replaces them to run the rule on a
+	// clock of its own.
+	now       func() time.Time
+	afterFunc func(time.Duration, func()) stopper
+
 	mu    sync.Mutex
 	nodes map[string]*episode
 	told  map[string]bool // kinds with a message standing
@@ -43,13 +48,18 @@ type BlockedRule struct {
 type episode struct {
 	kind, why string
 	start     time.Time
-	timer     *time.Timer
+	timer     stopper
 	told      bool
 }
 
+// stopper is what the rule needs of a timer (*time.Timer has it).
+type stopper interface{ Stop() bool }
+
+func afterFunc(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
+
 // NewBlockedRule sends its `blocked` Events to n. after <= 0 turns it off.
 func NewBlockedRule(n Notifier, after time.Duration, quietKinds []string) *BlockedRule {
-	r := &BlockedRule{n: n, after: after, quiet: map[string]bool{}, nodes: map[string]*episode{}, told: map[string]bool{}}
+	r := &BlockedRule{n: n, after: after, quiet: map[string]bool{}, now: time.Now, afterFunc: afterFunc, nodes: map[string]*episode{}, told: map[string]bool{}}
 	for _, k := range quietKinds {
 		r.quiet[k] = true
 	}
@@ -77,9 +87,9 @@ func (r *BlockedRule) Blocked(node, why string) {
 		ep = nil
 	}
 	if ep == nil {
-		ep = &episode{kind: kind, start: time.Now()}
+		ep = &episode{kind: kind, start: r.now()}
 		r.nodes[node] = ep
-		ep.timer = time.AfterFunc(r.after, func() {
+		ep.timer = r.afterFunc(r.after, func() {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			if r.nodes[node] == ep {
@@ -105,7 +115,7 @@ func (r *BlockedRule) Unblocked(node string) {
 
 // check sends the episode's message when it is due and no other stands for its kind. Called with mu.
 func (r *BlockedRule) check(node string, ep *episode) {
-	waited := time.Since(ep.start)
+	waited := r.now().Sub(ep.start)
 	if ep.told || waited < r.after {
 		return
 	}
