@@ -430,7 +430,7 @@ func TestDeletedPolicyHoldsItsNodes(t *testing.T) {
 	stop()
 
 	// Deleted for good: held for the grace, then the flags' policy admits it.
-	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Dynamic, c.PolicyDeleteGrace = dyn, 3 * time.Second }})
+	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Dynamic, c.PolicyDeleteGrace = dyn, 3*time.Second }})
 	settled(t, "del-0") // the new leader has looked: still held by the window
 	if n := getNode(t, "del-0"); !strings.HasPrefix(n.Annotations[protocol.BlockedBy], "window: ") {
 		t.Fatalf("under the second operator: %q", n.Annotations[protocol.BlockedBy])

@@ -311,7 +311,12 @@ func TestNoisyWarningDoesNotStarveOthers(t *testing.T) {
 
 // Why 4, the other stalls on the real API server: a drain a PDB keeps failing, a node paused in the
 // middle of its cycle, and a node back in a new boot whose agent never reported in it (e.g. its image
-// could not be pulled). Each gets its reason, a Stalled Event, and loses the annotation when it moves on.
+// could not be pulled). Each gets its reason -- the first stall written on it, no other before --, a
+// Stalled Event, and loses the annotation when it moves on.
+//
+// --reboot-timeout is an hour on the operator's clock (opClock), which the test passes only once every
+// node is in the situation its reason names and the operator has read it (settled): no node can stall
+// for another reason first, however slow the run.
 func TestStallReasons(t *testing.T) {
 	needCluster(t)
 	cleanNodes(t)
@@ -321,6 +326,12 @@ func TestStallReasons(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	t.Cleanup(func() { // what a run leaves would fail the next one's workload (go test -count)
+		zero := int64(0)
+		_ = client.PolicyV1().PodDisruptionBudgets("stall").Delete(ctx, "db", metav1.DeleteOptions{})
+		_ = client.CoreV1().Pods("stall").DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{LabelSelector: "app=db"})
+		_ = client.AppsV1().ReplicaSets("stall").Delete(ctx, "db", metav1.DeleteOptions{})
+	})
 	workload(t, "stall", "db", "st-drain", 1)
 	pdb := &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "stall"},
@@ -334,7 +345,9 @@ func TestStallReasons(t *testing.T) {
 	}
 	// st-silent has an agent that reported in boot-a.
 	annotate(t, "st-silent", map[string]*string{protocol.BootID: ptr("boot-a")})
-	startOperator(t, opOptions{max: "3", drainTO: time.Second, retryBase: 300 * time.Millisecond, rebootTimeout: 2 * time.Second})
+	const timeout = time.Hour
+	clock := newOpClock()
+	startOperator(t, opOptions{max: "3", drainTO: time.Second, retryBase: 300 * time.Millisecond, rebootTimeout: timeout, now: clock.Now})
 	for _, n := range []string{"st-drain", "st-paused", "st-silent"} {
 		annotate(t, n, map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
 	}
@@ -346,10 +359,28 @@ func TestStallReasons(t *testing.T) {
 	if _, err := testenv.SetNodeStatus(ctx, client, "st-silent", "boot-b", true); err != nil {
 		t.Fatal(err)
 	}
-	for node, reason := range map[string]string{"st-drain": stall.DrainFailing, "st-paused": stall.Paused, "st-silent": stall.AgentSilent} {
+	waitNode(t, "st-drain", 30*time.Second, "drain failing", func(n *corev1.Node) bool { return n.Annotations[protocol.DrainError] != "" })
+	want := map[string]string{"st-drain": stall.DrainFailing, "st-paused": stall.Paused, "st-silent": stall.AgentSilent}
+	hist := map[string]*nodeHistory{}
+	for node := range want {
+		settled(t, node) // the operator has read everything above, and nothing stalled yet
+		if s := getNode(t, node).Annotations[protocol.Stalled]; s != "" {
+			t.Fatalf("%s stalled %q before --reboot-timeout passed on the operator's clock", node, s)
+		}
+		hist[node] = watchNode(t, node)
+	}
+	clock.Advance(timeout + time.Minute)
+	for node, reason := range want {
+		settled(t, node) // a sync since the deadline passed
 		n := waitNode(t, node, 30*time.Second, "stalled", func(n *corev1.Node) bool { return n.Annotations[protocol.Stalled] != "" })
 		if got := n.Annotations[protocol.Stalled]; got != reason {
 			t.Errorf("%s: stalled %q, want %q", node, got, reason)
+		}
+		if other := hist[node].ever(t, func(n *corev1.Node) bool {
+			s := n.Annotations[protocol.Stalled]
+			return s != "" && s != reason
+		}); other != nil {
+			t.Errorf("%s: stalled %q at resourceVersion %s, want only %q", node, other.Annotations[protocol.Stalled], other.ResourceVersion, reason)
 		}
 		if !waitEvent(t, node, "Stalled") {
 			t.Errorf("%s: no Stalled event", node)
@@ -366,21 +397,39 @@ func TestStallReasons(t *testing.T) {
 // Why 4: /readyz fails when the controller has not made progress it should have. A real kube-apiserver
 // is frozen (SIGSTOP) while a granted node's stall is due: the sync that reports it hangs in its PATCH,
 // readiness fails and names why; thawed, the write lands and readiness comes back.
+//
+// The operator's clock is the test's (opClock): it is held a second short of the stall's deadline
+// (--reboot-timeout, an hour after the grant) while the node's sync looks again every two seconds, and
+// moved past it only once the API server is frozen, so the stall's PATCH comes after the freeze by
+// construction. StuckAfter is a minute on that clock: no slow sync of a loaded run fails the first
+// check, and the test moves the clock on while the PATCH hangs.
 func TestReadyzWhenTheAPIServerHangs(t *testing.T) {
 	needCluster(t)
 	cleanNodes(t)
 	sn := simNodes(t, "wedge", 1)[0]
 	sn.NeverComeBack()
 	var c *operator.Controller
-	startOperator(t, opOptions{max: "1", rebootTimeout: 3 * time.Second,
-		tweak:   func(cfg *operator.Config) { cfg.StuckAfter = time.Second },
+	const timeout, stuckAfter = time.Hour, time.Minute
+	clock := newOpClock()
+	startOperator(t, opOptions{max: "1", rebootTimeout: timeout, now: clock.Now,
+		tweak:   func(cfg *operator.Config) { cfg.StuckAfter = stuckAfter },
 		started: func(ctrl *operator.Controller) { c = ctrl }})
 	if err := sn.SendNeedReboot(); err != nil {
 		t.Fatal(err)
 	}
-	waitNode(t, sn.Name, 30*time.Second, "reboot granted", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })
+	n := waitNode(t, sn.Name, 30*time.Second, "reboot granted", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })
 	if err := c.Ready(); err != nil {
 		t.Fatalf("a leader waiting for a reboot is making progress: %v", err)
+	}
+	granted, err := time.Parse(time.RFC3339, n.Annotations[protocol.RebootOKTime])
+	if err != nil {
+		t.Fatalf("reboot-ok-time: %v", err)
+	}
+	deadline := granted.Add(timeout)
+	clock.HoldAt(deadline.Add(-time.Second))
+	settled(t, sn.Name) // synced on the held clock: not stalled, and it looks again in two seconds
+	if s := getNode(t, sn.Name).Annotations[protocol.Stalled]; s != "" {
+		t.Fatalf("stalled %q before its deadline on the operator's clock", s)
 	}
 	if err := cp.FreezeAPIServer(); err != nil {
 		t.Fatal(err)
@@ -395,21 +444,21 @@ func TestReadyzWhenTheAPIServerHangs(t *testing.T) {
 		}
 	}
 	defer thaw()
+	clock.Advance(2 * time.Second) // the stall is due: the next look reports it, and its PATCH hangs
 	var notReady error
-	for deadline := time.Now().Add(20 * time.Second); notReady == nil; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
+	for end := time.Now().Add(30 * time.Second); notReady == nil || !strings.Contains(notReady.Error(), "sync has been running"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
 			thaw()
-			t.Fatal("the stall report's PATCH hangs on a frozen API server, yet the controller stays ready")
+			t.Fatalf("the stall report's PATCH hangs on a frozen API server, yet readiness does not say a sync is stuck (last: %v)", notReady)
 		}
+		clock.Advance(stuckAfter / 10) // time passes for the hanging sync: a tenth of StuckAfter a look
 		notReady = c.Ready()
 	}
 	thaw()
-	if !strings.Contains(notReady.Error(), "sync has been running") {
-		t.Errorf("readiness error %q does not say a sync is stuck", notReady)
-	}
+	clock.Run()
 	waitNode(t, sn.Name, 60*time.Second, "stall reported after the thaw", func(n *corev1.Node) bool { return n.Annotations[protocol.Stalled] == stall.RebootTimeout })
-	for deadline := time.Now().Add(30 * time.Second); c.Ready() != nil; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
+	for end := time.Now().Add(30 * time.Second); c.Ready() != nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
 			t.Fatalf("still not ready after the API server came back: %v", c.Ready())
 		}
 	}
