@@ -18,9 +18,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/slipway-dev/slipway/internal/fleetrecord"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 )
 
@@ -40,7 +43,8 @@ type Config struct {
 	// The latency run while nodes are rolling: LatencyNeed background nodes are signalled at once and
 	// granted first; while they are in their reboot, LatencyNeed further nodes are signalled one after
 	// another, evenly over LatencySpread (less than Reboot), and only those are measured. Budget
-	// LatencyK + LatencyNeed, so the background never holds a measured node back (0: skipped).
+	// LatencyK + LatencyNeed, so the background never holds a measured node back (0: skipped). The
+	// background's reboots last until every measured node was granted (Sim.Hold), Reboot at least.
 	LatencySpread time.Duration
 
 	Idle time.Duration // idle window after the rolling run (0: skipped)
@@ -132,6 +136,11 @@ type IdleFigures struct {
 	WritesPerMin float64  `json:"writes_per_min"` // mutating, leases and endpoints left out, simulator's subtracted
 	ByResource   Requests `json:"apiserver_writes_by_resource"`
 	Simulator    Requests `json:"simulator_by_verb"`
+	// SettleS: from the roll's end until the operator had published what the roll left it to write
+	// (rollPublished), when the window opened. Unsettled: what it still had not after idleSettleMax
+	// (an operator that defers or names things otherwise, fleetbench -operator-rev); "" normally.
+	SettleS   float64 `json:"settle_s"`
+	Unsettled string  `json:"unsettled,omitempty"`
 }
 
 // LatencyRun is a run where Need nodes are signalled at once (SpreadS 0) or evenly over SpreadS
@@ -146,6 +155,13 @@ type LatencyRun struct {
 	Maxms          float64 `json:"max_ms"`
 	TotalS         float64 `json:"total_s"`
 	MaxUnavailable int     `json:"max_unavailable"`
+	// MinUnavailableAtGrant: the fewest nodes unavailable, itself included, that the benchmark's watch
+	// saw as any measured node got reboot-ok. Background+1 or more: every measured node was granted
+	// while the whole background was in its cycle, as the latency-rolling run holds it (Sim.Hold).
+	MinUnavailableAtGrant int `json:"min_unavailable_at_grant"`
+	// BackgroundHeld: background nodes whose reboot lasted longer than Reboot because a measured node
+	// was not granted yet (0 on a machine fast enough that the background was still down anyway).
+	BackgroundHeld int     `json:"background_held,omitempty"`
 	Operator       ProcMem `json:"operator_mem"`
 	// The operator's own requests in this run, per cycle, and its client-side throttling.
 	OperatorPerCycle float64  `json:"operator_requests_per_cycle"`
@@ -166,8 +182,8 @@ func (r *Result) Lines() []string {
 			r.Nodes, l.Need, l.K, l.P50ms, l.P99ms, l.Maxms, l.TotalS, l.MaxUnavailable))
 	}
 	if l := r.LatencyRolling; l != nil {
-		out = append(out, fmt.Sprintf("latency-rolling nodes=%d background=%d asking=%d spread_s=%.1f k=%d p50_ms=%.1f p99_ms=%.1f max_ms=%.1f total_s=%.1f max_unavailable=%d",
-			r.Nodes, l.Background, l.Need, l.SpreadS, l.K, l.P50ms, l.P99ms, l.Maxms, l.TotalS, l.MaxUnavailable))
+		out = append(out, fmt.Sprintf("latency-rolling nodes=%d background=%d asking=%d spread_s=%.1f k=%d p50_ms=%.1f p99_ms=%.1f max_ms=%.1f total_s=%.1f max_unavailable=%d min_unavailable_at_grant=%d background_held=%d",
+			r.Nodes, l.Background, l.Need, l.SpreadS, l.K, l.P50ms, l.P99ms, l.Maxms, l.TotalS, l.MaxUnavailable, l.MinUnavailableAtGrant, l.BackgroundHeld))
 	}
 	out = append(out, fmt.Sprintf("requests nodes=%d per_cycle_operator=%.1f per_cycle_apiserver_minus_sim=%.1f operator_writes_per_cycle=%.1f",
 		r.Nodes, r.Requests.OperatorPerCycle, r.Requests.OthersPerCycle, r.Requests.OperatorWritesPerCycle))
@@ -478,9 +494,20 @@ func (b *bench) startOperator(ctx context.Context, name string, k int) (*operato
 
 // roll signals names (at once, or one after another evenly over spread) and waits until every one of
 // them was granted, rebooted and finished. Background nodes, if any, are signalled at once before, and
-// names only once every background node was granted; start is then when names began.
-func (b *bench) roll(ctx context.Context, what string, names []string, op *operatorProc, spread time.Duration, background []string) (time.Time, error) {
+// names only once every background node was granted; start is then when names began. The background
+// is held in its reboot (Sim.Hold) until every node of names was granted, so it is in its cycle while
+// each of them is granted, by construction and not by timing: held is how many of it had to wait.
+func (b *bench) roll(ctx context.Context, what string, names []string, op *operatorProc, spread time.Duration, background []string) (start time.Time, held int, err error) {
 	all := append(append([]string{}, background...), names...)
+	if err := b.sim.Hold(background...); err != nil {
+		return time.Now(), 0, err
+	}
+	holding := len(background) > 0
+	defer func() {
+		if holding {
+			b.sim.Release(background...)
+		}
+	}()
 	b.rec.StartRoll(all)
 	b.setPhase(what, func() string {
 		granted, done, unavailable, peak := b.rec.Progress()
@@ -488,7 +515,7 @@ func (b *bench) roll(ctx context.Context, what string, names []string, op *opera
 	})
 	for _, n := range background {
 		if err := b.sim.Signal(n); err != nil {
-			return time.Now(), err
+			return time.Now(), 0, err
 		}
 	}
 	for t0 := time.Now(); len(background) > 0; {
@@ -496,43 +523,50 @@ func (b *bench) roll(ctx context.Context, what string, names []string, op *opera
 			break
 		}
 		if err := op.Alive(); err != nil {
-			return time.Now(), err
+			return time.Now(), 0, err
 		}
 		if time.Since(t0) > 5*time.Minute {
-			return time.Now(), fmt.Errorf("%s: the background was not granted within 5 min; operator log %s", what, op.Log())
+			return time.Now(), 0, fmt.Errorf("%s: the background was not granted within 5 min; operator log %s", what, op.Log())
 		}
 		if err := testenv.WaitCtx(ctx, 5*time.Millisecond); err != nil {
-			return time.Now(), err
+			return time.Now(), 0, err
 		}
 	}
-	start := time.Now()
+	start = time.Now()
 	for i, n := range names {
 		if spread > 0 {
 			if err := testenv.WaitCtx(ctx, time.Until(start.Add(spread*time.Duration(i)/time.Duration(len(names))))); err != nil {
-				return start, err
+				return start, held, err
 			}
 		}
 		if err := b.sim.Signal(n); err != nil {
-			return start, err
+			return start, held, err
 		}
 	}
 	ideal := time.Duration(math.Ceil(float64(len(names))/float64(b.cfg.K))) * b.cfg.Reboot
 	deadline := start.Add(spread + 10*ideal + 5*time.Minute)
 	for {
-		_, done, _, _ := b.rec.Progress()
+		granted, done, _, _ := b.rec.Progress()
+		if holding && granted == len(all) {
+			held, holding = b.sim.Release(background...), false
+		}
 		if done == len(all) {
-			return start, nil
+			return start, held, nil
 		}
 		if err := op.Alive(); err != nil {
-			return start, err
+			return start, held, err
 		}
 		if time.Now().After(deadline) {
 			granted, done, unavailable, _ := b.rec.Progress()
-			return start, fmt.Errorf("%s: only %d of %d nodes done after %s (granted %d, unavailable now %d); operator log %s",
-				what, done, len(all), time.Since(start).Round(time.Second), granted, unavailable, op.Log())
+			also := ""
+			if holding {
+				also = "; the background is held in its reboot until every node is granted"
+			}
+			return start, held, fmt.Errorf("%s: only %d of %d nodes done after %s (granted %d, unavailable now %d%s); operator log %s",
+				what, done, len(all), time.Since(start).Round(time.Second), granted, unavailable, also, op.Log())
 		}
 		if err := testenv.WaitCtx(ctx, 50*time.Millisecond); err != nil {
-			return start, err
+			return start, held, err
 		}
 	}
 }
@@ -572,10 +606,14 @@ func (b *bench) rolling(ctx context.Context) error {
 		return err
 	}
 	simBefore := simRequests(b.sim.Counter)
+	cyclesBefore, err := b.publishedCycles(ctx)
+	if err != nil {
+		return err
+	}
 
 	profWG := b.cpuProfile(ctx, op, fmt.Sprintf("cpu-%d.pb.gz", b.cfg.Nodes), b.cfg.CPUProfile)
 	cpu0 := processCPU()
-	start, err := b.roll(ctx, fmt.Sprintf("rolling reboot of %d nodes, --max-unavailable=%d", len(names), b.cfg.K), names, op, 0, nil)
+	start, _, err := b.roll(ctx, fmt.Sprintf("rolling reboot of %d nodes, --max-unavailable=%d", len(names), b.cfg.K), names, op, 0, nil)
 	if err != nil {
 		return err
 	}
@@ -620,7 +658,7 @@ func (b *bench) rolling(ctx context.Context) error {
 	profWG.Wait()
 
 	if b.cfg.Idle > 0 {
-		if err := b.idle(ctx, op); err != nil {
+		if err := b.idle(ctx, op, cyclesBefore, last); err != nil {
 			return err
 		}
 	}
@@ -646,12 +684,42 @@ func (b *bench) rolling(ctx context.Context) error {
 	return op.Alive()
 }
 
-// idle counts the writes in a window after the roll, with no node needing a reboot.
-func (b *bench) idle(ctx context.Context, op *operatorProc) error {
-	const settle = 5 * time.Second
-	b.setPhase(fmt.Sprintf("idle: counting writes for %s (after %s to settle)", b.cfg.Idle, settle), nil)
-	if err := testenv.WaitCtx(ctx, settle); err != nil {
-		return err
+// idle counts the writes in a window after the roll, with no node needing a reboot. The window opens
+// once the operator has published what the roll left it to write (rollPublished), known by what is
+// stored, not after a pause: a pause a slow machine outlasts, and the operator defers some of it by
+// design, up to fleetLazyEvery, which a window opened earlier would count as idle writes.
+func (b *bench) idle(ctx context.Context, op *operatorProc, cyclesBefore int, lastDone time.Time) error {
+	var mu sync.Mutex
+	missing := "?"
+	b.setPhase(fmt.Sprintf("idle: waiting until the operator has published the roll, then counting writes for %s", b.cfg.Idle), func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return "not yet published: " + missing
+	})
+	s0 := time.Now()
+	for {
+		m, err := b.rollPublished(ctx, cyclesBefore, lastDone)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		missing = m
+		mu.Unlock()
+		if m == "" || time.Since(s0) > idleSettleMax {
+			break
+		}
+		if err := op.Alive(); err != nil {
+			return err
+		}
+		if err := testenv.WaitCtx(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	settleS := time.Since(lastDone).Seconds()
+	if missing != "" {
+		b.setPhase(fmt.Sprintf("idle: after %s the operator still has not published %s; counting writes for %s anyway", idleSettleMax, missing, b.cfg.Idle), nil)
+	} else {
+		b.setPhase(fmt.Sprintf("idle: the operator published the roll %.1fs after it ended; counting writes for %s", settleS, b.cfg.Idle), nil)
 	}
 	// The window runs from the start of one scrape to the start of the next: the API server reads
 	// its counters at about the same point of each.
@@ -678,9 +746,93 @@ func (b *bench) idle(ctx context.Context, op *operatorProc) error {
 	}
 	simWrites := sim["PATCH"] + sim["POST"] + sim["PUT"] + sim["DELETE"]
 	n := writes.Total(NotBookkeeping) - simWrites
-	b.res.Idle = &IdleFigures{WindowS: window.Seconds(), WritesPerMin: n / window.Minutes(), ByResource: writes, Simulator: sim}
+	b.res.Idle = &IdleFigures{WindowS: window.Seconds(), WritesPerMin: n / window.Minutes(), ByResource: writes, Simulator: sim,
+		SettleS: settleS, Unsettled: missing}
 	b.say("idle: %.1f writes/min (%s)", b.res.Idle.WritesPerMin, describe(writes))
 	return op.Alive()
+}
+
+// fleetLazyEvery is the operator's operator.DefaultFleetLazyEvery: how long it may defer news only the
+// status view reads (the cycle durations in the fleet Status, the proofs in the fleet record).
+const fleetLazyEvery = 30 * time.Second
+
+// idleSettleMax bounds the wait for rollPublished: what the operator defers is due fleetLazyEvery
+// after the roll's first cycle finished, at the latest.
+const idleSettleMax = fleetLazyEvery + 90*time.Second
+
+// rollPublished is what the operator has not yet stored of the rolling run ("" once all is): the
+// RebootCompleted Event of every node (a node's Events are posted in order, after the PATCH they tell
+// of, so the last of its cycle says the others are stored), its proof in the fleet record, and the
+// cycle durations in the fleet Status. The operator defers the last two, up to fleetLazyEvery after
+// the first cycle finished, then writes both in one fleet sync, the record first. With more cycles
+// than the Status keeps (fleetswitch.MaxCycleSamples; fleetbench sizes, never the test's) its length
+// tells nothing, and fleetLazyEvery after the last node was done stands in for it.
+func (b *bench) rollPublished(ctx context.Context, cyclesBefore int, lastDone time.Time) (string, error) {
+	c := b.cp.Client()
+	names := b.rollNames
+	count := func(in map[string]bool) int {
+		n := 0
+		for _, name := range names {
+			if in[name] {
+				n++
+			}
+		}
+		return n
+	}
+	var missing []string
+	evs, err := c.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,reason=RebootCompleted"})
+	if err != nil {
+		return "", err
+	}
+	completed := map[string]bool{}
+	for _, e := range evs.Items {
+		completed[e.InvolvedObject.Name] = true
+	}
+	if n := count(completed); n < len(names) {
+		missing = append(missing, fmt.Sprintf("the RebootCompleted Events of %d nodes", len(names)-n))
+	}
+	proved := map[string]bool{}
+	cm, err := c.CoreV1().ConfigMaps(Namespace).Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		rec, err := fleetrecord.Decode(cm.Data[fleetrecord.Key])
+		if err != nil {
+			return "", fmt.Errorf("the fleet record: %w", err)
+		}
+		for _, p := range rec.Proofs {
+			proved[p.Node] = true
+		}
+	case !apierrors.IsNotFound(err):
+		return "", err
+	}
+	if n, want := count(proved), min(len(names), fleetrecord.MaxProofs); n < want {
+		missing = append(missing, fmt.Sprintf("the proofs of %d nodes in the fleet record", want-n))
+	}
+	cycles, err := b.publishedCycles(ctx)
+	if err != nil {
+		return "", err
+	}
+	if want := cyclesBefore + len(names); want <= fleetswitch.MaxCycleSamples {
+		if cycles < want {
+			missing = append(missing, fmt.Sprintf("%d cycle durations in the fleet Status", want-cycles))
+		}
+	} else if wait := fleetLazyEvery - time.Since(lastDone); wait > 0 {
+		missing = append(missing, fmt.Sprintf("the cycle durations in the fleet Status (%s more)", wait.Round(time.Second)))
+	}
+	return strings.Join(missing, ", "), nil
+}
+
+// publishedCycles is how many cycle durations the fleet Status the operator published holds.
+func (b *bench) publishedCycles(ctx context.Context) (int, error) {
+	cm, err := b.cp.Client().CoreV1().ConfigMaps(Namespace).Get(ctx, fleetswitch.ConfigMapName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	st, _ := fleetswitch.ReadStatus(cm)
+	return len(st.CycleSeconds), nil
 }
 
 func describe(r Requests) string {
@@ -748,7 +900,7 @@ func (b *bench) latency(ctx context.Context, name string, names []string, spread
 	}
 	// The run lasts a few seconds (about -reboot plus the drains): profiled for -reboot plus 2 s.
 	prof := b.cpuProfile(ctx, op, fmt.Sprintf("cpu-%d-%s.pb.gz", b.cfg.Nodes, name), min(b.cfg.CPUProfile, b.cfg.Reboot+2*time.Second))
-	start, err := b.roll(ctx, what, names, op, spread, background)
+	start, held, err := b.roll(ctx, what, names, op, spread, background)
 	prof.Wait()
 	if err != nil {
 		return nil, err
@@ -763,15 +915,20 @@ func (b *bench) latency(ctx context.Context, name string, names []string, spread
 		}
 	}
 	var lat []time.Duration
-	for _, n := range names {
+	minAt := 0
+	for i, n := range names {
 		t := tracks[n]
 		if t.OKCount != 1 {
 			b.problem("%s run: %s got reboot-ok %d times", name, n, t.OKCount)
 		}
 		lat = append(lat, t.OKAt.Sub(b.sim.SignalledAt(n)))
+		if i == 0 || t.UnavailableAtOK < minAt {
+			minAt = t.UnavailableAtOK
+		}
 	}
 	l := &LatencyRun{Need: len(names), K: k, SpreadS: spread.Seconds(), Background: len(background), TotalS: last.Sub(start).Seconds(),
-		P50ms: ms(percentile(lat, 0.50)), P99ms: ms(percentile(lat, 0.99)), Maxms: ms(percentile(lat, 1))}
+		P50ms: ms(percentile(lat, 0.50)), P99ms: ms(percentile(lat, 0.99)), Maxms: ms(percentile(lat, 1)),
+		MinUnavailableAtGrant: minAt, BackgroundHeld: held}
 	_, _, _, l.MaxUnavailable = b.rec.Progress()
 	l.OperatorPerCycle = clientRequests(fams, "slipway_operator_kube_api_requests_total").Sub(opBefore).Total(nil) / float64(len(names)+len(background))
 	l.Throttle = throttle(fams).sub(thBefore)

@@ -12,7 +12,9 @@ import (
 // TestFleetBenchSmall proves the simulator and the measurement on a small fleet against the real
 // control plane and a real update-operator process: every node that asked rebooted exactly once (and
 // no other), the budget held at every instant the benchmark's own watch saw, the latency run
-// measured every node, and the printed lines parse.
+// measured every node, and the printed lines parse. It asserts only what a slow machine cannot move:
+// budgets, counts, lower bounds that follow from them (3 waves of 1 s reboots take 3 s at least), and
+// orderings the simulator makes happen by construction; how fast is for fleetbench to print.
 func TestFleetBenchSmall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts a control plane and builds the operator (~30 s)")
@@ -78,17 +80,24 @@ func TestFleetBenchSmall(t *testing.T) {
 	if l := res.Latency; l == nil || l.P50ms <= 0 || l.P99ms < l.P50ms || l.MaxUnavailable > 6 || l.SpreadS != 0 {
 		t.Errorf("latency run: %+v", res.Latency)
 	}
-	// While 6 background nodes roll (budget 6 + 6), 6 more ask one by one over 0.5 s.
+	// While 6 background nodes roll (budget 6 + 6), 6 more ask one by one over 0.5 s. The simulator
+	// holds the background in its reboot until every asking node is granted (Sim.Hold), so each asking
+	// node is granted while all 6 are unavailable: 7 at least, itself included, however slow the
+	// machine. Without the hold, a grant 1 s late on a loaded machine finds the background back.
 	if l := res.LatencyRolling; l == nil || l.P50ms <= 0 || l.P99ms < l.P50ms || l.K != 12 || l.MaxUnavailable > 12 ||
-		l.MaxUnavailable < 7 || l.SpreadS != 0.5 || l.Need != 6 || l.Background != 6 {
+		l.MinUnavailableAtGrant < l.Background+1 || l.SpreadS != 0.5 || l.Need != 6 || l.Background != 6 {
 		t.Errorf("latency run while rolling: %+v", res.LatencyRolling)
 	}
 	// Each cycle is a handful of operator requests (admission, cordon, drain's pod list, grant,
-	// finish, Events); far more would mean the operator polls or rewrites.
+	// finish, Events); far more would mean the operator polls or rewrites. What grows with time, its
+	// Lease renewal every 2 s, stays under 15 per cycle within the test's 3 minutes.
 	if pc := res.Requests.OperatorPerCycle; pc < 3 || pc > 40 {
 		t.Errorf("operator requests per cycle %.1f (by method %v)", pc, res.Requests.Operator)
 	}
-	if res.Idle == nil || res.Idle.WritesPerMin != 0 {
+	// The idle window opens once the operator has stored all it owes of the roll (its Events, the
+	// record and status it defers up to 30 s), known from what is stored, not after a pause; after
+	// that an operator that writes anything while no node needs a reboot writes on a timer.
+	if res.Idle == nil || res.Idle.WritesPerMin != 0 || res.Idle.Unsettled != "" {
 		t.Errorf("idle writes: %+v", res.Idle)
 	}
 	if len(res.Profiles) != 1 {

@@ -34,8 +34,10 @@ type Recorder struct {
 type Track struct {
 	OKAt    time.Time // first reboot-ok=true
 	OKCount int       // transitions of reboot-ok to true (one per cycle)
-	DoneAt  time.Time // reboot-ok no longer true, reboot-needed not true, available again, after OKAt
-	ok      bool
+	// UnavailableAtOK: nodes unavailable, this one included, as reboot-ok first turned true.
+	UnavailableAtOK int
+	DoneAt          time.Time // reboot-ok no longer true, reboot-needed not true, available again, after OKAt
+	ok              bool
 }
 
 // NewRecorder starts the Recorder's informer on its own client and waits for its first list.
@@ -99,7 +101,7 @@ func (r *Recorder) observe(obj interface{}) {
 	if okTrue && !t.ok {
 		t.OKCount++
 		if t.OKAt.IsZero() {
-			t.OKAt = now
+			t.OKAt, t.UnavailableAtOK = now, r.count
 		}
 	}
 	t.ok = okTrue

@@ -105,6 +105,8 @@ type simNode struct {
 	down     bool // rebooting: no agent runs, nothing is written
 	reboots  int
 	signalAt time.Time
+	// held: a reboot does not end before Release (Hold); overdue: RebootDelay passed while held.
+	held, overdue bool
 }
 
 func (n *simNode) bootID() string { return fmt.Sprintf("%s-boot-%d", n.name, n.boot) }
@@ -425,9 +427,57 @@ func (s *Sim) sync(name string) error {
 		// logind accepts the Reboot call: the machine goes down.
 		sn.down = true
 		s.logf("%s: rebooting (down for %s)", name, s.cfg.RebootDelay)
-		time.AfterFunc(s.cfg.RebootDelay, func() { s.comeBack(sn) })
+		time.AfterFunc(s.cfg.RebootDelay, func() { s.rebootOver(sn) })
 	}
 	return nil
+}
+
+// Hold keeps the named nodes' reboots from ending before Release: a held node is granted and goes
+// down as any other, and comes back once RebootDelay has passed and it was released, whichever is
+// later. The bench holds the background of its latency-rolling run, so that the background is in its
+// cycle while every measured node is granted by construction, however slow the machine.
+func (s *Sim) Hold(names ...string) error {
+	for _, name := range names {
+		n := s.node(name)
+		if n == nil {
+			return fmt.Errorf("no simulated node %s", name)
+		}
+		n.mu.Lock()
+		n.held = true
+		n.mu.Unlock()
+	}
+	return nil
+}
+
+// Release ends Hold: a node whose RebootDelay already passed comes back now, any other when it
+// passes. overdue is how many came back later than RebootDelay because they were held.
+func (s *Sim) Release(names ...string) (overdue int) {
+	for _, name := range names {
+		n := s.node(name)
+		if n == nil {
+			continue
+		}
+		n.mu.Lock()
+		back := n.overdue
+		n.held, n.overdue = false, false
+		n.mu.Unlock()
+		if back {
+			overdue++
+			go s.comeBack(n)
+		}
+	}
+	return overdue
+}
+
+// rebootOver is RebootDelay passing on a node that went down: it comes back, unless held.
+func (s *Sim) rebootOver(sn *simNode) {
+	sn.mu.Lock()
+	held := sn.held
+	sn.overdue = held
+	sn.mu.Unlock()
+	if !held {
+		s.comeBack(sn)
+	}
 }
 
 // desired is the agent's patch (agent.Agent.desired): the node-side effects of its state, its boot
