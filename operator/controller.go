@@ -575,6 +575,13 @@ func (c *Controller) replaced(n *corev1.Node) {
 	now := c.cfg.Now()
 	version := n.Annotations[protocol.RebootVersion]
 	failed := stall.PostGrant(e.State) && version != ""
+	if failed {
+		// The object a delete (or a UID change seen in a relist) hands over may predate this leader's
+		// own finish: a machine whose cycle for the version is proven did not fail it.
+		c.fleet.mu.Lock()
+		failed = !c.fleet.rec.Proved(n.Name, string(n.UID), version)
+		c.fleet.mu.Unlock()
+	}
 	c.log.Info("node deleted in its cycle: cycle ended as replaced", "node", n.Name, "uid", n.UID, "state", e.State, "failureOfVersion", failed, "version", version)
 	c.ended(n, history.Replaced, "the Node was deleted in its cycle", now)
 	msg := "the Node was deleted in its reboot cycle before its grant: the cycle ended as replaced (no failure counted, its budget slot freed)"
@@ -683,7 +690,12 @@ func (c *Controller) reindex(name string) {
 		} else {
 			c.settleUntil.Delete(name)
 		}
-		e.SettleIn(n)
+		if until.After(now) {
+			// Pinned only while the settle has a time bound ahead (its --settle-time, or its PDBs'
+			// --settle-timeout): a settle held past its timeout (--settle-timeout-policy=hold), or one a
+			// later dip of old PDBs starts again, keeps its own pools but not a pin from long ago.
+			e.SettleIn(n)
+		}
 		return e, true
 	})
 	if changed {

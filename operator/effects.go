@@ -82,7 +82,7 @@ type effect struct {
 var effects = []effect{
 	{
 		Do:     protocol.MarkBeforeReboot,
-		Writes: "label before-reboot=true; clear the before-reboot hook annotations, blocked-by; cycle-started=now; admitted-group (and admitted-control-plane) pin the pools it counts against until the cycle ends; clear waiting-since; " + steerAdmissionWrites,
+		Writes: "label before-reboot=true; clear the before-reboot hook annotations, blocked-by; cycle-started=now; admitted-group (and admitted-control-plane) pin the pools it counts against until the cycle ends and while it settles after it; clear waiting-since; " + steerAdmissionWrites,
 		patch:  func(s step) *nodes.Patch { return markBeforeReboot(s) },
 		Event:  "BeforeRebootHooks",
 		message: func(s step) string {

@@ -826,12 +826,16 @@ func (r *runner) granted(ctx context.Context, c []*simNode, wait time.Duration) 
 }
 
 // replacedCanary follows a Node deleted in its cycle: deleted after its grant, the operator records a
-// failure of the version the grant pinned (reason replaced), which holds that version until a person
-// resumes it. Once the record shows it (the evidence that the operator looked; the previous release's
-// operator records none), the referee holds the version -- a cycle started for it now is a violation
-// -- and a person resumes it 5 s later. Deleted before its grant, nothing is recorded.
+// failure of the version the grant pinned (reason replaced; or, when it had stalled first, its stall),
+// which holds that version's canary place until a person resumes it. Once the record shows it (the
+// evidence that the operator looked; the previous release's operator records none) and while it still
+// counts (no resume since), the referee holds the version when a single canary runs -- a cycle started
+// for it now is a violation -- and a person resumes it 5 s later, retrying until the resume lands (the
+// API server may be restarting). Deleted before its grant, nothing is recorded.
 func (r *runner) replacedCanary(n *simNode, uid types.UID) {
 	var v string
+	var at time.Time
+	var rec fleetrecord.Record
 	for deadline := time.Now().Add(30 * time.Second); v == "" && time.Now().Before(deadline); {
 		if testenv.WaitCtx(r.runCtx, 300*time.Millisecond) != nil {
 			return
@@ -840,25 +844,26 @@ func (r *runner) replacedCanary(n *simNode, uid types.UID) {
 		if err != nil {
 			continue
 		}
-		rec, err := fleetrecord.Decode(cm.Data[fleetrecord.Key])
-		if err != nil {
+		if rec, err = fleetrecord.Decode(cm.Data[fleetrecord.Key]); err != nil {
 			continue
 		}
 		for _, f := range rec.Failures {
-			if f.UID == string(uid) && f.Reason == fleetrecord.ReasonReplaced {
-				v = f.Version
+			if f.UID == string(uid) && f.Version != "" && !f.Budget && (f.Reason == fleetrecord.ReasonReplaced || f.Reason == fleetrecord.ReasonStalled) {
+				v, at = f.Version, f.At
 			}
 		}
 	}
 	if v == "" {
 		return // before its grant, or the previous release led: nothing held
 	}
-	// An admission decided just before the operator learned of the deletion may land (and be seen by the
-	// referee's watch) a moment later; from then on none may start.
-	if testenv.WaitCtx(r.runCtx, 2*time.Second) != nil {
-		return
+	if r.cfg.CanaryNodes == 1 && !at.Before(rec.ResumedAt(v)) {
+		// An admission decided just before the operator learned of the deletion may land (and be seen
+		// by the referee's watch) a moment later; from then on none may start.
+		if testenv.WaitCtx(r.runCtx, 2*time.Second) != nil {
+			return
+		}
+		r.check.Halted(v)
 	}
-	r.check.Halted(v)
 	r.fault("canary-replaced")
 	r.say("%s's Node was deleted after its grant for %s: recorded as a failure of %s, held until a person resumes it", n.Name, v, v)
 	if testenv.WaitCtx(r.runCtx, 5*time.Second) != nil {
@@ -1002,17 +1007,24 @@ func (r *runner) deleteLost(n *simNode, v string) {
 // resumeRelease is the person who looked at the lost machine: its release's canaries and halts
 // count it as a failure until someone runs `kubectl slipway resume --version` (here through the
 // operator binary, the same code).
+// A resume that fails (the API server restarting) is tried again, as a person would, every 3 s for a
+// minute.
 func (r *runner) resumeRelease(n *simNode, v string) {
 	if r.cfg.CanaryNodes == 0 || v == "" {
 		return
 	}
 	r.check.Resumed(v)
-	out, err := exec.CommandContext(r.runCtx, r.bin, "resume", "--version", v, "--kubeconfig", r.cp.Kubeconfig, "-n", "slipway-system").CombinedOutput()
-	if err != nil {
-		r.say("resume --version %s failed: %v: %s", v, err, out)
-		return
+	for attempt := 1; ; attempt++ {
+		out, err := exec.CommandContext(r.runCtx, r.bin, "resume", "--version", v, "--kubeconfig", r.cp.Kubeconfig, "-n", "slipway-system").CombinedOutput()
+		if err == nil {
+			r.say("a person resumed release %s after looking at %s: %s", v, n.Name, strings.TrimSpace(string(out)))
+			return
+		}
+		r.say("resume --version %s failed (attempt %d): %v: %s", v, attempt, err, out)
+		if attempt == 20 || testenv.WaitCtx(r.runCtx, 3*time.Second) != nil {
+			return
+		}
 	}
-	r.say("a person resumed release %s after looking at %s: %s", v, n.Name, strings.TrimSpace(string(out)))
 }
 
 // watchLost says when the lost machine was granted its last reboot and when it was marked stalled.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand"
 	"net"
+	"os"
 	"time"
 )
 
@@ -30,9 +31,10 @@ var ErrStillRunning = errors.New("still running in the guest")
 
 // qgaConn is one connection to a guest agent socket, every request bounded on its own.
 type qgaConn struct {
-	conn net.Conn
-	r    *bufio.Reader
-	ctx  context.Context
+	conn       net.Conn
+	r          *bufio.Reader
+	ctx        context.Context
+	skipErrors bool // while syncing: error answers belong to a previous client
 }
 
 func dialQGA(ctx context.Context, sock string) (*qgaConn, error) {
@@ -46,6 +48,8 @@ func dialQGA(ctx context.Context, sock string) (*qgaConn, error) {
 	// mid-request). guest-sync with a fresh id, read until that id comes back: everything before it
 	// is someone else's.
 	id := rand.Int63n(1 << 40)
+	q.skipErrors = true // an error answer now is a previous client's
+	defer func() { q.skipErrors = false }()
 	if err := q.call("guest-sync", map[string]int64{"id": id}, func(raw json.RawMessage) (bool, error) {
 		var got int64
 		if json.Unmarshal(raw, &got) != nil || got != id {
@@ -92,6 +96,9 @@ func (q *qgaConn) call(cmd string, arguments interface{}, accept func(json.RawMe
 			continue
 		}
 		if resp.Error != nil {
+			if q.skipErrors {
+				continue
+			}
 			return fmt.Errorf("guest agent %s: %s", cmd, resp.Error.Desc)
 		}
 		if resp.Return != nil {
@@ -155,7 +162,8 @@ func guestExec(ctx context.Context, sock string, stdin []byte, path string, args
 			ErrData  string `json:"err-data"`
 		}
 		if err := q.call("guest-exec-status", map[string]int{"pid": started.PID}, into(&st)); err != nil {
-			if ctx.Err() != nil {
+			// The request's deadline may be the budget's own and run out a moment before ctx says so.
+			if dl, _ := ctx.Deadline(); ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(dl) {
 				return "", stillRunning(path, args, started.PID, time.Since(start), budget)
 			}
 			return "", fmt.Errorf("%s %v (guest pid %d, may still be running there): %w", path, args, started.PID, err)

@@ -137,7 +137,7 @@ func TestGuestExecAgentSilent(t *testing.T) {
 // own id, so the exec's answer is not mistaken for a stale status.
 func TestGuestExecSkipsStaleAnswers(t *testing.T) {
 	shortRequests(t, 2*time.Second)
-	f := &fakeAgent{stale: `{"return": 4242}` + "\n" + `{"return": {"exited": true, "exitcode": 3}}` + "\n"}
+	f := &fakeAgent{stale: `{"return": 4242}` + "\n" + `{"error": {"class": "GenericError", "desc": "a previous client's"}}` + "\n" + `{"return": {"exited": true, "exitcode": 3}}` + "\n"}
 	out, err := guestExec(context.Background(), f.serve(t), nil, "/bin/true", nil)
 	if err != nil || out != "done\n" {
 		t.Fatalf("guestExec = %q, %v; want done", out, err)

@@ -147,7 +147,10 @@ func (r *Record) AddFailure(f Failure) bool {
 	f.At = f.At.UTC().Truncate(time.Second)
 	f.Why = clip(f.Why, MaxWhy)
 	for _, g := range r.Failures {
-		if g.UID == f.UID && g.Node == f.Node && g.Reason == f.Reason && g.Version == f.Version && g.Budget == f.Budget && g.At.Equal(f.At) {
+		same := g.UID == f.UID && g.Node == f.Node && g.Reason == f.Reason && g.Version == f.Version && g.Budget == f.Budget
+		// One machine is replaced once per version: two leaders that both saw the deletion (a cut
+		// leader after the cut heals, and its successor) date it each by its own clock.
+		if same && (g.At.Equal(f.At) || f.Reason == ReasonReplaced && f.UID != "") {
 			return false
 		}
 	}
@@ -212,6 +215,16 @@ func (r *Record) Merge(o Record) bool {
 	}
 	r.sort()
 	return changed
+}
+
+// Proved reports whether the machine uid (on node) has a proof for version v: its cycle for v finished.
+func (r Record) Proved(node, uid, v string) bool {
+	for _, p := range r.Proofs {
+		if p.Node == node && p.UID == uid && p.Version == v {
+			return true
+		}
+	}
+	return false
 }
 
 // ResumedAt is when the last resume of version v ("" : of the failure budget) happened (zero: never).
@@ -353,7 +366,10 @@ func (r Record) Halted(max int) []string {
 // "failed since resumed" is never bounded away, so a flood of other versions' failures -- one node
 // can make a new version string per cycle -- lifts nothing. Such a record may pass MaxFailures
 // entries; the reasons of all but the newest MaxFailures are then cleared (the Events and the log
-// keep them), so an entry is ~150 bytes and the ConfigMap's 1 MiB holds some 7,000 failed cycles.
+// keep them), so an entry is ~150 bytes and the ConfigMap's 1 MiB holds some 7,000 failed cycles. A
+// machine that fails a new version string every cycle (one the agent names) grows it by one entry per
+// failed cycle, each a full admitted cycle and a RebootOldVersion Warning; nothing bounds that short of
+// a person resuming those versions.
 func (r *Record) Bound() {
 	r.sort()
 	// Late stalls count no more; forgotten before any proof that makes them late is trimmed.

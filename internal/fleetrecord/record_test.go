@@ -304,8 +304,8 @@ func TestBoundNeverLiftsAHalt(t *testing.T) {
 			case op < 62: // a canary stalled after its grant
 				f := Failure{Node: node, UID: uid, Reason: ReasonStalled, Version: real[rng.Intn(len(real))], At: now, Why: "stalled"}
 				apply = func(r *Record) { r.AddFailure(f) }
-			case op < 66: // a canary's Node deleted after its grant
-				f := Failure{Node: node, UID: uid, Reason: ReasonReplaced, Version: real[rng.Intn(len(real))], At: now, Why: "replaced"}
+			case op < 66: // a canary's Node deleted after its grant (a UID is deleted once)
+				f := Failure{Node: node, UID: fmt.Sprintf("%s-%d", uid, step), Reason: ReasonReplaced, Version: real[rng.Intn(len(real))], At: now, Why: "replaced"}
 				apply = func(r *Record) { r.AddFailure(f) }
 			case op < 80: // a budget-only failure (a blocker firing after the reboot)
 				f := Failure{Node: node, UID: uid, Reason: ReasonBlocker, At: now, Budget: true, Why: "blocker"}
@@ -391,5 +391,21 @@ func TestFloodOfOtherVersionsKeepsAHalt(t *testing.T) {
 	}
 	if len(back.VersionStalls("4600.0.0")) != 1 {
 		t.Fatal("the stalled canary's place was bounded away")
+	}
+}
+
+// Two leaders that both saw one Node's deletion (a cut leader once the cut heals, and its successor)
+// record one failure, whatever their clocks said; another machine replaced is another failure.
+func TestReplacedOncePerMachine(t *testing.T) {
+	var r Record
+	f := Failure{Node: "c", UID: "u1", Reason: ReasonReplaced, Version: "4600.0.0", At: at(0)}
+	r.AddFailure(f)
+	f.At = at(0).Add(3 * time.Second)
+	if r.AddFailure(f) || len(r.VersionStalls("4600.0.0")) != 1 {
+		t.Fatalf("one deletion counted twice: %+v", r.Failures)
+	}
+	f.UID = "u2"
+	if !r.AddFailure(f) || len(r.VersionStalls("4600.0.0")) != 2 {
+		t.Fatalf("a second machine replaced is not a second failure: %+v", r.Failures)
 	}
 }

@@ -15,8 +15,9 @@ import (
 type Node struct {
 	Group string // budget group (protocol.BudgetGroup)
 	// AdmittedGroup is the group a node in its cycle was admitted in, when that differs from Group
-	// (HasAdmittedGroup): it counts against both until the cycle ends, so that relabelling it or
-	// asking in another group mid-cycle frees no slot in the group it started in.
+	// (HasAdmittedGroup): it counts against both until the cycle ends and while it settles after it
+	// (SettleIn), so that relabelling it or asking in another group mid-cycle or mid-settle frees no
+	// slot in the group it started in.
 	AdmittedGroup    string
 	HasAdmittedGroup bool
 	// Policy: the RebootPolicy the node belongs to ("" the default policy): the one pinned at its

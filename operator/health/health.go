@@ -8,6 +8,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -189,7 +190,12 @@ func (b *Blocker) check(ctx context.Context, c *Check) string {
 	case apierrors.IsForbidden(err):
 		return "the operator may not read it (RBAC: get " + c.Resource.String() + "): " + err.Error()
 	case err != nil:
-		return "reading it: " + err.Error()
+		// The status reason only: a conversion webhook's or an aggregated API's error text may quote
+		// the object. The full error goes to the operator's log.
+		if b.Log.GetSink() != nil {
+			b.Log.V(4).Info("health check: reading the object failed", "check", c.Object(), "error", err.Error())
+		}
+		return fmt.Sprintf("reading it: %s (HTTP %d)", apierrors.ReasonForError(err), statusCode(err))
 	}
 	why, detail := c.judge(ctx, obj.Object)
 	if detail != nil && b.Log.GetSink() != nil {
@@ -207,11 +213,9 @@ func (b *Blocker) check(ctx context.Context, c *Check) string {
 func (c *Check) judge(ctx context.Context, object map[string]any) (why string, detail error) {
 	out, _, err := c.prog.ContextEval(ctx, map[string]any{"object": object})
 	if err != nil {
-		kind := EvalErrorKind(err)
-		if k := missingKey(err); kind == "no such key" && k != "" && wordIn(k, c.Expr) {
-			kind += ": " + k // a field the expression names (its own text), not a value of the object
-		}
-		return c.Expr + ": evaluation error (" + kind + ")", err
+		// Not even a missing key that looks like the expression's own word: the key is whatever the
+		// index evaluated to ({'':true}[object.x.substring(0,1)] names one character of a value).
+		return c.Expr + ": evaluation error (" + EvalErrorKind(err) + ")", err
 	}
 	v, ok := out.Value().(bool)
 	if !ok {
@@ -245,34 +249,13 @@ var evalKinds = []struct{ match, kind string }{
 	{"out of range", "index out of range"},
 }
 
-// missingKey is the key a "no such key: K" error names ("" none).
-func missingKey(err error) string {
-	_, k, ok := strings.Cut(err.Error(), "no such key: ")
-	if !ok {
-		return ""
+// statusCode is the HTTP status of an API error (0: none, e.g. a network error).
+func statusCode(err error) int32 {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return st.Status().Code
 	}
-	return strings.TrimSpace(k)
-}
-
-// wordIn reports whether w is one of expr's identifiers or a whole word of it: such a key is the
-// expression's own text, which the reason shows anyway.
-func wordIn(w, expr string) bool {
-	for i := 0; ; {
-		j := strings.Index(expr[i:], w)
-		if j < 0 {
-			return false
-		}
-		j += i
-		before, after := j == 0 || !isWordByte(expr[j-1]), j+len(w) == len(expr) || !isWordByte(expr[j+len(w)])
-		if before && after {
-			return true
-		}
-		i = j + 1
-	}
-}
-
-func isWordByte(b byte) bool {
-	return b == '_' || b == '-' || ('0' <= b && b <= '9') || ('a' <= b && b <= 'z') || ('A' <= b && b <= 'Z')
+	return 0
 }
 
 // EvalErrorKind names a CEL runtime error by its kind only ("no such key", "conversion error", ...;

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/blocker"
@@ -99,6 +100,9 @@ func Compile(s Spec) (*Policy, error) {
 	if s.MaxFailedReboots < 0 {
 		return nil, fmt.Errorf("max-failed-reboots %d must not be negative", s.MaxFailedReboots)
 	}
+	if s.MaxFailedReboots > fleetrecord.MaxFailures {
+		return nil, fmt.Errorf("max-failed-reboots %d: at most %d (the fleet record keeps the newest %d failed machines; a count past them could never be reached)", s.MaxFailedReboots, fleetrecord.MaxFailures, fleetrecord.MaxFailures)
+	}
 	if s.MinReadyNodes != "" {
 		m, err := blocker.ParseMinReadyNodes(s.MinReadyNodes)
 		if err != nil {
@@ -135,6 +139,9 @@ func Compile(s Spec) (*Policy, error) {
 	c := s.Canary
 	if c.Nodes < 0 || c.Bake.Duration < 0 || c.MaxFailedPerVersion < 0 {
 		return nil, fmt.Errorf("canary-nodes (%d), canary-bake (%s) and max-failed-per-version (%d) must not be negative", c.Nodes, c.Bake.Duration, c.MaxFailedPerVersion)
+	}
+	if c.MaxFailedPerVersion > fleetrecord.MaxFailures {
+		return nil, fmt.Errorf("max-failed-per-version %d: at most %d (the fleet record keeps a version's newest %d failures; a count past them could never be reached)", c.MaxFailedPerVersion, fleetrecord.MaxFailures, fleetrecord.MaxFailures)
 	}
 	if c.Bake.Duration > 0 && c.Nodes == 0 {
 		return nil, errors.New("canary-bake needs --canary-nodes")

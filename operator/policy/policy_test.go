@@ -126,6 +126,8 @@ func TestCompileRefuses(t *testing.T) {
 		{func(s *Spec) { s.Alerts.Require = []string{"Watchdog"} }, "alert-require needs --prometheus-url"},
 		{func(s *Spec) { s.MaxFailedReboots, s.RebootTimeout = 1, metav1.Duration{} }, "max-failed-reboots needs --reboot-timeout"},
 		{func(s *Spec) { s.Drain.RetryBase = metav1.Duration{} }, "drain-retry-base"},
+		{func(s *Spec) { s.MaxFailedReboots, s.RebootTimeout = 201, metav1.Duration{Duration: time.Hour} }, "max-failed-reboots 201: at most 200"},
+		{func(s *Spec) { s.Canary.MaxFailedPerVersion = 201 }, "max-failed-per-version 201: at most 200"},
 		{func(s *Spec) { s.BlockingPodSelectors = []string{"a in (b"} }, "blocking-pod-selector"},
 		{func(s *Spec) { s.Hooks.Before = []string{"example.com/ok' + 'x"} }, "is not an annotation key"},
 		{func(s *Spec) { s.Hooks.After = []string{"a b"} }, "is not an annotation key"},
