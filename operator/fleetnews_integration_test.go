@@ -68,14 +68,7 @@ func TestLazyFleetNews(t *testing.T) {
 				}
 				return len(r.VersionProofs("4800.0.0", func(string) bool { return false }))
 			}
-			cycles := func() int {
-				cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, fleetswitch.ConfigMapName, metav1.GetOptions{})
-				if err != nil {
-					return 0
-				}
-				st, _ := fleetswitch.ReadStatus(cm)
-				return len(st.CycleSeconds)
-			}
+			cycles := func() int { return publishedCycles(ctx, ns) }
 			inHistory := func(n *corev1.Node) bool {
 				cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, history.ConfigMapName, metav1.GetOptions{})
 				if err != nil {
@@ -164,14 +157,7 @@ func TestHistoryRecorded(t *testing.T) {
 		}
 		return r.Cycles
 	}
-	cycles := func() int {
-		cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, fleetswitch.ConfigMapName, metav1.GetOptions{})
-		if err != nil {
-			return 0
-		}
-		st, _ := fleetswitch.ReadStatus(cm)
-		return len(st.CycleSeconds)
-	}
+	cycles := func() int { return publishedCycles(ctx, ns) }
 	// durationPublished passes FleetLazyEvery on the operator's clock once node's cycle has ended (and
 	// the sync that ended it: settled) and waits for a fleet sync that began since to publish the
 	// durations: that sync had the cycle's history entry in hand and decided about it first.
@@ -207,4 +193,14 @@ func TestHistoryRecorded(t *testing.T) {
 	if got := read(); len(got) != 2 || got[1].Node != sns[1].Name {
 		t.Errorf("after the stop: %+v, want both cycles", got)
 	}
+}
+
+// publishedCycles is how many cycle durations the fleet Status in ns publishes (0: none, or no Status).
+func publishedCycles(ctx context.Context, ns string) int {
+	cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, fleetswitch.ConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		return 0
+	}
+	st, _ := fleetswitch.ReadStatus(cm)
+	return len(st.CycleSeconds)
 }

@@ -76,19 +76,7 @@ func TestNodeDeletedInItsCycleIsReplaced(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	startOperator(t, opOptions{max: "1", metrics: operator.NewMetrics(reg), tweak: func(c *operator.Config) { c.MaxFailedReboots = 1 }})
 	// No agent reboots it: the admitted node stays granted, holding the only slot.
-	var first, second string
-	deadline := time.Now().Add(30 * time.Second)
-	for first == "" {
-		for _, name := range []string{"rep-0", "rep-1"} {
-			if getNode(t, name).Annotations[protocol.RebootOK] == protocol.True {
-				first, second = name, map[string]string{"rep-0": "rep-1", "rep-1": "rep-0"}[name]
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no node granted")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	first, second := grantedOf(t, "rep-0", "rep-1")
 	waitNode(t, second, 30*time.Second, "held by the budget", func(n *corev1.Node) bool {
 		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "budget:")
 	})
@@ -189,19 +177,7 @@ func TestReplacedCanaryHoldsItsVersion(t *testing.T) {
 		c.Canary = admission.Canary{Nodes: 1, Bake: time.Second, MaxFailed: 1}
 	}})
 	// No agent reboots it: the canary stays granted, far from any reboot timeout.
-	var canary, next string
-	deadline := time.Now().Add(30 * time.Second)
-	for canary == "" {
-		for _, name := range []string{"rc-0", "rc-1"} {
-			if getNode(t, name).Annotations[protocol.RebootOK] == protocol.True {
-				canary, next = name, map[string]string{"rc-0": "rc-1", "rc-1": "rc-0"}[name]
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no canary granted")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	canary, next := grantedOf(t, "rc-0", "rc-1")
 	waitNode(t, next, 30*time.Second, "held behind the canary", func(n *corev1.Node) bool {
 		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "canary: 1 canaries of 4600.0.0 go first")
 	})
@@ -250,6 +226,22 @@ func TestReplacedCanaryHoldsItsVersion(t *testing.T) {
 	for _, f := range readRecord(t, ns).Failures {
 		if f.Node == "rc-early" {
 			t.Errorf("a node deleted before its grant was recorded as a failure: %+v", f)
+		}
+	}
+}
+
+// grantedOf waits until one of a and b is granted its reboot (no agent takes it further) and returns
+// it and the other.
+func grantedOf(t *testing.T, a, b string) (granted, other string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		for _, pair := range [][2]string{{a, b}, {b, a}} {
+			if getNode(t, pair[0]).Annotations[protocol.RebootOK] == protocol.True {
+				return pair[0], pair[1]
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("neither %s nor %s granted within 30s", a, b)
 		}
 	}
 }
