@@ -51,7 +51,6 @@ import (
 	"github.com/slipway-dev/slipway/operator/fence"
 	"github.com/slipway-dev/slipway/operator/notify"
 	"github.com/slipway-dev/slipway/operator/policy"
-	"github.com/slipway-dev/slipway/operator/pools"
 	"github.com/slipway-dev/slipway/operator/stall"
 )
 
@@ -143,7 +142,7 @@ type Controller struct {
 	admitter      *admission.Admitter
 	// pools: the RebootPolicies compiled (nil: none); rpInf: their informer, nil until the resource
 	// could be listed (rebootpolicies.go).
-	pools atomic.Pointer[pools.Set]
+	pools atomic.Pointer[policy.PoolSet]
 	// compiled: every pool's compiled policy by its pin (pinOf), for nodes pinned to it.
 	compiled sync.Map
 	// The pools' own blockers' clients (rebootpolicies.go): a REST mapper for health checks, a pod
@@ -357,7 +356,7 @@ func New(cfg Config) (*Controller, error) {
 			return err != nil || len(objs) > 0
 		}
 	}
-	if cfg.Settle.PDBs { // the flags' say whether PDBs are watched: a pool may only use them then (pools.Compile)
+	if cfg.Settle.PDBs { // the flags' say whether PDBs are watched: a pool may only use them then (policy.CompilePool)
 		if cfg.Settle.Timeout <= 0 {
 			c.cfg.Settle.Timeout = DefaultSettleTimeout
 		}

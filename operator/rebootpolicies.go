@@ -27,7 +27,6 @@ import (
 	"github.com/slipway-dev/slipway/operator/blocker"
 	"github.com/slipway-dev/slipway/operator/health"
 	"github.com/slipway-dev/slipway/operator/policy"
-	"github.com/slipway-dev/slipway/operator/pools"
 )
 
 // policiesKey: write the RebootPolicies' status (policyStatus), at most about once a second;
@@ -163,7 +162,7 @@ func (c *Controller) policiesChanged() {
 		base = policy.Defaults() // a Config put together by hand (tests): the defaults under the pools
 	}
 	now := c.cfg.Now()
-	var ps []*pools.Pool
+	var ps []*policy.Pool
 	seen := map[string]bool{}
 	for _, obj := range inf.GetStore().List() {
 		rp, err := toRebootPolicy(obj)
@@ -171,7 +170,7 @@ func (c *Controller) policiesChanged() {
 			c.log.Error(err, "a RebootPolicy that does not decode is ignored")
 			continue
 		}
-		p := pools.Compile(base, rp)
+		p := policy.CompilePool(base, rp)
 		if p.Err == "" {
 			if bs, err := c.poolBlockers(p); err != nil {
 				p.Refuse(err.Error())
@@ -208,7 +207,7 @@ func (c *Controller) policiesChanged() {
 			Invalid: "deleted; its waiting nodes go to the next matching policy at " + t.until.UTC().Format(time.RFC3339)}
 		ps = append(ps, &gone)
 	}
-	set := pools.NewSet(ps)
+	set := policy.NewPoolSet(ps)
 	for _, p := range set.Pools() {
 		if p.Policy != nil && !p.Deleted {
 			// Nodes in their cycle drain under the policy they were admitted under, edited since or not.
@@ -241,7 +240,7 @@ func (c *Controller) policiesChanged() {
 
 // tombstone is a deleted RebootPolicy whose nodes are held until until.
 type tombstone struct {
-	pool  *pools.Pool
+	pool  *policy.Pool
 	until time.Time
 }
 
@@ -257,7 +256,7 @@ func pinOf(name string, generation int64, uid string) string {
 // poolBlockers are pool p's own blockers: its health checks (over the dynamic client) and its blocking
 // pod selectors (over the pod informer, started when a pool first needs it; until it has synced they
 // hold the pool's nodes).
-func (c *Controller) poolBlockers(p *pools.Pool) ([]admission.Blocker, error) {
+func (c *Controller) poolBlockers(p *policy.Pool) ([]admission.Blocker, error) {
 	var bs []admission.Blocker
 	if len(p.HealthChecks) > 0 {
 		if c.cfg.Dynamic == nil {
@@ -322,7 +321,7 @@ func toRebootPolicy(obj interface{}) (*v1alpha1.RebootPolicy, error) {
 	return rp, nil
 }
 
-// assignPolicy sets the entry's policy (pools.Set.Of).
+// assignPolicy sets the entry's policy (policy.PoolSet.Of).
 func (c *Controller) assignPolicy(n *corev1.Node, e *admission.Node) {
 	e.Policy, e.PolicyTied = c.pools.Load().Of(n, e.State.InCycle())
 }
@@ -462,7 +461,7 @@ func (c *Controller) syncPolicies(ctx context.Context) error {
 
 // policyStatus is pool p's status: counts from the index entries of its nodes, the window now, where
 // each OS version's canaries stand, and the conditions (their transition times kept from old).
-func policyStatus(p *pools.Pool, old v1alpha1.RebootPolicyStatus, mine []admission.Node, fleetStats map[string]*admission.VersionStats, tied []string, sw fleetView, now time.Time) v1alpha1.RebootPolicyStatus {
+func policyStatus(p *policy.Pool, old v1alpha1.RebootPolicyStatus, mine []admission.Node, fleetStats map[string]*admission.VersionStats, tied []string, sw fleetView, now time.Time) v1alpha1.RebootPolicyStatus {
 	st := v1alpha1.RebootPolicyStatus{ObservedGeneration: p.Generation, Conditions: append([]metav1.Condition(nil), old.Conditions...)}
 	newest := ""
 	for _, e := range mine {

@@ -22,7 +22,7 @@ type Node struct {
 	HasAdmittedGroup bool
 	// Policy: the RebootPolicy the node belongs to ("" the default policy): the one pinned at its
 	// admission while it is in its cycle, else the matching one of the highest priority (the
-	// controller's pools.Set). PolicyTied names the policies that tie for it ("" none): it is held.
+	// controller's policy.PoolSet). PolicyTied names the policies that tie for it ("" none): it is held.
 	Policy, PolicyTied string
 	// ControlPlane: labelled so now, or admitted as one in the cycle it is in.
 	ControlPlane bool

@@ -5,7 +5,6 @@ import (
 
 	"github.com/slipway-dev/slipway/api/v1alpha1"
 	"github.com/slipway-dev/slipway/operator/policy"
-	"github.com/slipway-dev/slipway/operator/pools"
 )
 
 // Policy is one RebootPolicy (a node pool) as the view shows it: computed here from the object and
@@ -26,7 +25,7 @@ type Policy struct {
 
 // poolsOf compiles the RebootPolicies as the operator does, over the default policy it published
 // (the flags' defaults when unknown).
-func poolsOf(rps []v1alpha1.RebootPolicy, set settings) *pools.Set {
+func poolsOf(rps []v1alpha1.RebootPolicy, set settings) *policy.PoolSet {
 	if len(rps) == 0 {
 		return nil
 	}
@@ -34,15 +33,15 @@ func poolsOf(rps []v1alpha1.RebootPolicy, set settings) *pools.Set {
 	if set.pol != nil {
 		base = set.pol.Spec
 	}
-	var ps []*pools.Pool
+	var ps []*policy.Pool
 	for i := range rps {
-		ps = append(ps, pools.Compile(base, &rps[i]))
+		ps = append(ps, policy.CompilePool(base, &rps[i]))
 	}
-	return pools.NewSet(ps)
+	return policy.NewPoolSet(ps)
 }
 
 // policyRows are the pools as the view shows them, highest priority first.
-func policyRows(set *pools.Set, rps []v1alpha1.RebootPolicy, nodes []Node, now time.Time) []Policy {
+func policyRows(set *policy.PoolSet, rps []v1alpha1.RebootPolicy, nodes []Node, now time.Time) []Policy {
 	out := []Policy{}
 	count := map[string]int{}
 	for _, n := range nodes {

@@ -17,7 +17,6 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/policy"
-	"github.com/slipway-dev/slipway/operator/pools"
 	"github.com/slipway-dev/slipway/operator/stall"
 )
 
@@ -607,7 +606,7 @@ func stallHint(reason string, n *corev1.Node) string {
 // fleet; the control plane when it has nodes; every group (limited only under
 // --max-unavailable-per-group) when any node has one or a group label is configured. Limits are
 // known only when the operator published them.
-func budgets(entries []admission.Node, set settings, ps *pools.Set) []Budget {
+func budgets(entries []admission.Node, set settings, ps *policy.PoolSet) []Budget {
 	var l admission.Limits
 	maxes := map[admission.PoolKind]string{}
 	limited := map[admission.PoolKind]bool{}

@@ -1,7 +1,8 @@
-// Package pools turns RebootPolicy objects into the pools the operator runs: each policy's Spec is the
-// flags' Spec (the default policy) with what the object sets, compiled by policy.Compile; a node
-// belongs to the matching policy of the highest priority. Pure: no client, no informer.
-package pools
+package policy
+
+// RebootPolicy objects become the pools the operator runs: each policy's Spec is the flags' Spec (the
+// default policy) with what the object sets (MergeSpec), compiled by Compile (CompilePool); a node
+// belongs to the matching policy of the highest priority (PoolSet). Pure: no client, no informer.
 
 import (
 	"fmt"
@@ -21,7 +22,6 @@ import (
 	"github.com/slipway-dev/slipway/operator/blocker"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/health"
-	"github.com/slipway-dev/slipway/operator/policy"
 )
 
 // Pool is one RebootPolicy as the operator runs it. Never changed once built.
@@ -35,9 +35,9 @@ type Pool struct {
 	Priority int32
 	Selector labels.Selector // nil when the selector does not parse (Err says why)
 	// Spec: the default policy's Spec with what the object sets (published as this pool's policy).
-	Spec policy.Spec
+	Spec Spec
 	// Policy: Spec compiled (nil when Err); Admission: what admission reads of it (Invalid set when Err).
-	Policy    *policy.Policy
+	Policy    *Policy
 	Admission *admission.Policy
 	// Max: the pool's own budget (nil: only the fleet's and the groups').
 	Max *budget.Max
@@ -52,11 +52,11 @@ type Pool struct {
 // Merge is the Spec a RebootPolicy gives its nodes: def (the flags') with what spec sets. A list that
 // is set replaces the flags' (an empty list: none), but for exclusions, which add to the flags'; a
 // field left out keeps the flags' value.
-func Merge(def policy.Spec, spec v1alpha1.RebootPolicySpec) policy.Spec {
+func MergeSpec(def Spec, spec v1alpha1.RebootPolicySpec) Spec {
 	s := def
 	if spec.Windows != nil {
 		s.Windows = spec.Windows
-		s.FLUOWindow = policy.FLUOWindow{} // the pool's windows replace all of the flags' windows
+		s.FLUOWindow = FLUOWindow{} // the pool's windows replace all of the flags' windows
 	}
 	// A change freeze guards the whole fleet: a pool adds its own, it cannot lift the flags'.
 	s.Exclusions = append(append([]string(nil), def.Exclusions...), spec.Exclusions...)
@@ -69,13 +69,13 @@ func Merge(def policy.Spec, spec v1alpha1.RebootPolicySpec) policy.Spec {
 		}
 	}
 	if st := spec.Settle; st != nil {
-		set(&s.Settle.Time, st.Time)
-		set(&s.Settle.PDBs, st.PDBs)
-		set(&s.Settle.Timeout, st.Timeout)
+		setIf(&s.Settle.Time, st.Time)
+		setIf(&s.Settle.PDBs, st.PDBs)
+		setIf(&s.Settle.Timeout, st.Timeout)
 	}
 	if st := spec.Steering; st != nil {
-		set(&s.Steering.PreferNoScheduleTaint, st.PreferNoScheduleTaint)
-		set(&s.Steering.ExcludeFromLoadBalancers, st.ExcludeFromLoadBalancers)
+		setIf(&s.Steering.PreferNoScheduleTaint, st.PreferNoScheduleTaint)
+		setIf(&s.Steering.ExcludeFromLoadBalancers, st.ExcludeFromLoadBalancers)
 		if st.PreLabels != nil {
 			s.Steering.PreLabels = st.PreLabels
 		}
@@ -84,26 +84,26 @@ func Merge(def policy.Spec, spec v1alpha1.RebootPolicySpec) policy.Spec {
 		}
 	}
 	if d := spec.Drain; d != nil {
-		set(&s.Drain.Timeout, d.Timeout)
-		set(&s.Drain.GracePeriod, d.GracePeriod)
-		set(&s.Drain.PodSelector, d.PodSelector)
-		set(&s.Drain.FailurePolicy, d.FailurePolicy)
+		setIf(&s.Drain.Timeout, d.Timeout)
+		setIf(&s.Drain.GracePeriod, d.GracePeriod)
+		setIf(&s.Drain.PodSelector, d.PodSelector)
+		setIf(&s.Drain.FailurePolicy, d.FailurePolicy)
 	}
 	return s
 }
 
 // set copies a field the policy sets over the flags'.
-func set[T any](dst *T, v *T) {
+func setIf[T any](dst *T, v *T) {
 	if v != nil {
 		*dst = *v
 	}
 }
 
-// Compile builds the Pool of rp over the flags' Spec def. A spec the schema let through but the
+// CompilePool builds the Pool of rp over the flags' Spec def. A spec the schema let through but the
 // parsers refuse gives a Pool with Err set, whose nodes are held: never admitted under a policy that
 // did not compile.
-func Compile(def policy.Spec, rp *v1alpha1.RebootPolicy) *Pool {
-	p := compile(def, rp)
+func CompilePool(def Spec, rp *v1alpha1.RebootPolicy) *Pool {
+	p := compilePool(def, rp)
 	if p.Err == "" && p.Spec.Settle.PDBs && !def.Settle.PDBs {
 		p.Refuse("settle.pdbs: the update-operator runs with --settle-pdbs=false and so does not watch PodDisruptionBudgets; turn the flag on or leave settle.pdbs out")
 	}
@@ -117,8 +117,8 @@ func (p *Pool) Refuse(why string) {
 	p.Admission = &admission.Policy{Name: p.Name, Generation: p.Generation, UID: p.UID, Invalid: why}
 }
 
-func compile(def policy.Spec, rp *v1alpha1.RebootPolicy) *Pool {
-	p := &Pool{Name: rp.Name, Generation: rp.Generation, UID: string(rp.UID), Priority: rp.Spec.Priority, Spec: Merge(def, rp.Spec)}
+func compilePool(def Spec, rp *v1alpha1.RebootPolicy) *Pool {
+	p := &Pool{Name: rp.Name, Generation: rp.Generation, UID: string(rp.UID), Priority: rp.Spec.Priority, Spec: MergeSpec(def, rp.Spec)}
 	fail := func(err error) *Pool {
 		p.Refuse(err.Error())
 		return p
@@ -141,7 +141,7 @@ func compile(def policy.Spec, rp *v1alpha1.RebootPolicy) *Pool {
 		}
 		p.Max = &max
 	}
-	compiled, err := policy.Compile(p.Spec)
+	compiled, err := Compile(p.Spec)
 	if err != nil {
 		return fail(err)
 	}
@@ -205,14 +205,14 @@ func ParseMax(v intstr.IntOrString) (budget.Max, error) {
 
 // Set is the pools at one moment. Never changed once built: a change of any RebootPolicy builds a new
 // Set.
-type Set struct {
+type PoolSet struct {
 	pools  []*Pool // by priority, highest first, then by name
 	byName map[string]*Pool
 }
 
 // NewSet orders the pools for Select.
-func NewSet(pools []*Pool) *Set {
-	s := &Set{pools: append([]*Pool(nil), pools...), byName: map[string]*Pool{}}
+func NewPoolSet(pools []*Pool) *PoolSet {
+	s := &PoolSet{pools: append([]*Pool(nil), pools...), byName: map[string]*Pool{}}
 	sort.Slice(s.pools, func(i, j int) bool {
 		if s.pools[i].Priority != s.pools[j].Priority {
 			return s.pools[i].Priority > s.pools[j].Priority
@@ -226,7 +226,7 @@ func NewSet(pools []*Pool) *Set {
 }
 
 // Pools are the pools, highest priority first.
-func (s *Set) Pools() []*Pool {
+func (s *PoolSet) Pools() []*Pool {
 	if s == nil {
 		return nil
 	}
@@ -234,7 +234,7 @@ func (s *Set) Pools() []*Pool {
 }
 
 // Get is the pool named name (nil: none).
-func (s *Set) Get(name string) *Pool {
+func (s *PoolSet) Get(name string) *Pool {
 	if s == nil {
 		return nil
 	}
@@ -244,7 +244,7 @@ func (s *Set) Get(name string) *Pool {
 // Select is the pool of a node with labels l: the matching pool of the highest priority ("" none: the
 // default policy). When several match at that priority, name is "" and tied names them (sorted): the
 // node is held until they no longer tie. A pool whose selector does not parse matches nothing.
-func (s *Set) Select(l labels.Labels) (name string, tied []string) {
+func (s *PoolSet) Select(l labels.Labels) (name string, tied []string) {
 	if s == nil {
 		return "", nil
 	}
@@ -271,7 +271,7 @@ func (s *Set) Select(l labels.Labels) (name string, tied []string) {
 // Of is the policy of Node n: the one pinned at its admission (protocol.AdmittedPolicy, the operator's
 // own key) while it is in its cycle, else Select over its labels; tied names the policies that tie
 // ("" none). The operator indexes nodes by it, the status view shows it.
-func (s *Set) Of(n *corev1.Node, inCycle bool) (name, tied string) {
+func (s *PoolSet) Of(n *corev1.Node, inCycle bool) (name, tied string) {
 	if inCycle {
 		if v, ok := n.Annotations[protocol.AdmittedPolicy]; ok {
 			name, _, _ = strings.Cut(v, "/")
@@ -299,7 +299,7 @@ func (p *Pool) Window(now time.Time) (state string, next time.Time) {
 }
 
 // Limits are the pools' own budgets, by name (admission.Limits.Policies).
-func (s *Set) Limits() map[string]budget.Max {
+func (s *PoolSet) Limits() map[string]budget.Max {
 	out := map[string]budget.Max{}
 	for _, p := range s.Pools() {
 		if p.Max != nil {

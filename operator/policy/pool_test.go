@@ -1,4 +1,4 @@
-package pools
+package policy
 
 import (
 	"fmt"
@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/slipway-dev/slipway/api/v1alpha1"
-	"github.com/slipway-dev/slipway/operator/policy"
 )
 
 func rp(name string, prio int32, sel map[string]string, edit func(*v1alpha1.RebootPolicySpec)) *v1alpha1.RebootPolicy {
@@ -29,17 +28,17 @@ func ptr[T any](v T) *T { return &v }
 // A field the policy leaves out is the flags'; one it sets replaces the flags' (its windows replace
 // FLUO's window too).
 func TestMerge(t *testing.T) {
-	def := policy.Defaults()
-	def.Windows, def.FLUOWindow = []string{"Mon-Fri 22:00-05:00"}, policy.FLUOWindow{Start: "Thu 14:00", Length: "1h", TimeZone: "UTC"}
-	def.Exclusions, def.Canary = []string{"2026-12-24/2026-12-26"}, policy.Canary{Nodes: 1, Bake: metav1.Duration{Duration: time.Hour}, MaxFailedPerVersion: 2}
-	got := Merge(def, v1alpha1.RebootPolicySpec{})
+	def := Defaults()
+	def.Windows, def.FLUOWindow = []string{"Mon-Fri 22:00-05:00"}, FLUOWindow{Start: "Thu 14:00", Length: "1h", TimeZone: "UTC"}
+	def.Exclusions, def.Canary = []string{"2026-12-24/2026-12-26"}, Canary{Nodes: 1, Bake: metav1.Duration{Duration: time.Hour}, MaxFailedPerVersion: 2}
+	got := MergeSpec(def, v1alpha1.RebootPolicySpec{})
 	if fmt.Sprint(got) != fmt.Sprint(def) {
 		t.Errorf("an empty policy changed the flags' spec: %+v", got)
 	}
-	got = Merge(def, v1alpha1.RebootPolicySpec{Windows: []string{"Sun 02:00-06:00"}, Exclusions: []string{"2026-12-31"},
+	got = MergeSpec(def, v1alpha1.RebootPolicySpec{Windows: []string{"Sun 02:00-06:00"}, Exclusions: []string{"2026-12-31"},
 		Canary: &v1alpha1.Canary{Nodes: ptr(int32(3))}})
 	// Its windows replace the flags'; its freezes add to the flags' (a pool cannot lift a freeze).
-	if strings.Join(got.Windows, ";") != "Sun 02:00-06:00" || got.FLUOWindow != (policy.FLUOWindow{}) || strings.Join(got.Exclusions, ";") != "2026-12-24/2026-12-26;2026-12-31" ||
+	if strings.Join(got.Windows, ";") != "Sun 02:00-06:00" || got.FLUOWindow != (FLUOWindow{}) || strings.Join(got.Exclusions, ";") != "2026-12-24/2026-12-26;2026-12-31" ||
 		got.Canary.Nodes != 3 || got.Canary.Bake.Duration != time.Hour || got.Canary.MaxFailedPerVersion != 2 {
 		t.Errorf("merged %+v", got)
 	}
@@ -51,8 +50,8 @@ func TestMerge(t *testing.T) {
 // A spec the schema accepts but the parsers refuse compiles to a pool that says why and holds its
 // nodes; a good one compiles with its budget, pause and canaries.
 func TestCompile(t *testing.T) {
-	def := policy.Defaults()
-	good := Compile(def, rp("gpu", 10, map[string]string{"gpu": "true"}, func(s *v1alpha1.RebootPolicySpec) {
+	def := Defaults()
+	good := CompilePool(def, rp("gpu", 10, map[string]string{"gpu": "true"}, func(s *v1alpha1.RebootPolicySpec) {
 		s.MaxUnavailable, s.Paused, s.PausedReason = ptr(intstr.FromString("50%")), true, "driver rollout"
 		s.Windows = []string{"Sun 02:00-06:00 Europe/Berlin"}
 		s.Canary = &v1alpha1.Canary{Nodes: ptr(int32(1)), Bake: &metav1.Duration{Duration: time.Hour}}
@@ -88,7 +87,7 @@ func TestCompile(t *testing.T) {
 			s.Canary = &v1alpha1.Canary{Bake: &metav1.Duration{Duration: time.Hour}}
 		}, "canary-bake needs"},
 	} {
-		p := Compile(def, rp("x", 0, map[string]string{"a": "b"}, c.edit))
+		p := CompilePool(def, rp("x", 0, map[string]string{"a": "b"}, c.edit))
 		if !strings.Contains(p.Err, c.want) || p.Policy != nil || p.Admission.Invalid != p.Err || p.Admission.Name != "x" {
 			t.Errorf("%s: %+v, want an error naming %q", c.name, p, c.want)
 		}
@@ -98,14 +97,14 @@ func TestCompile(t *testing.T) {
 // Known answers: the highest priority wins; two at the highest tie (named); a tie below the winner
 // does not matter; a broken selector matches nothing.
 func TestSelect(t *testing.T) {
-	def := policy.Defaults()
-	s := NewSet([]*Pool{
-		Compile(def, rp("workers", 0, map[string]string{"role": "worker"}, nil)),
-		Compile(def, rp("gpu", 10, map[string]string{"gpu": "true"}, nil)),
-		Compile(def, rp("gpu-b", 10, map[string]string{"gpu": "true", "zone": "b"}, nil)),
-		Compile(def, rp("db", 5, map[string]string{"role": "db"}, nil)),
-		Compile(def, rp("db2", 5, map[string]string{"role": "db"}, nil)),
-		Compile(def, rp("broken", 99, nil, func(s *v1alpha1.RebootPolicySpec) {
+	def := Defaults()
+	s := NewPoolSet([]*Pool{
+		CompilePool(def, rp("workers", 0, map[string]string{"role": "worker"}, nil)),
+		CompilePool(def, rp("gpu", 10, map[string]string{"gpu": "true"}, nil)),
+		CompilePool(def, rp("gpu-b", 10, map[string]string{"gpu": "true", "zone": "b"}, nil)),
+		CompilePool(def, rp("db", 5, map[string]string{"role": "db"}, nil)),
+		CompilePool(def, rp("db2", 5, map[string]string{"role": "db"}, nil)),
+		CompilePool(def, rp("broken", 99, nil, func(s *v1alpha1.RebootPolicySpec) {
 			s.NodeSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Sometimes"}}}
 		})),
 	})
@@ -130,7 +129,7 @@ func TestSelect(t *testing.T) {
 			t.Errorf("%v: %q, want %q", c.labels, got, c.want)
 		}
 	}
-	if name, tied := (*Set)(nil).Select(labels.Set{"a": "b"}); name != "" || tied != nil {
+	if name, tied := (*PoolSet)(nil).Select(labels.Set{"a": "b"}); name != "" || tied != nil {
 		t.Error("no policies: a node is the default policy's")
 	}
 }
@@ -140,15 +139,15 @@ func TestSelect(t *testing.T) {
 // matches.
 func TestSelectProperty(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
-	def := policy.Defaults()
+	def := Defaults()
 	keys := []string{"a", "b", "c"}
 	for round := 0; round < 300; round++ {
 		var ps []*Pool
 		for i := range rng.Intn(6) {
 			sel := map[string]string{keys[rng.Intn(3)]: fmt.Sprint(rng.Intn(2))}
-			ps = append(ps, Compile(def, rp(fmt.Sprintf("p%d", i), int32(rng.Intn(3)), sel, nil)))
+			ps = append(ps, CompilePool(def, rp(fmt.Sprintf("p%d", i), int32(rng.Intn(3)), sel, nil)))
 		}
-		s := NewSet(ps)
+		s := NewPoolSet(ps)
 		for range 20 {
 			l := labels.Set{}
 			for _, k := range keys {
