@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
+	"github.com/slipway-dev/slipway/operator/admission"
 )
 
 // promtool finds promtool, or skips the test saying how to get it.
@@ -441,5 +442,34 @@ func TestKuredCompatRule(t *testing.T) {
 				t.Errorf("promtool test rules passes with this mistake:\n%s", out)
 			}
 		})
+	}
+}
+
+// SlipwayBlockedTooLong leaves out exactly the kinds the operator itself treats as the plan working
+// (admission.QuietKinds: a Normal Waiting Event, no blocked notification) and paused (its own alert):
+// a kind made quiet or loud in the code changes the alert with it, or this fails.
+func TestBlockedAlertFollowsQuietKinds(t *testing.T) {
+	_, groups := renderedRule(t)
+	var expr string
+	for _, g := range groups {
+		for _, r := range g.Rules {
+			if r.Alert == "SlipwayBlockedTooLong" {
+				expr = r.Expr
+			}
+		}
+	}
+	m := regexp.MustCompile(`reason!~"([^"]*)"`).FindStringSubmatch(expr)
+	if m == nil {
+		t.Fatalf("SlipwayBlockedTooLong's expression %q has no reason!~\"...\" matcher", expr)
+	}
+	got := strings.Split(m[1], "|")
+	want := []string{string(admission.KindPaused)}
+	for _, k := range admission.QuietKinds {
+		want = append(want, string(k))
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("SlipwayBlockedTooLong leaves out reasons %v; admission.QuietKinds and paused are %v", got, want)
 	}
 }
