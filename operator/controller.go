@@ -762,4 +762,4 @@ func (c *Controller) Nodes() []*corev1.Node { return c.allNodes() }
 func (c *Controller) Switch() fleetswitch.Switch { return fleetswitch.Read(c.fleetConfigMap()) }
 
 // Pools are the budgets as admission counts them now (FleetView).
-func (c *Controller) Pools() []admission.Pool { return c.admitter.Pools() }
+func (c *Controller) Pools() []admission.BudgetPool { return c.admitter.Pools() }

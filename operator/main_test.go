@@ -110,7 +110,7 @@ type opOptions struct {
 	policy     operator.DrainPolicy
 	// Trust: stall reporting, admission fencing, metrics.
 	rebootTimeout time.Duration
-	stallPolicy   stall.Policy
+	stallPolicy   stall.SlotPolicy
 	fence         func(context.Context) (fence.Term, error)
 	metrics       *operator.Metrics
 	// tweak changes the Config last (policies).

@@ -17,7 +17,7 @@ import (
 type FleetView interface {
 	Nodes() []*corev1.Node
 	Switch() fleetswitch.Switch
-	Pools() []admission.Pool
+	Pools() []admission.BudgetPool
 	// Remembered is what the fleet record holds now: the halted OS versions and the nodes whose
 	// failures count against --max-failed-reboots.
 	Remembered() (halted []string, failed int)

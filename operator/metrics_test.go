@@ -24,7 +24,7 @@ type fakeView struct {
 
 func (v fakeView) Nodes() []*corev1.Node                     { return v.nodes }
 func (v fakeView) Switch() fleetswitch.Switch                { return fleetswitch.Switch{} }
-func (v fakeView) Pools() []admission.Pool                   { return nil }
+func (v fakeView) Pools() []admission.BudgetPool             { return nil }
 func (v fakeView) Remembered() (halted []string, failed int) { return nil, 0 }
 func (v fakeView) PolicyOf(n *corev1.Node, _ bool) string    { return v.policy[n.Name] }
 

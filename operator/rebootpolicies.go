@@ -203,7 +203,7 @@ func (c *Controller) policiesChanged() {
 		c.queue.AddAfter(policySpecsKey, t.until.Sub(now)+10*time.Millisecond)
 		gone := *t.pool
 		gone.Deleted = true
-		gone.Admission = &admission.Policy{Name: name, Generation: gone.Generation, UID: gone.UID,
+		gone.Admission = &admission.Rules{Name: name, Generation: gone.Generation, UID: gone.UID,
 			Invalid: "deleted; its waiting nodes go to the next matching policy at " + t.until.UTC().Format(time.RFC3339)}
 		ps = append(ps, &gone)
 	}
@@ -215,7 +215,7 @@ func (c *Controller) policiesChanged() {
 		}
 	}
 	c.pools.Store(set)
-	byName := map[string]*admission.Policy{}
+	byName := map[string]*admission.Rules{}
 	for _, p := range set.Pools() {
 		byName[p.Name] = p.Admission
 	}
@@ -385,7 +385,7 @@ func (c *Controller) policyByPin(pin string) *policy.Policy {
 
 // policyPin is the value of protocol.AdmittedPolicy for a node admitted under p (pinOf), "" for the
 // default policy.
-func policyPin(p *admission.Policy) string {
+func policyPin(p *admission.Rules) string {
 	if p == nil || p.Name == "" {
 		return ""
 	}

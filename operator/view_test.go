@@ -48,7 +48,7 @@ func TestViewAndOperatorAgree(t *testing.T) {
 	}
 	perGroup, _ := budget.ParseMax("1")
 	for _, form := range []string{"published policy", "status copy"} {
-		for _, sp := range []stall.Policy{stall.Hold, stall.Release} {
+		for _, sp := range []stall.SlotPolicy{stall.Hold, stall.Release} {
 			t.Run(form+"/"+string(sp), func(t *testing.T) {
 				testViewAndOperatorAgree(t, form, sp, zone, &perGroup, nodes)
 			})
@@ -59,7 +59,7 @@ func TestViewAndOperatorAgree(t *testing.T) {
 // testViewAndOperatorAgree: the operator's policy compiled from a Spec, whose published form the view
 // reads (the Status's copy of the settings made wrong, so reading it would show), or put together by
 // hand, when the view reads the Status's copy (an operator from before the published policies).
-func testViewAndOperatorAgree(t *testing.T, form string, sp stall.Policy, zone string, perGroup *budget.Max, nodes []*corev1.Node) {
+func testViewAndOperatorAgree(t *testing.T, form string, sp stall.SlotPolicy, zone string, perGroup *budget.Max, nodes []*corev1.Node) {
 	f := newFixture(t, func(c *Config) {
 		if form == "published policy" {
 			spec := pol.Defaults()
@@ -116,7 +116,7 @@ func testViewAndOperatorAgree(t *testing.T, form string, sp stall.Policy, zone s
 		t.Errorf("view %q\noperator %q", got, want)
 	}
 	// And the two stalled nodes are what tells the policies apart.
-	fleetUsed := map[stall.Policy]int{stall.Hold: 5, stall.Release: 3}[sp] // a1, a2, a3 (NotReady), b2 (cordoned), c1; release frees a1 and c1
+	fleetUsed := map[stall.SlotPolicy]int{stall.Hold: 5, stall.Release: 3}[sp] // a1, a2, a3 (NotReady), b2 (cordoned), c1; release frees a1 and c1
 	if p := f.c.Pools()[0]; p.Used != fleetUsed {
 		t.Errorf("fleet pool used %d under %s, want %d", p.Used, sp, fleetUsed)
 	}

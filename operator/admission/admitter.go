@@ -15,7 +15,7 @@ type Config struct {
 	Limits Limits
 	Order  Order
 	// Policy is the reboot policy of every node (nil: no window, no canaries).
-	Policy *Policy
+	Policy *Rules
 	// Blockers are the fleet's (its flags'): fleet-wide ones hold every node, per-node ones are asked
 	// by the plan.
 	Blockers []Blocker
@@ -36,7 +36,7 @@ type Admitter struct {
 	limits  Limits
 	order   Order
 	chain   Chain
-	policy  *Policy // the default policy
+	policy  *Rules // the default policy
 	perNode []Blocker
 	fleet   []Blocker     // fleet-wide
 	retry   time.Duration // a blocker's hold
@@ -53,7 +53,7 @@ type Admitter struct {
 	plan *Plan
 	// policies: the RebootPolicies' admission policies by name (SetPolicies); canaryOn: any policy
 	// has canaries or halts.
-	policies map[string]*Policy
+	policies map[string]*Rules
 	canaryOn bool
 	// pools: each policy's own blockers, bounded and split (SetPolicies); epoch counts SetPolicies, so
 	// answers gathered for an older set are not reused.
@@ -93,7 +93,7 @@ func NewAdmitter(cfg Config, index *Index) *Admitter {
 		cfg.BlockerRetry = DefaultBlockerRetry
 	}
 	if cfg.Policy == nil {
-		cfg.Policy = &Policy{}
+		cfg.Policy = &Rules{}
 	}
 	return &Admitter{index: index, limits: cfg.Limits, order: cfg.Order, chain: Gates, policy: cfg.Policy,
 		perNode: perNode, fleet: fleetWide, retry: cfg.BlockerRetry, canaryOn: cfg.Policy.Canary.On(), checkTimeout: cfg.CheckTimeout}
@@ -101,7 +101,7 @@ func NewAdmitter(cfg Config, index *Index) *Admitter {
 
 // SetPolicies replaces the RebootPolicies' admission policies and their own budgets, by name (the
 // default policy stays). The next decision plans anew.
-func (a *Admitter) SetPolicies(byName map[string]*Policy, limits map[string]budget.Max) {
+func (a *Admitter) SetPolicies(byName map[string]*Rules, limits map[string]budget.Max) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.policies, a.limits.Policies, a.plan = byName, limits, nil
@@ -166,7 +166,7 @@ type Decision struct {
 	// was written (and the write is in the index) or failed. Nil when not admitted.
 	Release func() bool
 	// Policy: the policy an admitted node was admitted under (pinned on it for its cycle).
-	Policy *Policy
+	Policy *Rules
 }
 
 // Admitted reports whether the node may start its cycle now.
@@ -222,14 +222,14 @@ func (a *Admitter) Decide(ctx context.Context, name string, obj *corev1.Node, sw
 
 // policyOf is the reboot policy of a node (mu held): its RebootPolicy's, else the default. A policy the
 // node names that is gone (deleted since it was indexed) holds it until it is indexed again.
-func (a *Admitter) policyOf(_ string, e Node) *Policy {
+func (a *Admitter) policyOf(_ string, e Node) *Rules {
 	if e.Policy == "" {
 		return a.policy
 	}
 	if p := a.policies[e.Policy]; p != nil {
 		return p
 	}
-	return &Policy{Name: e.Policy, Invalid: "no such RebootPolicy (deleted?)"}
+	return &Rules{Name: e.Policy, Invalid: "no such RebootPolicy (deleted?)"}
 }
 
 // fleetBlocking asks every fleet-wide blocker -- the fleet's, and each policy's own -- once per plan
@@ -276,7 +276,7 @@ func (a *Admitter) fleetBlocking(ctx context.Context, obj *corev1.Node, now time
 }
 
 // Pools are the budgets as admission counts them now (reservations included).
-func (a *Admitter) Pools() []Pool {
+func (a *Admitter) Pools() []BudgetPool {
 	s := a.index.Snapshot()
 	a.mu.Lock()
 	l := a.limits

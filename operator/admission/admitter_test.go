@@ -39,9 +39,9 @@ func TestChainNeverAdmitsBeyondABudget(t *testing.T) {
 		// health check).
 		dbHeld, webBlocked := map[string]bool{}, false
 		setPolicies := func() {
-			byName := map[string]*Policy{}
+			byName := map[string]*Rules{}
 			for _, name := range []string{"gpu", "web", "db"} {
-				p := &Policy{Name: name}
+				p := &Rules{Name: name}
 				if name == pausedPolicy {
 					p.Paused = "policy " + name + " paused"
 				}

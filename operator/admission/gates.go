@@ -31,10 +31,10 @@ type Switch interface {
 // when 0.
 const DefaultBlockerRetry = 10 * time.Second
 
-// Policy is what admission reads of one reboot policy: the rules a node's pool puts on when its cycle
+// Rules is what admission reads of one reboot policy: the rules a node's pool puts on when its cycle
 // may start. Built once (package policy compiles it from the flags) and never changed: gates and plans
 // read it concurrently.
-type Policy struct {
+type Rules struct {
 	// Name is the policy's name ("" the default policy, which the flags configure) and Generation the
 	// RebootPolicy's generation it was built from (pinned on a node at its admission).
 	Name       string
@@ -65,7 +65,7 @@ type Input struct {
 	Obj  *corev1.Node // the Node as the controller sees it, for blockers
 	Now  time.Time
 	// Policy is the node's reboot policy.
-	Policy *Policy
+	Policy *Rules
 	// Fleet is the rest of the fleet, shared by the gates of one decision.
 	Fleet *Fleet
 	// Planning is set when the budget plan asks (a PlanCheck gate about a node the budget has room
@@ -74,10 +74,10 @@ type Input struct {
 }
 
 // noPolicy is the policy of an Input without one: nothing configured.
-var noPolicy = &Policy{}
+var noPolicy = &Rules{}
 
 // pol is the node's policy (never nil).
-func (in Input) pol() *Policy {
+func (in Input) pol() *Rules {
 	if in.Policy == nil {
 		return noPolicy
 	}

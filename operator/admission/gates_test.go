@@ -71,7 +71,7 @@ func TestWindowGate(t *testing.T) {
 		{"open", window.NewSchedule(thu, nil, nil), t0.Add(5*time.Hour + 30*time.Minute), "", 0},
 		{"never opens", window.NewSchedule(nil, nil, []window.Exclusion{never}), t0, "window: no reboot window opens in the next 400 days (", 0},
 	} {
-		v := WindowGate.Check(context.Background(), Input{Name: "a", Now: c.now, Policy: &Policy{Schedule: c.s}})
+		v := WindowGate.Check(context.Background(), Input{Name: "a", Now: c.now, Policy: &Rules{Schedule: c.s}})
 		if !strings.HasPrefix(v.String(), c.want) || (c.want == "") != v.Passes() || v.Retry != c.retry {
 			t.Errorf("%s: %q retry %s, want %q retry %s", c.name, v, v.Retry, c.want, c.retry)
 		}

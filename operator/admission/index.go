@@ -205,7 +205,7 @@ type Snapshot struct {
 }
 
 // Pools are the snapshot's pools under l (the same as Pools over every entry, reservations counted).
-func (s Snapshot) Pools(l Limits) []Pool { return poolsOf(s.Total, s.Size, s.Used, l) }
+func (s Snapshot) Pools(l Limits) []BudgetPool { return poolsOf(s.Total, s.Size, s.Used, l) }
 
 // Snapshot copies the index.
 func (x *Index) Snapshot() Snapshot {

@@ -59,7 +59,7 @@ func TestChainMatchesLegacy(t *testing.T) {
 			Func{N: "prometheus-alerts", Fleet: true, F: func(context.Context, *corev1.Node) (bool, string) { return fleetHeld, "NodeDown firing" }},
 		}
 		newX, oldX := NewIndex(), NewIndex()
-		cfg := Config{Limits: l, Order: order, Blockers: blockers, Policy: &Policy{Schedule: schedule, Canary: canary, UndrainableRetry: time.Hour}}
+		cfg := Config{Limits: l, Order: order, Blockers: blockers, Policy: &Rules{Schedule: schedule, Canary: canary, UndrainableRetry: time.Hour}}
 		a := NewAdmitter(cfg, newX)
 		old := legacyNewAdmitter(legacyConfig{Limits: l, Order: order, Schedule: schedule, Blockers: blockers, Canary: canary, UndrainableRetry: time.Hour}, oldX)
 		mem := diffMemory{failures: map[string][]time.Time{}, proofs: map[string][]time.Time{}}

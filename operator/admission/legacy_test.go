@@ -409,10 +409,10 @@ func legacyCandidates(s *Snapshot, o Order, sw Switch, now time.Time) []budget.C
 // longest waiting; Queue) and admits each while every pool it is in has room. check is asked, in that
 // order, about each node the budget has room for; a node it holds is not admitted and uses nothing.
 func legacyBuildPlan(s *Snapshot, l Limits, o Order, sw Switch, now time.Time, check func(name string) Verdict) *legacyPlan {
-	pools := map[string]budget.Pool{}
+	pools := map[string]budget.Usage{}
 	for _, p := range s.Pools(l) {
 		if p.Limited {
-			pools[p.Key] = budget.Pool{Limit: p.Limit, Used: p.Used}
+			pools[p.Key] = budget.Usage{Limit: p.Limit, Used: p.Used}
 		}
 	}
 	cands := legacyCandidates(s, o, sw, now)

@@ -61,7 +61,7 @@ type Node struct {
 func (e Node) Occupies() bool { return e.Counts || e.Settling != "" }
 
 // Of derives a node's entry: groupLabel is --group-label, policy --stall-policy.
-func Of(n *corev1.Node, groupLabel string, policy stall.Policy) Node {
+func Of(n *corev1.Node, groupLabel string, policy stall.SlotPolicy) Node {
 	f := protocol.Observe(n, protocol.Hooks{}) // hooks change what happens next, not the state
 	e := Node{Group: protocol.BudgetGroup(n, groupLabel), ControlPlane: protocol.IsControlPlane(n),
 		Counts: Counts(f, policy), State: protocol.Classify(f), Paused: f.Paused,
@@ -134,7 +134,7 @@ func (e Node) Groups() []string {
 
 // Counts is the one place that decides whether a node counts against the budget: it is in a cycle,
 // NotReady or cordoned by anyone -- unless it stalled after its grant and the stall policy releases it.
-func Counts(f protocol.Facts, policy stall.Policy) bool {
+func Counts(f protocol.Facts, policy stall.SlotPolicy) bool {
 	if policy == stall.Release && f.Stalled != "" && f.Stalled != stall.Ungranted && stall.PostGrant(protocol.Classify(f)) {
 		return false
 	}

@@ -99,7 +99,7 @@ func TestAGroupHopFreesNoSlot(t *testing.T) {
 func TestReservationKeepsThePolicy(t *testing.T) {
 	x := NewIndex()
 	a := NewAdmitter(Config{Limits: Limits{Fleet: max(t, "10"), ControlPlane: max(t, "1")}}, x)
-	a.SetPolicies(map[string]*Policy{"db": {Name: "db"}, "web": {Name: "web"}}, map[string]budget.Max{"db": max(t, "1")})
+	a.SetPolicies(map[string]*Rules{"db": {Name: "db"}, "web": {Name: "web"}}, map[string]budget.Max{"db": max(t, "1")})
 	x.Update("a", t0, func() (Node, bool) { return Node{State: protocol.NeedsReboot, Policy: "db"}, true })
 	x.Update("b", t0.Add(time.Second), func() (Node, bool) { return Node{State: protocol.NeedsReboot, Policy: "db"}, true })
 	look := func(n string) (*corev1.Node, bool) { return obj(n), true }

@@ -45,8 +45,8 @@ func candidates(s *Snapshot, now time.Time, keep func(name string, e Node) bool)
 // canaries, its failed version) keeps its place and is passed over.
 func Queue(s *Snapshot, o Order, sw Switch, now time.Time) []string {
 	f := &Fleet{Snapshot: s, Switch: sw, Order: o}
-	none := &Policy{}
-	cands := candidates(s, now, Gates.filter(context.Background(), f, now, func(string, Node) *Policy { return none }))
+	none := &Rules{}
+	cands := candidates(s, now, Gates.filter(context.Background(), f, now, func(string, Node) *Rules { return none }))
 	budget.Order(cands)
 	out := make([]string, len(cands))
 	for i, c := range cands {
@@ -58,10 +58,10 @@ func Queue(s *Snapshot, o Order, sw Switch, now time.Time) []string {
 // filter is the chain's PlanFilter gates as the plan's candidate filter. A gate whose answer is the
 // same for the whole fleet is asked once, one whose answer is the same for a policy's nodes once per
 // policy.
-func (c Chain) filter(ctx context.Context, f *Fleet, now time.Time, policyOf func(string, Node) *Policy) func(string, Node) bool {
+func (c Chain) filter(ctx context.Context, f *Fleet, now time.Time, policyOf func(string, Node) *Rules) func(string, Node) bool {
 	type key struct {
 		gate int
-		p    *Policy
+		p    *Rules
 	}
 	memo := map[key]bool{}
 	return func(name string, e Node) bool {
@@ -97,7 +97,7 @@ func (c Chain) filter(ctx context.Context, f *Fleet, now time.Time, policyOf fun
 
 // Plan builds the budget plan of the chain: the candidates its PlanFilter gates let through, each asked
 // of its PlanCheck gates in queue order while the budget has room for it.
-func (c Chain) Plan(ctx context.Context, s *Snapshot, l Limits, f *Fleet, now time.Time, policyOf func(string, Node) *Policy) *Plan {
+func (c Chain) Plan(ctx context.Context, s *Snapshot, l Limits, f *Fleet, now time.Time, policyOf func(string, Node) *Rules) *Plan {
 	planning := &Planning{Extra: map[string]int{}}
 	return BuildPlan(s, l, now, c.filter(ctx, f, now, policyOf), func(name string) Verdict {
 		e := s.Waiting[name]
@@ -122,10 +122,10 @@ func (c Chain) Plan(ctx context.Context, s *Snapshot, l Limits, f *Fleet, now ti
 // room. check is asked, in that order, about each node the budget has room for; a node it holds is not
 // admitted and uses nothing.
 func BuildPlan(s *Snapshot, l Limits, now time.Time, keep func(name string, e Node) bool, check func(name string) Verdict) *Plan {
-	pools := map[string]budget.Pool{}
+	pools := map[string]budget.Usage{}
 	for _, p := range s.Pools(l) {
 		if p.Limited {
-			pools[p.Key] = budget.Pool{Limit: p.Limit, Used: p.Used}
+			pools[p.Key] = budget.Usage{Limit: p.Limit, Used: p.Used}
 		}
 	}
 	cands := candidates(s, now, keep)

@@ -28,9 +28,9 @@ const (
 	PoolPolicy       PoolKind = "policy"
 )
 
-// Pool is one budget: Nodes are in it, Used count against it, at most Limit may (Limited false: no
+// BudgetPool is one budget: Nodes are in it, Used count against it, at most Limit may (Limited false: no
 // limit, counted for people only).
-type Pool struct {
+type BudgetPool struct {
 	Key     string
 	Kind    PoolKind
 	Group   string // PoolGroup only
@@ -42,13 +42,13 @@ type Pool struct {
 }
 
 // Full reports whether admitting one more node that is not yet unavailable would exceed the limit.
-func (p Pool) Full() bool { return p.Limited && p.Used >= p.Limit }
+func (p BudgetPool) Full() bool { return p.Limited && p.Used >= p.Limit }
 
 // Pools counts every pool over nodes: the fleet first, then the control plane (when it has nodes),
 // then every group by name. It is the one definition of what counts against which budget; the
 // Index keeps the same counts incrementally and the status view calls this with the configuration the
 // operator publishes.
-func Pools(nodes []Node, l Limits) []Pool {
+func Pools(nodes []Node, l Limits) []BudgetPool {
 	size, used := map[string]int{}, map[string]int{}
 	for _, e := range nodes {
 		for _, k := range e.PoolKeys() {
@@ -62,15 +62,15 @@ func Pools(nodes []Node, l Limits) []Pool {
 }
 
 // poolsOf builds the pools from counts by key (size[FleetPool] may be absent: total says).
-func poolsOf(total int, size, used map[string]int, l Limits) []Pool {
-	out := []Pool{{Key: FleetPool, Kind: PoolFleet, Nodes: total, Used: used[FleetPool], Limit: l.Fleet.Limit(total), Limited: true}}
+func poolsOf(total int, size, used map[string]int, l Limits) []BudgetPool {
+	out := []BudgetPool{{Key: FleetPool, Kind: PoolFleet, Nodes: total, Used: used[FleetPool], Limit: l.Fleet.Limit(total), Limited: true}}
 	if n := size[ControlPlanePool]; n > 0 {
-		out = append(out, Pool{Key: ControlPlanePool, Kind: PoolControlPlane, Nodes: n, Used: used[ControlPlanePool],
+		out = append(out, BudgetPool{Key: ControlPlanePool, Kind: PoolControlPlane, Nodes: n, Used: used[ControlPlanePool],
 			Limit: l.ControlPlane.Limit(n), Limited: true})
 	}
 	for _, g := range suffixes(size, groupPoolPrefix) {
 		k := GroupPool(g)
-		p := Pool{Key: k, Kind: PoolGroup, Group: g, Nodes: size[k], Used: used[k]}
+		p := BudgetPool{Key: k, Kind: PoolGroup, Group: g, Nodes: size[k], Used: used[k]}
 		if l.PerGroup != nil {
 			p.Limit, p.Limited = l.PerGroup.Limit(p.Nodes), true
 		}
@@ -78,7 +78,7 @@ func poolsOf(total int, size, used map[string]int, l Limits) []Pool {
 	}
 	for _, name := range suffixes(size, policyPoolPrefix) {
 		k := PolicyPool(name)
-		p := Pool{Key: k, Kind: PoolPolicy, Policy: name, Nodes: size[k], Used: used[k]}
+		p := BudgetPool{Key: k, Kind: PoolPolicy, Policy: name, Nodes: size[k], Used: used[k]}
 		if m, ok := l.Policies[name]; ok {
 			p.Limit, p.Limited = m.Limit(p.Nodes), true
 		}

@@ -87,8 +87,8 @@ func Order(c []Candidate) {
 	})
 }
 
-// Pool is one budget: at most Limit of its nodes may count against it; Used do now.
-type Pool struct{ Limit, Used int }
+// Usage is one budget: at most Limit of its nodes may count against it; Used do now.
+type Usage struct{ Limit, Used int }
 
 // Global is the key of the pool every node is in (--max-unavailable).
 const Global = ""
@@ -96,14 +96,14 @@ const Global = ""
 // Admit returns the candidates (in Order) that may start now: each one admitted keeps the number of
 // unavailable nodes at or below limit. unavailable is how many nodes count against the budget already.
 func Admit(limit, unavailable int, candidates []Candidate) []string {
-	return AdmitPools(map[string]Pool{Global: {Limit: limit, Used: unavailable}}, candidates, nil)
+	return AdmitPools(map[string]Usage{Global: {Limit: limit, Used: unavailable}}, candidates, nil)
 }
 
 // AdmitPools returns the candidates (in Order) that may start now: each one admitted keeps every pool
 // it is in -- the global one and its Pools -- at or below its limit. A pool a candidate names that is
 // not in pools does not limit it. skip, if not nil, is asked about each candidate the budget would
 // admit, in order; a skipped candidate is not admitted and uses nothing (a blocker holds it).
-func AdmitPools(pools map[string]Pool, candidates []Candidate, skip func(name string) bool) []string {
+func AdmitPools(pools map[string]Usage, candidates []Candidate, skip func(name string) bool) []string {
 	used := make(map[string]int, len(pools))
 	for k, p := range pools {
 		used[k] = p.Used

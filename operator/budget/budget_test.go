@@ -83,12 +83,12 @@ func TestAdmitPools(t *testing.T) {
 	z := func(name, zone string, unavail bool) Candidate {
 		return Candidate{Name: name, Pools: []string{"group/" + zone}, Unavailable: unavail}
 	}
-	pools := func(global, a, b, usedA, usedB int) map[string]Pool {
-		return map[string]Pool{Global: {Limit: global, Used: usedA + usedB}, "group/a": {Limit: a, Used: usedA}, "group/b": {Limit: b, Used: usedB}}
+	pools := func(global, a, b, usedA, usedB int) map[string]Usage {
+		return map[string]Usage{Global: {Limit: global, Used: usedA + usedB}, "group/a": {Limit: a, Used: usedA}, "group/b": {Limit: b, Used: usedB}}
 	}
 	cases := []struct {
 		name  string
-		pools map[string]Pool
+		pools map[string]Usage
 		cands []Candidate
 		skip  string
 		want  []string
@@ -99,7 +99,7 @@ func TestAdmitPools(t *testing.T) {
 		{"already unavailable in a full zone costs nothing", pools(3, 1, 1, 1, 0), []Candidate{z("a0", "a", true), z("a1", "a", false)}, "", []string{"a0"}},
 		{"a skipped node leaves its slot to the next", pools(2, 2, 1, 0, 0), []Candidate{z("a1", "a", false), z("a2", "a", false), z("a3", "a", false)}, "a1", []string{"a2", "a3"}},
 		{"rank before everything", pools(1, 1, 1, 0, 0), []Candidate{z("a1", "a", false), {Name: "cp", Pools: []string{"control-plane"}, Rank: -1}}, "", []string{"cp"}},
-		{"unknown pool does not limit", map[string]Pool{Global: {Limit: 2}}, []Candidate{z("a1", "a", false), z("a2", "a", false)}, "", []string{"a1", "a2"}},
+		{"unknown pool does not limit", map[string]Usage{Global: {Limit: 2}}, []Candidate{z("a1", "a", false), z("a2", "a", false)}, "", []string{"a1", "a2"}},
 	}
 	for _, k := range cases {
 		var skip func(string) bool
@@ -117,7 +117,7 @@ func TestAdmitPoolsNeverExceeds(t *testing.T) {
 	for mask := 0; mask < 1<<6; mask++ {
 		for zones := 0; zones < 1<<6; zones++ {
 			for _, lim := range [][3]int{{1, 1, 1}, {2, 1, 1}, {3, 2, 1}, {4, 1, 2}} {
-				pools := map[string]Pool{Global: {Limit: lim[0]}, "a": {Limit: lim[1]}, "b": {Limit: lim[2]}}
+				pools := map[string]Usage{Global: {Limit: lim[0]}, "a": {Limit: lim[1]}, "b": {Limit: lim[2]}}
 				var cands []Candidate
 				for i := 0; i < 6; i++ {
 					zone := "a"

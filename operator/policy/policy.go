@@ -48,13 +48,13 @@ type Policy struct {
 	// Alerts is the --prometheus-url blocker (nil: off).
 	Alerts           *blocker.Alerts
 	RebootTimeout    time.Duration
-	StallPolicy      stall.Policy
+	StallPolicy      stall.SlotPolicy
 	MaxFailedReboots int
 }
 
 // Admission is what admission reads of the policy.
-func (p *Policy) Admission() *admission.Policy {
-	return &admission.Policy{Schedule: p.Schedule, Canary: p.Canary, UndrainableRetry: p.Drain.UndrainableRetry}
+func (p *Policy) Admission() *admission.Rules {
+	return &admission.Rules{Schedule: p.Schedule, Canary: p.Canary, UndrainableRetry: p.Drain.UndrainableRetry}
 }
 
 // DefaultAlertRequire is the alert --prometheus-url requires unless --alert-require names others or

@@ -38,7 +38,7 @@ type Pool struct {
 	Spec Spec
 	// Policy: Spec compiled (nil when Err); Admission: what admission reads of it (Invalid set when Err).
 	Policy    *Policy
-	Admission *admission.Policy
+	Admission *admission.Rules
 	// Max: the pool's own budget (nil: only the fleet's and the groups').
 	Max *budget.Max
 	// HealthChecks and PodSelectors: the pool's own gates, on top of the flags' (the controller turns
@@ -110,11 +110,11 @@ func CompilePool(def Spec, rp *v1alpha1.RebootPolicy) *Pool {
 	return p
 }
 
-// Refuse marks p not accepted for why: its nodes are held (admission.Policy.Invalid) and nothing
+// Refuse marks p not accepted for why: its nodes are held (admission.Rules.Invalid) and nothing
 // compiled of it is used.
 func (p *Pool) Refuse(why string) {
 	p.Err, p.Policy = why, nil
-	p.Admission = &admission.Policy{Name: p.Name, Generation: p.Generation, UID: p.UID, Invalid: why}
+	p.Admission = &admission.Rules{Name: p.Name, Generation: p.Generation, UID: p.UID, Invalid: why}
 }
 
 func compilePool(def Spec, rp *v1alpha1.RebootPolicy) *Pool {

@@ -12,22 +12,22 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 )
 
-// Policy says what a stalled node does to the budget.
-type Policy string
+// SlotPolicy says what a stalled node does to the budget.
+type SlotPolicy string
 
 const (
 	// Hold keeps counting a stalled node against the budget (safe: a node that did not come back is
 	// unavailable, and the next one should not go down because of it).
-	Hold Policy = "hold"
+	Hold SlotPolicy = "hold"
 	// Release stops counting a node against the budget once it stalled after its reboot was granted,
 	// so the roll-out goes on without it. Before the grant a node is never released: it is cordoned
 	// and partly drained, and it holds its slot until someone looks.
-	Release Policy = "release"
+	Release SlotPolicy = "release"
 )
 
 // ParsePolicy reads --stall-policy.
-func ParsePolicy(s string) (Policy, error) {
-	switch p := Policy(s); p {
+func ParsePolicy(s string) (SlotPolicy, error) {
+	switch p := SlotPolicy(s); p {
 	case Hold, Release:
 		return p, nil
 	}

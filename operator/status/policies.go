@@ -7,9 +7,9 @@ import (
 	"github.com/slipway-dev/slipway/operator/policy"
 )
 
-// Policy is one RebootPolicy (a node pool) as the view shows it: computed here from the object and
+// PoolRow is one RebootPolicy (a node pool) as the view shows it: computed here from the object and
 // the Nodes, as the operator computes it, not read back from what the operator last wrote.
-type Policy struct {
+type PoolRow struct {
 	Name     string `json:"name"`
 	Priority int32  `json:"priority"`
 	Nodes    int    `json:"nodes"`
@@ -41,8 +41,8 @@ func poolsOf(rps []v1alpha1.RebootPolicy, set settings) *policy.PoolSet {
 }
 
 // policyRows are the pools as the view shows them, highest priority first.
-func policyRows(set *policy.PoolSet, rps []v1alpha1.RebootPolicy, nodes []Node, now time.Time) []Policy {
-	out := []Policy{}
+func policyRows(set *policy.PoolSet, rps []v1alpha1.RebootPolicy, nodes []Node, now time.Time) []PoolRow {
+	out := []PoolRow{}
 	count := map[string]int{}
 	for _, n := range nodes {
 		count[n.Policy]++
@@ -52,7 +52,7 @@ func policyRows(set *policy.PoolSet, rps []v1alpha1.RebootPolicy, nodes []Node, 
 		spec[rp.Name] = rp.Spec
 	}
 	for _, p := range set.Pools() {
-		row := Policy{Name: p.Name, Priority: p.Priority, Nodes: count[p.Name], Paused: spec[p.Name].Paused, Reason: spec[p.Name].PausedReason, Error: p.Err}
+		row := PoolRow{Name: p.Name, Priority: p.Priority, Nodes: count[p.Name], Paused: spec[p.Name].Paused, Reason: spec[p.Name].PausedReason, Error: p.Err}
 		var next time.Time
 		row.Window, next = p.Window(now)
 		row.NextOpen = timePtr(next)

@@ -58,7 +58,7 @@ type Fleet struct {
 	// Cycles: the cycle durations the operator measured, which the versions' ETAs are computed from.
 	Cycles Cycles `json:"cycles"`
 	// Policies: the RebootPolicies (node pools), highest priority first ([] when none).
-	Policies []Policy `json:"policies"`
+	Policies []PoolRow `json:"policies"`
 }
 
 // Cycles summarises the durations of the last cycles that finished (fleetswitch.Status.CycleSeconds).
@@ -549,7 +549,7 @@ func versions(nodes []corev1.Node, entries []admission.Node, c admission.Canary,
 	return out
 }
 
-func node(n *corev1.Node, groupLabel string, policy stall.Policy, timeout time.Duration, now time.Time) Node {
+func node(n *corev1.Node, groupLabel string, policy stall.SlotPolicy, timeout time.Duration, now time.Time) Node {
 	// Hooks do not change the state a node is in (only what the operator does next), so the view
 	// needs no hook names.
 	f := protocol.Observe(n, protocol.Hooks{})

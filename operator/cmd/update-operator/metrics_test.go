@@ -173,6 +173,6 @@ func (emptyFleet) Switch() fleetswitch.Switch         { return fleetswitch.Switc
 func (emptyFleet) Remembered() ([]string, int)        { return []string{"4600.0.0"}, 0 } // one halted version: its series is listed
 func (emptyFleet) PolicyOf(*corev1.Node, bool) string { return "" }
 
-func (emptyFleet) Pools() []admission.Pool {
-	return []admission.Pool{{Key: admission.FleetPool, Kind: admission.PoolFleet, Limited: true}}
+func (emptyFleet) Pools() []admission.BudgetPool {
+	return []admission.BudgetPool{{Key: admission.FleetPool, Kind: admission.PoolFleet, Limited: true}}
 }
