@@ -567,10 +567,10 @@ func (c *Controller) forgetNode(name string) {
 // scale-down of drained nodes would pause every pool. Deleted before its grant, the machine never ran
 // the version, and nothing is counted.
 func (c *Controller) replaced(n *corev1.Node) {
-	if !protocol.Classify(protocol.Observe(n, c.cfg.Hooks)).InCycle() {
+	e := admission.Of(n, c.cfg.GroupLabel, c.cfg.StallPolicy)
+	if !e.State.InCycle() {
 		return
 	}
-	e := admission.Of(n, c.cfg.GroupLabel, c.cfg.StallPolicy)
 	now := c.cfg.Now()
 	version := n.Annotations[protocol.RebootVersion]
 	failed := stall.PostGrant(e.State) && version != ""

@@ -321,10 +321,7 @@ func (r Record) BudgetFailures() []string {
 		if !f.Budget || f.At.Before(reset) {
 			continue
 		}
-		id := f.UID
-		if id == "" {
-			id = "name:" + f.Node
-		}
+		id := f.machine()
 		if seen[id] {
 			continue
 		}
@@ -342,7 +339,7 @@ func (r Record) Halted(max int) []string {
 	}
 	count := map[string]int{}
 	for _, f := range r.Failures {
-		if f.Version != "" && !f.At.Before(r.ResumedAt(f.Version)) && !r.late(f) {
+		if r.countsForVersion(f) {
 			count[f.Version]++
 		}
 	}
@@ -431,24 +428,35 @@ func (r Record) neededFailures() []bool {
 	budgetReset := r.ResumedAt("")
 	for i := len(r.Failures) - 1; i >= 0; i-- {
 		f := r.Failures[i]
-		if f.Version != "" && !f.At.Before(r.ResumedAt(f.Version)) && !r.late(f) {
+		if r.countsForVersion(f) {
 			if holdsPlace(f) || perVersion[f.Version] < MaxFailures {
 				needed[i] = true
 			}
 			perVersion[f.Version]++
 		}
 		if f.Budget && !f.At.Before(budgetReset) {
-			id := f.UID
-			if id == "" {
-				id = "name:" + f.Node
-			}
-			if !machines[id] && len(machines) < MaxFailures {
+			if id := f.machine(); !machines[id] && len(machines) < MaxFailures {
 				machines[id] = true
 				needed[i] = true
 			}
 		}
 	}
 	return needed
+}
+
+// countsForVersion reports whether f counts toward its version's halt and canaries now: recorded at
+// or after the version's last resume, and not a stall its machine got over (late).
+func (r Record) countsForVersion(f Failure) bool {
+	return f.Version != "" && !f.At.Before(r.ResumedAt(f.Version)) && !r.late(f)
+}
+
+// machine names the machine f happened on: its Node's UID, else (a failure recorded without one) its
+// name. The failure budget counts machines, not failures.
+func (f Failure) machine() string {
+	if f.UID != "" {
+		return f.UID
+	}
+	return "name:" + f.Node
 }
 
 // holdsPlace reports whether f is a canary that never finished: it stalled after its grant, or its

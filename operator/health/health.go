@@ -192,13 +192,11 @@ func (b *Blocker) check(ctx context.Context, c *Check) string {
 	case err != nil:
 		// The status reason only: a conversion webhook's or an aggregated API's error text may quote
 		// the object. The full error goes to the operator's log.
-		if b.Log.GetSink() != nil {
-			b.Log.V(4).Info("health check: reading the object failed", "check", c.Object(), "error", err.Error())
-		}
+		b.Log.V(4).Info("health check: reading the object failed", "check", c.Object(), "error", err.Error())
 		return fmt.Sprintf("reading it: %s (HTTP %d)", apierrors.ReasonForError(err), statusCode(err))
 	}
 	why, detail := c.judge(ctx, obj.Object)
-	if detail != nil && b.Log.GetSink() != nil {
+	if detail != nil { // a zero Log discards it
 		b.Log.V(4).Info("health check: evaluation error (its full text, which may quote the object)", "check", c.Object(), "expression", c.Expr, "error", detail.Error())
 	}
 	return why
@@ -215,7 +213,7 @@ func (c *Check) judge(ctx context.Context, object map[string]any) (why string, d
 	if err != nil {
 		// Not even a missing key that looks like the expression's own word: the key is whatever the
 		// index evaluated to ({'':true}[object.x.substring(0,1)] names one character of a value).
-		return c.Expr + ": evaluation error (" + EvalErrorKind(err) + ")", err
+		return c.Expr + ": evaluation error (" + evalErrorKind(err) + ")", err
 	}
 	v, ok := out.Value().(bool)
 	if !ok {
@@ -258,9 +256,9 @@ func statusCode(err error) int32 {
 	return 0
 }
 
-// EvalErrorKind names a CEL runtime error by its kind only ("no such key", "conversion error", ...;
+// evalErrorKind names a CEL runtime error by its kind only ("no such key", "conversion error", ...;
 // "other" when none fits): never a value.
-func EvalErrorKind(err error) string {
+func evalErrorKind(err error) string {
 	s := strings.ToLower(err.Error())
 	for _, k := range evalKinds {
 		if strings.Contains(s, k.match) {

@@ -232,18 +232,8 @@ func TestDeliversToGenericWebhook(t *testing.T) {
 // whole request by it), and the next message goes out although the endpoint still hangs.
 func TestHungEndpointNeverBlocksTheCaller(t *testing.T) {
 	t.Run("queue", func(t *testing.T) {
-		hook := newWebhook(t, true)
-		reg := prometheus.NewRegistry()
 		// A timeout that cannot pass during the test: the endpoint hangs until the test releases it.
-		s, err := New([]string{hook.url("/hung", "")}, reg, klog.Background(), QueueSize(4), SendTimeout(time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		run(t, s)
-		s.Notify(Event{Kind: KindCycleStarted, Node: "n0"})
-		if r := hook.next(t); r.Body != "node n0: reboot cycle started" {
-			t.Fatalf("first request %+v", r)
-		}
+		hook, reg, s := hungAtN0(t, time.Hour)
 		// n0 is off the queue and its send hangs: the 10 calls must all return while it does.
 		returned := make(chan struct{})
 		go func() {
@@ -287,17 +277,7 @@ func TestHungEndpointNeverBlocksTheCaller(t *testing.T) {
 	})
 
 	t.Run("timeout", func(t *testing.T) {
-		hook := newWebhook(t, true)
-		reg := prometheus.NewRegistry()
-		s, err := New([]string{hook.url("/hung", "")}, reg, klog.Background(), QueueSize(4), SendTimeout(100*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		run(t, s)
-		s.Notify(Event{Kind: KindCycleStarted, Node: "n0"})
-		if r := hook.next(t); r.Body != "node n0: reboot cycle started" {
-			t.Fatalf("first request %+v", r)
-		}
+		hook, reg, s := hungAtN0(t, 100*time.Millisecond)
 		s.Notify(Event{Kind: KindCycleStarted, Node: "n1"})
 		// n1 goes out only once n0's send ended, the endpoint still hung (never released): n0 timed
 		// out, was counted as failed, and its request was given up.
@@ -482,4 +462,22 @@ func TestTargetsEscapeTheirMarkup(t *testing.T) {
 	if generic.escape != nil {
 		t.Error("the generic target changes the text")
 	}
+}
+
+// hungAtN0 runs a Sender (queue 4, send timeout d) toward a webhook that hangs every request, and
+// sends n0, which the endpoint has received (and not answered) when it returns.
+func hungAtN0(t *testing.T, d time.Duration) (*webhook, *prometheus.Registry, *Sender) {
+	t.Helper()
+	hook := newWebhook(t, true)
+	reg := prometheus.NewRegistry()
+	s, err := New([]string{hook.url("/hung", "")}, reg, klog.Background(), QueueSize(4), SendTimeout(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, s)
+	s.Notify(Event{Kind: KindCycleStarted, Node: "n0"})
+	if r := hook.next(t); r.Body != "node n0: reboot cycle started" {
+		t.Fatalf("first request %+v", r)
+	}
+	return hook, reg, s
 }
