@@ -37,9 +37,9 @@ func (c *Controller) admit(ctx context.Context, n *corev1.Node, state protocol.S
 		n, err = c.markWaiting(ctx, n, blocked, taint, log)
 		return n, false, 0, done, "", err
 	}
-	d := c.admitter.Decide(ctx, n.Name, n, c.fleetSwitch(), c.cfg.Now(), c.lookup)
+	d := c.admitter.Decide(ctx, n.Name, n, c.store.View(), c.cfg.Now(), c.lookup)
 	if d.ActiveBlockers != nil {
-		c.noteBlockers(d.ActiveBlockers)
+		c.store.NoteBlockers(d.ActiveBlockers)
 	}
 	if d.Admitted() {
 		c.cfg.Notify.Unblocked(n.Name)

@@ -7,12 +7,13 @@
 // Files: controller.go wires the informers, the work queue and the workers; sync.go is one node's
 // step (observe → stall → admit → decide → act); effects.go the table of what each action writes,
 // records, notifies and counts; admit.go, stalls.go, drain.go and fleetstate.go the steps' details.
+// The fleet's ConfigMaps (switch, record, history) are package fleetstore's.
 //
 // # Locks
 //
 // In the order they may be taken: admission.Admitter's (one decision at a time) → admission.Index's
-// → the informer store's and nodes.Overlay's (read through Controller.node). fleetState.mu and the
-// drainer's lock are leaves: nothing else is taken while holding them. No lock is held across an API
+// → the informer store's and nodes.Overlay's (read through Controller.node). fleetstore.Store's and the
+// drainer's locks are leaves: nothing else is taken while holding them. No lock is held across an API
 // call; only blockers run under the Admitter's lock, each bounded (admission.Bounded).
 package operator
 
@@ -27,7 +28,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
@@ -49,6 +49,7 @@ import (
 	"github.com/slipway-dev/slipway/operator/blocker"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/fence"
+	"github.com/slipway-dev/slipway/operator/fleetstore"
 	"github.com/slipway-dev/slipway/operator/notify"
 	"github.com/slipway-dev/slipway/operator/policy"
 	"github.com/slipway-dev/slipway/operator/stall"
@@ -125,21 +126,15 @@ type Config struct {
 
 // Controller is the update-operator's reconcile loop (informer → workqueue → one sync per node).
 type Controller struct {
-	cfg       Config
-	factory   informers.SharedInformerFactory
-	informer  cache.SharedIndexInformer
-	lister    corelisters.NodeLister
-	fleetCMs  corelisters.ConfigMapLister // nil when Namespace is ""
-	fleetInf  cache.SharedIndexInformer
-	cmFactory informers.SharedInformerFactory
-	// The fleet record's ConfigMap (fleetrecord), watched by name; nil when Namespace is "".
-	recordFactory informers.SharedInformerFactory
-	recordInf     cache.SharedIndexInformer
-	recordCMs     corelisters.ConfigMapLister
-	recordWrite   sync.Mutex // writeRecord
-	overlay       *nodes.Overlay
-	index         *admission.Index // what admission reads of every node, kept per change
-	admitter      *admission.Admitter
+	cfg      Config
+	factory  informers.SharedInformerFactory
+	informer cache.SharedIndexInformer
+	lister   corelisters.NodeLister
+	// store: the fleet switch, the fleet record and the history (package fleetstore).
+	store    *fleetstore.Store
+	overlay  *nodes.Overlay
+	index    *admission.Index // what admission reads of every node, kept per change
+	admitter *admission.Admitter
 	// pools: the RebootPolicies compiled (nil: none); rpInf: their informer, nil until the resource
 	// could be listed (rebootpolicies.go).
 	pools atomic.Pointer[policy.PoolSet]
@@ -158,7 +153,6 @@ type Controller struct {
 	// nodes are held for PolicyDeleteGrace).
 	policiesMu sync.Mutex
 	tombstones map[string]tombstone
-	fleet      fleetState
 	queue      workqueue.TypedRateLimitingInterface[string]
 	drains     *drainer
 	log        klog.Logger
@@ -190,7 +184,7 @@ type Controller struct {
 
 // Work queue keys besides node names (which cannot contain '/').
 const (
-	// fleetKey: publish the fleet Status and keep the failure budget (fleetstate.go).
+	// fleetKey: write the fleet record, the history and the published Status (fleetstore.Store.Sync).
 	fleetKey = "/fleet"
 	// waitingKey puts every waiting node in the queue once: many changes in a burst collapse into one
 	// pass (the queue holds a key once).
@@ -222,12 +216,6 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if cfg.StallPolicy == "" {
 		cfg.StallPolicy = stall.Hold
-	}
-	if cfg.FleetLazyEvery <= 0 {
-		cfg.FleetLazyEvery = DefaultFleetLazyEvery
-	}
-	if cfg.HistoryEvery <= 0 {
-		cfg.HistoryEvery = DefaultHistoryEvery
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
@@ -321,23 +309,21 @@ func New(cfg Config) (*Controller, error) {
 			return nil, err
 		}
 	}
-	if cfg.Namespace != "" {
-		// Only the one ConfigMap, by name: the switch costs a watch on one object.
-		c.cmFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + fleetswitch.ConfigMapName }))
-		c.fleetInf = c.cmFactory.Core().V1().ConfigMaps().Informer()
-		c.fleetCMs = c.cmFactory.Core().V1().ConfigMaps().Lister()
-		if _, err := c.fleetInf.AddEventHandler(onAnyChange(func() { c.queue.Add(fleetKey); c.enqueueWaiting() })); err != nil {
-			return nil, err
-		}
-		// The fleet record, likewise by name: a person's resume lands there.
-		c.recordFactory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + fleetrecord.ConfigMapName }))
-		c.recordInf = c.recordFactory.Core().V1().ConfigMaps().Informer()
-		c.recordCMs = c.recordFactory.Core().V1().ConfigMaps().Lister()
-		if _, err := c.recordInf.AddEventHandler(onAnyChange(func() { c.queue.Add(fleetKey) })); err != nil {
-			return nil, err
-		}
+	if c.store, err = fleetstore.New(fleetstore.Config{Client: cfg.Client, Namespace: cfg.Namespace, Log: cfg.Log, Now: cfg.Now,
+		LazyEvery: cfg.FleetLazyEvery, HistoryEvery: cfg.HistoryEvery,
+		MaxFailedReboots: cfg.MaxFailedReboots, MaxFailedPerVersion: cfg.Canary.MaxFailed,
+		Status: c.status(), Policies: c.published(),
+		OnSync:    func(d time.Duration) { c.queue.AddAfter(fleetKey, d) },
+		OnMemory:  c.index.Bump,
+		OnRelease: c.enqueueWaiting,
+		OnSelfPause: func(reason string) {
+			if cfg.Metrics != nil {
+				cfg.Metrics.selfPauses.Inc()
+			}
+			cfg.Notify.Notify(notify.Event{Kind: notify.KindFleetPaused, Reason: reason, Time: c.cfg.Now()})
+		},
+	}); err != nil {
+		return nil, err
 	}
 	if cfg.Drain.WaitForVolumeDetach {
 		if cfg.Drain.VolumeDetachTimeout <= 0 {
@@ -436,27 +422,24 @@ func (c *Controller) Run(ctx context.Context) error {
 			}
 		}
 	}
-	if c.cmFactory != nil {
-		c.cmFactory.Start(ctx.Done())
-		defer c.cmFactory.Shutdown()
-		if !cache.WaitForCacheSync(ctx.Done(), c.fleetInf.HasSynced) {
-			return fmt.Errorf("fleet switch informer never synced: check the operator's RBAC (configmaps in %s)", c.cfg.Namespace)
-		}
-		c.recordFactory.Start(ctx.Done())
-		defer c.recordFactory.Shutdown()
-		if !cache.WaitForCacheSync(ctx.Done(), c.recordInf.HasSynced) {
-			return fmt.Errorf("fleet record informer never synced: check the operator's RBAC (configmaps in %s)", c.cfg.Namespace)
-		}
+	defer c.store.Shutdown()
+	if err := c.store.Start(ctx); err != nil {
+		return err
 	}
 	if c.cfg.StartPaused {
-		if err := c.startPaused(ctx); err != nil {
+		if err := c.store.StartPaused(ctx, StartPausedReason, "slipway-update-operator"); err != nil {
 			return err
 		}
 	}
 	if err := c.startPolicies(ctx); err != nil { // before the first admission: every pool known
 		return err
 	}
-	c.loadRecord() // before the first admission: the fleet's memory, stored and on the Nodes
+	// Before the first admission: the fleet's memory, stored and on the Nodes.
+	var marks []fleetrecord.Failure
+	for _, n := range c.allNodes() {
+		marks = append(marks, nodeFailures(n, admission.Of(n, c.cfg.GroupLabel, c.cfg.StallPolicy))...)
+	}
+	c.store.Load(marks)
 	c.synced.Store(true)
 	c.lastProgress.Store(c.cfg.Now().UnixNano())
 	c.queue.Add(fleetKey)
@@ -481,18 +464,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		}(i)
 	}
 	workers.Wait()
-	if c.cfg.Namespace != "" {
-		// What waits of the history is written as the controller stops (an upgrade, a lost lease):
-		// conditional like every write, so it merges with a new leader's.
-		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := c.writeHistory(flush, true); err != nil {
-			c.log.Error(err, "history not written at stop")
-		}
-		if _, err := c.writeRecord(flush, true); err != nil { // proofs that waited (DefaultFleetLazyEvery)
-			c.log.Error(err, "fleet record not written at stop")
-		}
-	}
+	flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.store.Flush(flush) // the history and the proofs that wait
 	return nil
 }
 
@@ -507,7 +481,7 @@ func (c *Controller) processNext(ctx context.Context, slot int) bool {
 	var err error
 	switch name {
 	case fleetKey:
-		err = c.syncFleet(ctx)
+		err = c.store.Sync(ctx)
 	case policiesKey:
 		err = c.syncPolicies(ctx)
 	case policySpecsKey:
@@ -577,9 +551,7 @@ func (c *Controller) replaced(n *corev1.Node) {
 	if failed {
 		// The object a delete (or a UID change seen in a relist) hands over may predate this leader's
 		// own finish: a machine whose cycle for the version is proven did not fail it.
-		c.fleet.mu.Lock()
-		failed = !c.fleet.rec.Proved(n.Name, string(n.UID), version)
-		c.fleet.mu.Unlock()
+		failed = !c.store.Proved(n.Name, string(n.UID), version)
 	}
 	c.log.Info("node deleted in its cycle: cycle ended as replaced", "node", n.Name, "uid", n.UID, "state", e.State, "failureOfVersion", failed, "version", version)
 	c.ended(n, history.Replaced, "the Node was deleted in its cycle", now)
@@ -593,7 +565,7 @@ func (c *Controller) replaced(n *corev1.Node) {
 		} else {
 			f := fleetrecord.Failure{Node: n.Name, UID: string(n.UID), Reason: fleetrecord.ReasonReplaced, Version: version, At: now,
 				Why: "deleted after its grant for " + version + " (" + string(e.State) + "), before its cycle finished"}
-			c.learn(func(r *fleetrecord.Record) bool { return r.AddFailure(f) })
+			c.store.Learn(func(r *fleetrecord.Record) bool { return r.AddFailure(f) })
 		}
 		if c.cfg.Metrics != nil {
 			c.cfg.Metrics.failed.WithLabelValues(fleetrecord.ReasonReplaced).Inc()
@@ -743,23 +715,15 @@ func (c *Controller) enqueueWaiting() {
 	c.queue.Add(waitingKey)
 }
 
-// fleetConfigMap is the fleet switch's ConfigMap, nil when there is none (or the switch is off).
-func (c *Controller) fleetConfigMap() *corev1.ConfigMap {
-	if c.fleetCMs == nil {
-		return nil
-	}
-	cm, err := c.fleetCMs.ConfigMaps(c.cfg.Namespace).Get(fleetswitch.ConfigMapName)
-	if err != nil {
-		return nil
-	}
-	return cm
-}
-
 // Nodes are the Nodes as the controller sees them (FleetView).
 func (c *Controller) Nodes() []*corev1.Node { return c.allNodes() }
 
 // Switch is the pause switch as published (FleetView).
-func (c *Controller) Switch() fleetswitch.Switch { return fleetswitch.Read(c.fleetConfigMap()) }
+func (c *Controller) Switch() fleetswitch.Switch { return c.store.Switch() }
 
 // Pools are the budgets as admission counts them now (FleetView).
 func (c *Controller) Pools() []admission.BudgetPool { return c.admitter.Pools() }
+
+// Remembered is what the fleet record holds now (FleetView): the halted versions and the number of
+// nodes whose failures count against --max-failed-reboots.
+func (c *Controller) Remembered() (halted []string, failed int) { return c.store.Remembered() }

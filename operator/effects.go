@@ -267,7 +267,7 @@ func (c *Controller) record(ctx context.Context, e effect, s step) {
 	}
 	if e.Do == protocol.Finish {
 		if d, ok := s.since(protocol.CycleStarted); ok {
-			c.noteCycle(d) // published for the status view's ETAs
+			c.store.NoteCycle(d) // published for the status view's ETAs
 		}
 	}
 	if e.Notify != "" && (!e.OnAdmission || s.admission()) {

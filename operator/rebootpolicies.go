@@ -25,6 +25,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/blocker"
+	"github.com/slipway-dev/slipway/operator/fleetstore"
 	"github.com/slipway-dev/slipway/operator/health"
 	"github.com/slipway-dev/slipway/operator/policy"
 )
@@ -420,7 +421,7 @@ func (c *Controller) syncPolicies(ctx context.Context) error {
 		}
 	}
 	fleetStats := admission.VersionsOf(all) // canary places and proof are the fleet's
-	sw := c.fleetSwitch()
+	sw := c.store.View()
 	// A window opens or an exclusion ends without any node changing: look again then (at most every 5
 	// minutes), so window and nextOpen do not go stale on an idle fleet.
 	again := 5 * time.Minute
@@ -461,7 +462,7 @@ func (c *Controller) syncPolicies(ctx context.Context) error {
 
 // policyStatus is pool p's status: counts from the index entries of its nodes, the window now, where
 // each OS version's canaries stand, and the conditions (their transition times kept from old).
-func policyStatus(p *policy.Pool, old v1alpha1.RebootPolicyStatus, mine []admission.Node, fleetStats map[string]*admission.VersionStats, tied []string, sw fleetView, now time.Time) v1alpha1.RebootPolicyStatus {
+func policyStatus(p *policy.Pool, old v1alpha1.RebootPolicyStatus, mine []admission.Node, fleetStats map[string]*admission.VersionStats, tied []string, sw fleetstore.View, now time.Time) v1alpha1.RebootPolicyStatus {
 	st := v1alpha1.RebootPolicyStatus{ObservedGeneration: p.Generation, Conditions: append([]metav1.Condition(nil), old.Conditions...)}
 	newest := ""
 	for _, e := range mine {

@@ -290,7 +290,7 @@ func TestSyncGates(t *testing.T) {
 			f := newFixture(t, c.tweak, append([]*corev1.Node{n}, c.others...)...)
 			if c.switch_ != nil {
 				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName, Namespace: "slipway-system"}, Data: c.switch_}
-				if err := f.c.fleetInf.GetIndexer().Add(cm); err != nil {
+				if err := f.c.store.Seed(cm); err != nil {
 					t.Fatal(err)
 				}
 			}

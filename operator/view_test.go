@@ -76,9 +76,7 @@ func testViewAndOperatorAgree(t *testing.T, form string, sp stall.SlotPolicy, zo
 		c.MaxUnavailable, _ = budget.ParseMax("50%")
 		c.MaxUnavailablePerGroup = perGroup
 	}, nodes...)
-	f.c.fleet.mu.Lock()
 	st := f.c.status()
-	f.c.fleet.mu.Unlock()
 	data := map[string]string{}
 	if form == "published policy" {
 		data[fleetswitch.KeyPolicies] = f.c.published()
@@ -141,13 +139,13 @@ func TestFleetStatusForTheView(t *testing.T) {
 	if err := f.client.Tracker().Add(prev); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.c.fleetInf.GetIndexer().Add(prev); err != nil {
+	if err := f.c.store.Seed(prev); err != nil {
 		t.Fatal(err)
 	}
 	f.sync("n") // finishes: 20 minutes since cycle-started
 	published := func() fleetswitch.Status {
 		t.Helper()
-		if err := f.c.syncFleet(context.Background()); err != nil {
+		if err := f.c.store.Sync(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		cm, err := f.client.CoreV1().ConfigMaps(ns).Get(context.Background(), fleetswitch.ConfigMapName, metav1.GetOptions{})
@@ -165,7 +163,7 @@ func TestFleetStatusForTheView(t *testing.T) {
 		t.Errorf("published cycles %v, reboot timeout %q, settle time %q; want [600 900 1200], 30m0s, 5m0s", st.CycleSeconds, st.RebootTimeout, st.SettleTime)
 	}
 	for i := range fleetswitch.MaxCycleSamples {
-		f.c.noteCycle(time.Duration(i+1) * time.Minute)
+		f.c.store.NoteCycle(time.Duration(i+1) * time.Minute)
 	}
 	if st := published(); len(st.CycleSeconds) != fleetswitch.MaxCycleSamples || st.CycleSeconds[0] != 60 || st.CycleSeconds[fleetswitch.MaxCycleSamples-1] != 1200 {
 		t.Errorf("after %d more: %v, want the newest %d", fleetswitch.MaxCycleSamples, st.CycleSeconds, fleetswitch.MaxCycleSamples)

@@ -1,4 +1,4 @@
-package operator
+package fleetstore
 
 import (
 	"context"
@@ -20,16 +20,16 @@ const storeRetries = 3
 // leader or a person wrote is merged, never overwritten. cm is what the caller holds; unknown says
 // it must be read first. It returns the ConfigMap as stored now, as far as it knows: what it wrote, or
 // what decide last saw when it wrote nothing.
-func (c *Controller) storeConfigMap(ctx context.Context, name, key string, cm *corev1.ConfigMap, unknown bool,
+func (s *Store) storeConfigMap(ctx context.Context, name, key string, cm *corev1.ConfigMap, unknown bool,
 	decide func(stored *corev1.ConfigMap) (value string, write bool, err error)) (*corev1.ConfigMap, error) {
-	cms := c.cfg.Client.CoreV1().ConfigMaps(c.cfg.Namespace)
+	cms := s.cfg.Client.CoreV1().ConfigMaps(s.cfg.Namespace)
 	read := func() (*corev1.ConfigMap, error) {
 		got, err := cms.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", c.cfg.Namespace, name, err)
+			return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", s.cfg.Namespace, name, err)
 		}
 		return got, nil
 	}
@@ -49,7 +49,7 @@ func (c *Controller) storeConfigMap(ctx context.Context, name, key string, cm *c
 		}
 		var out *corev1.ConfigMap
 		if cm == nil {
-			out, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.cfg.Namespace,
+			out, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.cfg.Namespace,
 				Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}}, Data: map[string]string{key: value}}, metav1.CreateOptions{})
 		} else {
 			next := cm.DeepCopy()
@@ -63,7 +63,7 @@ func (c *Controller) storeConfigMap(ctx context.Context, name, key string, cm *c
 			return out, nil
 		}
 		if !(apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)) || attempt == storeRetries {
-			return nil, fmt.Errorf("writing ConfigMap %s/%s: %w", c.cfg.Namespace, name, err)
+			return nil, fmt.Errorf("writing ConfigMap %s/%s: %w", s.cfg.Namespace, name, err)
 		}
 		if cm, err = read(); err != nil {
 			return nil, err

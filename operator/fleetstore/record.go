@@ -1,0 +1,125 @@
+package fleetstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/slipway-dev/slipway/internal/fleetrecord"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
+)
+
+// Load reads the stored fleet record and merges in the failures the Nodes' marks record: what a
+// leader starts from, before its first admission. A new leader rebuilds the same memory its
+// predecessor had (the stored record plus the marks it had not written yet). With no stored record
+// yet (the first leader of this version) the resumes the fleet switch recorded before the record
+// existed are taken over.
+func (s *Store) Load(marks []fleetrecord.Failure) {
+	stored, broken := decodeRecord(s.recordConfigMap())
+	if s.recordConfigMap() == nil {
+		sw := s.Switch()
+		const by = "ConfigMap " + fleetswitch.ConfigMapName + " (before the fleet record)"
+		if !sw.FailuresResetAt.IsZero() {
+			stored.AddResume(fleetrecord.Resume{By: by, At: sw.FailuresResetAt})
+		}
+		for v, at := range sw.VersionsResumed {
+			stored.AddResume(fleetrecord.Resume{Version: v, By: by, At: at})
+		}
+	}
+	for _, f := range marks {
+		stored.AddFailure(f)
+	}
+	s.mu.Lock()
+	s.rec.Merge(stored)
+	s.recBroken = broken
+	s.mu.Unlock()
+}
+
+// recordConfigMap is the fleet record's ConfigMap (nil: none yet, or no namespace): the informer's, or
+// this leader's own last write when that is newer (the informer trails it; a write on the older one
+// would only conflict).
+func (s *Store) recordConfigMap() *corev1.ConfigMap {
+	if s.records == nil {
+		return nil
+	}
+	cm, err := s.records.ConfigMaps(s.cfg.Namespace).Get(fleetrecord.ConfigMapName)
+	if err != nil {
+		cm = nil
+	}
+	s.mu.Lock()
+	own := s.recWritten
+	s.mu.Unlock()
+	if own != nil && (cm == nil || newerRV(own.ResourceVersion, cm.ResourceVersion)) {
+		return own
+	}
+	return cm
+}
+
+// newerRV reports whether resourceVersion a is newer than b (both etcd revisions; an unreadable one is
+// not newer).
+func newerRV(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	return errA == nil && errB == nil && x > y
+}
+
+// decodeRecord reads the record in cm (nil: none yet, the empty record), and why it cannot ("" it can).
+func decodeRecord(cm *corev1.ConfigMap) (fleetrecord.Record, string) {
+	if cm == nil {
+		return fleetrecord.Record{}, ""
+	}
+	r, err := fleetrecord.Decode(cm.Data[fleetrecord.Key])
+	if err != nil {
+		return fleetrecord.Record{}, fmt.Sprintf("ConfigMap %s/%s: %v; mend or restore it (never delete it: it holds the fleet's halts and failures)", cm.Namespace, cm.Name, err)
+	}
+	return r, ""
+}
+
+// WriteRecord stores the fleet's memory when the stored record lacks any of it: merged onto the
+// record as stored (a person's resume written meanwhile is kept), conditional on the resourceVersion
+// it was read at, so no write of another leader or a person is ever lost. The informer's copy may
+// trail this leader's own last write: a conflict reads the live object and merges again (so do two
+// writes of this leader at once: the fleet sync's and a finishing node's). Unless now, what lacks
+// only proofs is left to a later sync: it returns lazy true then.
+func (s *Store) WriteRecord(ctx context.Context, now bool) (lazy bool, err error) {
+	if s.cfg.Namespace == "" {
+		return false, nil
+	}
+	stored, err := s.storeConfigMap(ctx, fleetrecord.ConfigMapName, fleetrecord.Key, s.recordConfigMap(), false, func(cm *corev1.ConfigMap) (string, bool, error) {
+		rec, broken := decodeRecord(cm)
+		s.mu.Lock()
+		wasBroken := s.recBroken != ""
+		s.recBroken = broken
+		learned := s.rec.Merge(rec) // a person's resume, another leader's entries
+		s.rec.Bound()
+		want := s.rec.Encode()
+		onlyProofs := s.rec.SameButProofs(rec)
+		s.mu.Unlock()
+		if learned || wasBroken != (broken != "") {
+			s.cfg.OnRelease() // a resume may release waiting nodes; a broken record holds them
+		}
+		switch {
+		case broken != "":
+			return "", false, errors.New("not writing the fleet record over one it cannot read: " + broken)
+		case cm != nil && cm.Data[fleetrecord.Key] == want:
+			return "", false, nil
+		case cm != nil && !now && onlyProofs:
+			lazy = true
+			return "", false, nil
+		}
+		lazy = false
+		return want, true, nil
+	})
+	s.mu.Lock()
+	switch {
+	case err != nil:
+		s.recWritten = nil // the informer's copy is the best known then
+	case stored != nil && (s.recWritten == nil || !newerRV(s.recWritten.ResourceVersion, stored.ResourceVersion)):
+		s.recWritten = stored // a write of this leader that finished first may be newer: it stays
+	}
+	s.mu.Unlock()
+	return lazy, err
+}
