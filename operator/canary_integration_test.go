@@ -14,7 +14,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/testsupport/simnode"
 	"github.com/slipway-dev/slipway/internal/updateengine"
 	"github.com/slipway-dev/slipway/operator"
-	"github.com/slipway-dev/slipway/operator/admission"
+	"github.com/slipway-dev/slipway/operator/policy"
 )
 
 func stageVersion(t *testing.T, sn *simnode.Node, v string) {
@@ -43,10 +43,9 @@ func TestCanaries(t *testing.T) {
 	const bake = 3 * time.Second
 	const ns = "slipway-canary"
 	_, _ = client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	startOperator(t, opOptions{max: "3", tweak: func(c *operator.Config) {
-		c.Namespace = ns
-		c.Canary = admission.Canary{Nodes: 1, Bake: bake}
-	}})
+	startOperator(t, opOptions{max: "3",
+		spec:  func(s *policy.Spec) { s.Canary.Nodes, s.Canary.Bake = 1, metav1.Duration{Duration: bake} },
+		tweak: func(c *operator.Config) { c.Namespace = ns }})
 	// The referee: nodes in their cycle for 4600.0.0 at any instant, from a watch.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -154,10 +153,9 @@ func TestVersionHalt(t *testing.T) {
 	for _, sn := range sns {
 		sn.RollBackNextUpdate()
 	}
-	startOperator(t, opOptions{max: "1", tweak: func(c *operator.Config) {
-		c.Namespace = ns
-		c.Canary = admission.Canary{MaxFailed: 1}
-	}})
+	startOperator(t, opOptions{max: "1",
+		spec:  func(s *policy.Spec) { s.Canary.MaxFailedPerVersion = 1 },
+		tweak: func(c *operator.Config) { c.Namespace = ns }})
 	for _, sn := range sns[:2] {
 		stageVersion(t, sn, "4600.0.0")
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/operator/admission"
-	"github.com/slipway-dev/slipway/operator/window"
+	"github.com/slipway-dev/slipway/operator/policy"
 )
 
 func kubectl(t *testing.T, args ...string) {
@@ -304,11 +304,10 @@ func TestRebootWindow(t *testing.T) {
 	nodes := simNodes(t, "window", 1)
 	sn := nodes[0]
 	closed := time.Date(2026, 11, 19, 9, 0, 0, 0, time.UTC) // a Thursday, 09:00
-	w, err := window.Parse("Thu 14:00", "1h", time.UTC)
-	if err != nil {
-		t.Fatal(err)
+	thu := func(s *policy.Spec) {
+		s.FLUOWindow = policy.FLUOWindow{Start: "Thu 14:00", Length: "1h", TimeZone: "UTC"}
 	}
-	stop := startOperator(t, opOptions{now: func() time.Time { return closed }, window: func(c *operatorConfig) { c.Schedule = window.NewSchedule(w, nil, nil) }})
+	stop := startOperator(t, opOptions{now: func() time.Time { return closed }, spec: thu})
 	if err := sn.SendNeedReboot(); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +318,7 @@ func TestRebootWindow(t *testing.T) {
 	}
 	stop()
 	open := time.Date(2026, 11, 19, 14, 30, 0, 0, time.UTC)
-	startOperator(t, opOptions{now: func() time.Time { return open }, window: func(c *operatorConfig) { c.Schedule = window.NewSchedule(w, nil, nil) }})
+	startOperator(t, opOptions{now: func() time.Time { return open }, spec: thu})
 	waitNode(t, sn.Name, 30*time.Second, "cycle finished inside the window", finished)
 }
 

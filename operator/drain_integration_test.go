@@ -21,6 +21,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/operator"
+	"github.com/slipway-dev/slipway/operator/policy"
 )
 
 // A pod no controller manages is not evicted without --force-drain (it would be gone for good), so
@@ -142,7 +143,7 @@ func TestDrainOfNotReadyNodeSkipsPodsStuckTerminating(t *testing.T) {
 		_, _ = client.CoreV1().Pods("sick").Patch(ctx, "stuck", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	})
 	start := time.Now()
-	startOperator(t, opOptions{forceDrain: true, drainTO: time.Minute, tweak: func(c *operator.Config) { c.Drain.SkipWaitForDelete = time.Second }})
+	startOperator(t, opOptions{forceDrain: true, drainTO: time.Minute, spec: func(s *policy.Spec) { s.Drain.SkipWaitForDelete = metav1.Duration{Duration: time.Second} }})
 	annotate(t, "sick-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
 	waitNode(t, "sick-0", 45*time.Second, "reboot-ok after a drain that skipped the stuck pod", func(n *corev1.Node) bool {
 		return n.Annotations[protocol.RebootOK] == protocol.True
@@ -176,7 +177,7 @@ func TestSkipWaitForDeleteOnReadyNode(t *testing.T) {
 		_, _ = client.CoreV1().Pods("stuckready").Patch(ctx, "stuck", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	})
 	// First without kured's bound: the attempt times out (2 s) on the Terminating pod, no grant.
-	stop := startOperator(t, opOptions{forceDrain: true, drainTO: 2 * time.Second, tweak: func(c *operator.Config) { c.Drain.SkipWaitForDelete = time.Second }})
+	stop := startOperator(t, opOptions{forceDrain: true, drainTO: 2 * time.Second, spec: func(s *policy.Spec) { s.Drain.SkipWaitForDelete = metav1.Duration{Duration: time.Second} }})
 	annotate(t, "stuckready-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
 	n := waitNode(t, "stuckready-0", 30*time.Second, "a drain error (the Ready node waits for its Terminating pod)", func(n *corev1.Node) bool {
 		return n.Annotations[protocol.DrainError] != ""
@@ -186,7 +187,7 @@ func TestSkipWaitForDeleteOnReadyNode(t *testing.T) {
 	}
 	stop()
 	start := time.Now()
-	startOperator(t, opOptions{forceDrain: true, drainTO: time.Minute, tweak: func(c *operator.Config) { c.Drain.SkipWaitForDeleteAll = time.Second }})
+	startOperator(t, opOptions{forceDrain: true, drainTO: time.Minute, spec: func(s *policy.Spec) { s.Drain.SkipWaitForDeleteAll = metav1.Duration{Duration: time.Second} }})
 	waitNode(t, "stuckready-0", 45*time.Second, "reboot-ok after a drain that skipped the stuck pod", func(n *corev1.Node) bool {
 		return n.Annotations[protocol.RebootOK] == protocol.True
 	})
@@ -205,7 +206,7 @@ func TestDrainPodSelector(t *testing.T) {
 	}
 	workload(t, "select", "web", "select-0", 2)
 	workload(t, "select", "db", "select-0", 1)
-	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Drain.PodSelector = "app=web" }})
+	startOperator(t, opOptions{spec: func(s *policy.Spec) { s.Drain.PodSelector = "app=web" }})
 	annotate(t, "select-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
 	waitNode(t, "select-0", 30*time.Second, "reboot-ok", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })
 	for app, want := range map[string]int{"web": 0, "db": 1} {
@@ -237,8 +238,8 @@ func TestDrainFailurePolicySkip(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	startOperator(t, opOptions{policy: operator.DrainSkip, metrics: operator.NewMetrics(reg), tweak: func(c *operator.Config) {
-		c.Drain.UndrainableRetry = 3 * time.Second
+	startOperator(t, opOptions{policy: operator.DrainSkip, metrics: operator.NewMetrics(reg), spec: func(s *policy.Spec) {
+		s.Drain.UndrainableRetry = metav1.Duration{Duration: 3 * time.Second}
 	}})
 	annotate(t, "skip-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
 	waitNode(t, "skip-0", 20*time.Second, "admitted (or already skipped)", func(n *corev1.Node) bool {

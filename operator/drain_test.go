@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
+
+	"github.com/slipway-dev/slipway/operator/policy"
 )
 
 // The settle-pdbs snapshot is read once per cycle, from the pods the cycle's first attempt lists
@@ -21,7 +23,10 @@ func TestDrainReadsPDBsOncePerCycle(t *testing.T) {
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	client := fake.NewSimpleClientset(pod) // its discovery offers no Eviction API: every attempt fails after its list
 	done := make(chan string, 10)
-	d := newDrainer(client, DrainConfig{Timeout: 5 * time.Second}, klog.Background(), func(n string) { done <- n })
+	spec := fixtureSpec()
+	spec.Drain.Timeout = metav1.Duration{Duration: 5 * time.Second}
+	dc := policy.MustCompile(spec).Drain
+	d := newDrainer(client, dc, klog.Background(), func(n string) { done <- n })
 	var asked []int
 	d.pdbs = func(node string, pods []corev1.Pod) string {
 		asked = append(asked, len(pods))
@@ -29,7 +34,7 @@ func TestDrainReadsPDBsOncePerCycle(t *testing.T) {
 	}
 	attempt := func(cycle string, settle bool) drainResult {
 		t.Helper()
-		if !d.start(context.Background(), "n1", cycle, false, DrainConfig{Timeout: 5 * time.Second}, settle) {
+		if !d.start(context.Background(), "n1", cycle, false, dc, settle) {
 			t.Fatal("attempt not started")
 		}
 		select {

@@ -13,7 +13,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/history"
 	"github.com/slipway-dev/slipway/operator"
-	"github.com/slipway-dev/slipway/operator/admission"
+	"github.com/slipway-dev/slipway/operator/policy"
 )
 
 // News only the status view reads waits: with no policy running canaries, a finished cycle's proof
@@ -51,11 +51,10 @@ func TestLazyFleetNews(t *testing.T) {
 			}
 			clock := newOpClock()
 			sns := simNodes(t, "lazy", nodes)
-			startOperator(t, opOptions{now: clock.Now, tweak: func(c *operator.Config) {
+			startOperator(t, opOptions{now: clock.Now, spec: func(s *policy.Spec) { s.Canary.Nodes = tc.canary }, tweak: func(c *operator.Config) {
 				c.Namespace = ns
 				c.FleetLazyEvery = lazy
 				c.HistoryEvery = historyEvery
-				c.Canary = admission.Canary{Nodes: tc.canary}
 			}})
 			proofs := func() int {
 				cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{})

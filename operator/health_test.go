@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
-	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/policy"
 )
 
@@ -61,11 +60,7 @@ func TestReady(t *testing.T) {
 		<-block
 		return true, nil, context.Canceled
 	})
-	max, err := budget.ParseMax("1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := New(Config{Client: client, Policy: policy.Policy{MaxUnavailable: max}, StuckAfter: 300 * time.Millisecond})
+	c, err := New(Config{Client: client, Policy: *policy.MustCompile(fixtureSpec()), StuckAfter: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

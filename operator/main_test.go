@@ -27,7 +27,6 @@ import (
 	"github.com/slipway-dev/slipway/internal/testsupport/simnode"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/operator"
-	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/fence"
 	"github.com/slipway-dev/slipway/operator/policy"
 	"github.com/slipway-dev/slipway/operator/stall"
@@ -102,7 +101,6 @@ type opOptions struct {
 	max        string
 	before     []string
 	after      []string
-	window     func(*operator.Config)
 	drainTO    time.Duration
 	now        func() time.Time
 	retryBase  time.Duration
@@ -113,7 +111,9 @@ type opOptions struct {
 	stallPolicy   stall.SlotPolicy
 	fence         func(context.Context) (fence.Term, error)
 	metrics       *operator.Metrics
-	// tweak changes the Config last (policies).
+	// spec changes the policy's Spec (what opSpec built of the options) before it is compiled.
+	spec func(*policy.Spec)
+	// tweak changes the Config last: what is no policy (Namespace, Blockers, Dynamic, ...).
 	tweak func(*operator.Config)
 	// started receives the controller before it runs (readiness).
 	started func(*operator.Controller)
@@ -121,35 +121,53 @@ type opOptions struct {
 	tap *testenv.LogTap
 }
 
+// testSpec is the policy the in-process operators of these tests start from: the flags' defaults
+// without --settle-pdbs and --wait-for-volume-detach (their gate informers and waits are for the
+// tests that turn them on), with no --reboot-timeout (stall tests set one), draining with each pod's
+// own grace period and retrying a failed drain within seconds.
+func testSpec() policy.Spec {
+	s := policy.Defaults()
+	s.Settle.PDBs, s.Drain.WaitForVolumeDetach = false, false
+	s.RebootTimeout = metav1.Duration{}
+	s.Drain.Timeout, s.Drain.GracePeriod = metav1.Duration{Duration: 30 * time.Second}, metav1.Duration{Duration: -1}
+	s.Drain.RetryBase, s.Drain.RetryMax = metav1.Duration{Duration: 500 * time.Millisecond}, metav1.Duration{Duration: 2 * time.Second}
+	return s
+}
+
+// opSpec is testSpec with what o sets, and o.spec's changes.
+func opSpec(o opOptions) policy.Spec {
+	s := testSpec()
+	if o.max != "" {
+		s.MaxUnavailable = o.max
+	}
+	s.Hooks = policy.Hooks{Before: o.before, After: o.after}
+	if o.drainTO != 0 {
+		s.Drain.Timeout = metav1.Duration{Duration: o.drainTO}
+	}
+	if o.retryBase != 0 {
+		s.Drain.RetryBase = metav1.Duration{Duration: o.retryBase}
+	}
+	s.Drain.Force = o.forceDrain
+	if o.policy != "" {
+		s.Drain.FailurePolicy = string(o.policy)
+	}
+	s.RebootTimeout = metav1.Duration{Duration: o.rebootTimeout}
+	if o.stallPolicy != "" {
+		s.StallPolicy = string(o.stallPolicy)
+	}
+	if o.spec != nil {
+		o.spec(&s)
+	}
+	return s
+}
+
 // startOperator runs the controller in-process (no leader election) until the test ends.
 func startOperator(t *testing.T, o opOptions) context.CancelFunc {
 	t.Helper()
-	if o.max == "" {
-		o.max = "1"
-	}
-	max, err := budget.ParseMax(o.max)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.drainTO == 0 {
-		o.drainTO = 30 * time.Second
-	}
-	if o.retryBase == 0 {
-		o.retryBase = 500 * time.Millisecond
-	}
-	if o.policy == "" {
-		o.policy = operator.DrainRetry
-	}
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	cfg := operator.Config{
-		Policy: policy.Policy{
-			Hooks:          protocol.Hooks{Before: o.before, After: o.after},
-			MaxUnavailable: max,
-			Drain:          operator.DrainConfig{Timeout: o.drainTO, GracePeriod: -1, Force: o.forceDrain, Policy: o.policy, RetryBase: o.retryBase, RetryMax: 2 * time.Second},
-			RebootTimeout:  o.rebootTimeout,
-			StallPolicy:    o.stallPolicy,
-		},
+		Policy:   *policy.MustCompile(opSpec(o)),
 		Client:   client,
 		Recorder: tapRecorder{broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "slipway-update-operator"})},
 		Log:      klog.Background().WithName(t.Name()),
@@ -162,9 +180,6 @@ func startOperator(t *testing.T, o opOptions) context.CancelFunc {
 	}
 	if o.tap != nil {
 		cfg.Log = o.tap.Logger(cfg.Log)
-	}
-	if o.window != nil {
-		o.window(&cfg)
 	}
 	if o.tweak != nil {
 		o.tweak(&cfg)
@@ -401,8 +416,6 @@ func events(t *testing.T, node, reason string) int {
 
 func ptr[T any](v T) *T { return &v }
 
-type operatorConfig = operator.Config
-
 // benchNodes and benchOperator are simNodes and startOperator for benchmarks. Without -v the
 // benchmark's agents and operator log nowhere: `make bench` prints results, not a line per agent.
 func benchNodes(b *testing.B, prefix string, n int) []*simnode.Node {
@@ -434,14 +447,11 @@ func benchNodes(b *testing.B, prefix string, n int) []*simnode.Node {
 
 func benchOperator(b *testing.B, max string) func() {
 	quietBench(b)
-	m, err := budget.ParseMax(max)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := operator.New(operator.Config{
-		Client: client, Log: klog.Background(),
-		Policy: policy.Policy{MaxUnavailable: m, Drain: operator.DrainConfig{Timeout: 30 * time.Second, GracePeriod: -1, Policy: operator.DrainRetry}},
-	})
+	spec := testSpec()
+	spec.MaxUnavailable = max
+	// The benchmarks' drains retry at the flags' pace (what they ran with), not at testSpec's.
+	spec.Drain.RetryBase, spec.Drain.RetryMax = policy.Defaults().Drain.RetryBase, policy.Defaults().Drain.RetryMax
+	c, err := operator.New(operator.Config{Client: client, Log: klog.Background(), Policy: *policy.MustCompile(spec)})
 	if err != nil {
 		b.Fatal(err)
 	}

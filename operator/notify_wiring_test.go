@@ -38,7 +38,7 @@ func TestBlockedNotificationsSurviveNodeDeletion(t *testing.T) {
 	go sender.Run(ctx)
 	need := map[string]string{"F/reboot-needed": "true"}
 	held := admission.Func{N: "alerts", Fleet: true, F: func(context.Context, *corev1.Node) (bool, string) { return true, "Maintenance firing" }}
-	f := newFixture(t, func(c *Config) { c.Notify = sender; c.Blockers = []admission.Blocker{held} },
+	f := newFixture(t, nil, func(c *Config) { c.Notify = sender; c.Blockers = []admission.Blocker{held} },
 		node("a", need, nil), node("b", nil, nil))
 	f.sync("a")
 	select {

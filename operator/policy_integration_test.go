@@ -33,8 +33,8 @@ import (
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/blocker"
-	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/notify"
+	"github.com/slipway-dev/slipway/operator/policy"
 	"github.com/slipway-dev/slipway/operator/stall"
 )
 
@@ -114,14 +114,6 @@ func label(t *testing.T, node string, kv map[string]string) {
 	}
 }
 
-func perGroup(t *testing.T, s string) *budget.Max {
-	m, err := budget.ParseMax(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &m
-}
-
 // Issue 11, budgets per group: two zones with a budget of 1 each (global 2) reboot one node per zone
 // at a time, both zones at once; a NotReady node in zone a holds zone a only.
 func TestGroupBudgets(t *testing.T) {
@@ -141,9 +133,9 @@ func TestGroupBudgets(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := watchGroups(t, func(n *corev1.Node) string { return n.Labels[zoneLabel] })
-	startOperator(t, opOptions{max: "3", tweak: func(c *operator.Config) {
-		c.GroupLabel = zoneLabel
-		c.MaxUnavailablePerGroup = perGroup(t, "1")
+	startOperator(t, opOptions{max: "3", spec: func(s *policy.Spec) {
+		s.GroupLabel = zoneLabel
+		s.MaxUnavailablePerGroup = "1"
 	}})
 	for _, sn := range nodes {
 		if err := sn.SendNeedReboot(); err != nil {
@@ -204,7 +196,7 @@ func TestControlPlaneBudgetAndOrder(t *testing.T) {
 		}
 		return "worker"
 	})
-	startOperator(t, opOptions{max: "4", tweak: func(c *operator.Config) { c.ControlPlaneOrder = admission.OrderWorkersFirst }})
+	startOperator(t, opOptions{max: "4", spec: func(s *policy.Spec) { s.ControlPlaneOrder = string(admission.OrderWorkersFirst) }})
 	for _, sn := range nodes {
 		if err := sn.SendNeedReboot(); err != nil {
 			t.Fatal(err)
@@ -246,10 +238,9 @@ func TestFleetPause(t *testing.T) {
 	label(t, nodes[2].Name, map[string]string{zoneLabel: "a"})
 	hold := "example.com/hold"
 	reg := prometheus.NewRegistry()
-	startOperator(t, opOptions{max: "3", before: []string{hold}, metrics: operator.NewMetrics(reg), tweak: func(c *operator.Config) {
-		c.Namespace = ns
-		c.GroupLabel = zoneLabel
-	}})
+	startOperator(t, opOptions{max: "3", before: []string{hold}, metrics: operator.NewMetrics(reg),
+		spec:  func(s *policy.Spec) { s.GroupLabel = zoneLabel },
+		tweak: func(c *operator.Config) { c.Namespace = ns }})
 	// nodes[2] enters its cycle and waits in before-reboot for its hook; then the fleet is paused.
 	if err := nodes[2].SendNeedReboot(); err != nil {
 		t.Fatal(err)
@@ -419,7 +410,8 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 	nodes[1].NeverComeBack()
 	reg := prometheus.NewRegistry()
 	opts := opOptions{max: "1", rebootTimeout: 2 * time.Second, stallPolicy: stall.Release, metrics: operator.NewMetrics(reg),
-		tweak: func(c *operator.Config) { c.Namespace = ns; c.MaxFailedReboots = 2; c.Identity = "op-test" }}
+		spec:  func(s *policy.Spec) { s.MaxFailedReboots = 2 },
+		tweak: func(c *operator.Config) { c.Namespace = ns; c.Identity = "op-test" }}
 	stop := startOperator(t, opts)
 	// The two lost nodes ask first (together: which of them goes first is the workers' race); the
 	// third asks once one is granted (the longest waiting goes first, so it comes after both).
@@ -715,9 +707,9 @@ func TestGroupHopMidCycleFreesNoSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startOperator(t, opOptions{max: "3", before: []string{hold}, tweak: func(c *operator.Config) {
-		c.GroupLabel = zoneLabel
-		c.MaxUnavailablePerGroup = perGroup(t, "1")
+	startOperator(t, opOptions{max: "3", before: []string{hold}, spec: func(s *policy.Spec) {
+		s.GroupLabel = zoneLabel
+		s.MaxUnavailablePerGroup = "1"
 	}})
 	annotate(t, "hop-a1", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
 	n := waitNode(t, "hop-a1", 30*time.Second, "admitted (before-reboot)", func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
@@ -760,10 +752,10 @@ func TestGroupHopAfterTheCycleFreesNoSettleSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startOperator(t, opOptions{max: "3", tweak: func(c *operator.Config) {
-		c.GroupLabel = zoneLabel
-		c.MaxUnavailablePerGroup = perGroup(t, "1")
-		c.Settle.Time = 10 * time.Minute
+	startOperator(t, opOptions{max: "3", spec: func(s *policy.Spec) {
+		s.GroupLabel = zoneLabel
+		s.MaxUnavailablePerGroup = "1"
+		s.Settle.Time = metav1.Duration{Duration: 10 * time.Minute}
 	}})
 	annotate(t, "sh-a1", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
 	waitNode(t, "sh-a1", 30*time.Second, "sh-a1 granted", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })

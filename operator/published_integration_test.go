@@ -34,10 +34,7 @@ func TestPublishedPolicies(t *testing.T) {
 	spec := policy.Defaults()
 	spec.MaxUnavailable, spec.Canary.Nodes = "2", 1
 	spec.Exclusions = []string{now.AddDate(0, 0, -1).Format("2006-01-02") + "/" + now.AddDate(0, 0, 1).Format("2006-01-02")}
-	p, err := policy.Compile(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := policy.MustCompile(spec)
 	if _, err := testenv.CreateNode(ctx, client, "pub-0", "boot-a", nil); err != nil {
 		t.Fatal(err)
 	}

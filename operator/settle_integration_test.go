@@ -14,6 +14,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator"
+	"github.com/slipway-dev/slipway/operator/policy"
 )
 
 // firstAndSecond fires both nodes' updates and returns them in the order the operator admits them.
@@ -41,7 +42,7 @@ func TestSettleTime(t *testing.T) {
 	needCluster(t)
 	cleanNodes(t)
 	sns := simNodes(t, "settle", 2)
-	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Settle.Time = 4 * time.Second }})
+	startOperator(t, opOptions{spec: func(s *policy.Spec) { s.Settle.Time = metav1.Duration{Duration: 4 * time.Second} }})
 	for _, sn := range sns {
 		if err := sn.SendNeedReboot(); err != nil {
 			t.Fatal(err)
@@ -79,8 +80,8 @@ func TestSettlePDBs(t *testing.T) {
 	a, b := sns[0].Name, sns[1].Name
 	workloadOn(t, "spdb", "db", a, b)
 	dbPDB(t, "spdb")
-	startOperator(t, opOptions{tweak: func(c *operator.Config) {
-		c.Settle = operator.SettleConfig{PDBs: true, Timeout: 5 * time.Minute}
+	startOperator(t, opOptions{spec: func(s *policy.Spec) {
+		s.Settle = policy.Settle{PDBs: true, Timeout: metav1.Duration{Duration: 5 * time.Minute}, TimeoutPolicy: "proceed"}
 	}})
 	for _, sn := range sns {
 		if err := sn.SendNeedReboot(); err != nil {
@@ -150,8 +151,8 @@ func TestSettleTimeout(t *testing.T) {
 	workloadOn(t, "stmo", "db", a, b)
 	dbPDB(t, "stmo")
 	reg := prometheus.NewRegistry()
-	stop := startOperator(t, opOptions{metrics: operator.NewMetrics(reg), tweak: func(c *operator.Config) {
-		c.Settle = operator.SettleConfig{PDBs: true, Timeout: 3 * time.Second, Hold: true}
+	stop := startOperator(t, opOptions{metrics: operator.NewMetrics(reg), spec: func(s *policy.Spec) {
+		s.Settle = policy.Settle{PDBs: true, Timeout: metav1.Duration{Duration: 3 * time.Second}, TimeoutPolicy: "hold"}
 	}})
 	for _, sn := range sns {
 		if err := sn.SendNeedReboot(); err != nil {
@@ -173,8 +174,8 @@ func TestSettleTimeout(t *testing.T) {
 		t.Errorf("slipway_operator_settle_timeouts_total = %v, want 1", got)
 	}
 	stop()
-	startOperator(t, opOptions{tweak: func(c *operator.Config) {
-		c.Settle = operator.SettleConfig{PDBs: true, Timeout: 3 * time.Second}
+	startOperator(t, opOptions{spec: func(s *policy.Spec) {
+		s.Settle = policy.Settle{PDBs: true, Timeout: metav1.Duration{Duration: 3 * time.Second}, TimeoutPolicy: "proceed"}
 	}})
 	waitNode(t, second, 60*time.Second, "the second node admitted after the timeout (proceed)", func(n *corev1.Node) bool {
 		return n.Annotations[protocol.CycleStarted] != "" || finished(n)
@@ -216,8 +217,8 @@ func TestSettlePDBsNotHostage(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPDBAllows(t, "hpdb", "db", 3)
-	startOperator(t, opOptions{tweak: func(c *operator.Config) {
-		c.Settle = operator.SettleConfig{PDBs: true, Timeout: 10 * time.Minute}
+	startOperator(t, opOptions{spec: func(s *policy.Spec) {
+		s.Settle = policy.Settle{PDBs: true, Timeout: metav1.Duration{Duration: 10 * time.Minute}, TimeoutPolicy: "proceed"}
 	}})
 	for _, sn := range sns[:2] {
 		if err := sn.SendNeedReboot(); err != nil {

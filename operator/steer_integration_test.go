@@ -14,8 +14,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
-	"github.com/slipway-dev/slipway/operator"
-	"github.com/slipway-dev/slipway/operator/steer"
+	"github.com/slipway-dev/slipway/operator/policy"
 )
 
 const pendingTaint = "example.com/reboot-pending"
@@ -26,10 +25,10 @@ func hasTaint(n *corev1.Node, key string, effect corev1.TaintEffect) bool {
 	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key && t.Effect == effect })
 }
 
-func steering() steer.Config {
-	return steer.Config{PreferNoScheduleTaint: pendingTaint, ExcludeFromLoadBalancers: true,
-		Pre:  []steer.Label{{Key: "example.com/reboot", Value: "rebooting"}, {Key: "remediation.medik8s.io/exclude-from-remediation", Value: "true"}},
-		Post: []steer.Label{{Key: "example.com/reboot", Value: "done"}, {Key: "remediation.medik8s.io/exclude-from-remediation", Remove: true}}}
+func steering(s *policy.Spec) {
+	s.Steering = policy.Steering{PreferNoScheduleTaint: pendingTaint, ExcludeFromLoadBalancers: true,
+		PreLabels:  []string{"example.com/reboot=rebooting", "remediation.medik8s.io/exclude-from-remediation=true"},
+		PostLabels: []string{"example.com/reboot=done", "remediation.medik8s.io/exclude-from-remediation-"}}
 }
 
 // Steering over two real agents with budget 1: the node that waits for its turn carries the
@@ -56,7 +55,7 @@ func TestSteering(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Steer = steering() }})
+	startOperator(t, opOptions{spec: steering})
 	for _, sn := range sns {
 		if err := sn.SendNeedReboot(); err != nil {
 			t.Fatal(err)
@@ -107,7 +106,7 @@ func TestPreferNoScheduleTaintFollowsTheWait(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Steer = steering() }})
+	startOperator(t, opOptions{spec: steering})
 	// pns-0 takes the only slot and keeps it: granted, it never reboots (no agent).
 	annotate(t, "pns-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
 	waitNode(t, "pns-0", 20*time.Second, "pns-0 granted", func(n *corev1.Node) bool { return n.Annotations[protocol.RebootOK] == protocol.True })
@@ -152,7 +151,7 @@ func TestSteeringLeavesUsersLabels(t *testing.T) {
 		}
 	}
 	// Budget 2: the held node is asked about (its blocker runs) while the other is in its cycle.
-	startOperator(t, opOptions{max: "2", tweak: func(c *operator.Config) { c.Steer = steering() }})
+	startOperator(t, opOptions{max: "2", spec: steering})
 	for _, sn := range sns {
 		if err := sn.SendNeedReboot(); err != nil {
 			t.Fatal(err)

@@ -16,9 +16,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
-	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/policy"
-	"github.com/slipway-dev/slipway/operator/window"
 )
 
 // The fast tier of the controller, sample-controller style: sync is called directly against a fake
@@ -52,7 +50,18 @@ func node(name string, ann map[string]string, labels map[string]string) *corev1.
 	return n
 }
 
-func newFixture(t *testing.T, tweak func(*Config), objs ...*corev1.Node) *fixture {
+// fixtureSpec is the policy the fast tier's controllers start from: the flags' defaults without
+// --settle-pdbs and --wait-for-volume-detach (no gate informers) and without --reboot-timeout (no
+// stall timer).
+func fixtureSpec() policy.Spec {
+	s := policy.Defaults()
+	s.Settle.PDBs, s.Drain.WaitForVolumeDetach, s.RebootTimeout = false, false, metav1.Duration{}
+	return s
+}
+
+// newFixture builds a controller on a fake clientset holding objs: its policy is fixtureSpec with
+// spec's changes, compiled; tweak changes the rest of the Config.
+func newFixture(t *testing.T, spec func(*policy.Spec), tweak func(*Config), objs ...*corev1.Node) *fixture {
 	t.Helper()
 	client := fake.NewSimpleClientset()
 	for _, n := range objs {
@@ -61,8 +70,11 @@ func newFixture(t *testing.T, tweak func(*Config), objs ...*corev1.Node) *fixtur
 		}
 	}
 	rec := record.NewFakeRecorder(100)
-	one, _ := budget.ParseMax("1")
-	cfg := Config{Client: client, Recorder: rec, Policy: policy.Policy{MaxUnavailable: one}, Now: func() time.Time { return now0 }}
+	s := fixtureSpec()
+	if spec != nil {
+		spec(&s)
+	}
+	cfg := Config{Client: client, Recorder: rec, Policy: *policy.MustCompile(s), Now: func() time.Time { return now0 }}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -150,8 +162,8 @@ func compact(s string) string {
 
 // Each row of the cycle table that writes, and some that do not, carried out on one node.
 func TestSyncCycleRows(t *testing.T) {
-	hooks := func(c *Config) {
-		c.Hooks = protocol.Hooks{Before: []string{"example.com/before"}, After: []string{"example.com/after"}}
+	hooks := func(s *policy.Spec) {
+		s.Hooks = policy.Hooks{Before: []string{"example.com/before"}, After: []string{"example.com/after"}}
 	}
 	need := map[string]string{"F/reboot-needed": "true"}
 	with := func(extra map[string]string) map[string]string {
@@ -165,7 +177,7 @@ func TestSyncCycleRows(t *testing.T) {
 		"S/reboot-ok-time": "2026-11-19T08:50:00Z", "S/cycle-started": "2026-11-19T08:40:00Z", "S/cordoned": "true"}
 	cases := []struct {
 		name     string
-		tweak    func(*Config)
+		spec     func(*policy.Spec)
 		ann      map[string]string
 		labels   map[string]string
 		notReady bool
@@ -177,25 +189,25 @@ func TestSyncCycleRows(t *testing.T) {
 		{name: "paused while asking: held, and seen as held", ann: with(map[string]string{"F/reboot-paused": "true"}),
 			patches: []string{`{"metadata":{"annotations":{"S/blocked-by":"paused: node: annotation F/reboot-paused is set (kubectl slipway resume --nodes NODE, or remove it)","S/waiting-since":"NOW"},"resourceVersion":"1"}}`},
 			events:  []string{"Warning Blocked paused: node: annotation flatcar-linux-update.v1.flatcar-linux.net/reboot-paused is set (kubectl slipway resume --nodes NODE, or remove it)"}},
-		{name: "admitted, before hooks", tweak: hooks, ann: need,
+		{name: "admitted, before hooks", spec: hooks, ann: need,
 			patches: []string{`{"metadata":{"annotations":{"S/admitted-group":"","S/admitted-policy":"","S/cycle-started":"NOW"},"labels":{"F/before-reboot":"true"},"resourceVersion":"1"}}`},
 			events:  []string{"Normal BeforeRebootHooks reboot admitted; waiting for before-reboot annotations [example.com/before]"}},
 		{name: "admitted, no hooks: cordon and drain", ann: need,
 			patches: []string{`{"metadata":{"annotations":{"S/admitted-group":"","S/admitted-policy":"","S/cordoned":"true","S/cycle-started":"NOW","S/drain-started":"NOW"},"resourceVersion":"1"},"spec":{"unschedulable":true}}`},
 			events:  []string{"Normal Draining cordoned; evicting pods before reboot"}},
 		{name: "admitted control-plane node of a labelled group: both pinned", ann: need,
-			tweak:   func(c *Config) { c.GroupLabel = "example.com/zone" },
+			spec:    func(s *policy.Spec) { s.GroupLabel = "example.com/zone" },
 			labels:  map[string]string{"example.com/zone": "z1", protocol.ControlPlaneLabel: ""},
 			patches: []string{`{"metadata":{"annotations":{"S/admitted-control-plane":"true","S/admitted-group":"z1","S/admitted-policy":"","S/cordoned":"true","S/cycle-started":"NOW","S/drain-started":"NOW"},"resourceVersion":"1"},"spec":{"unschedulable":true}}`},
 			events:  []string{"Normal Draining cordoned; evicting pods before reboot"}},
 		{name: "admitted, already cordoned by someone else", ann: need, cordoned: true,
 			patches: []string{`{"metadata":{"annotations":{"S/admitted-group":"","S/admitted-policy":"","S/cycle-started":"NOW","S/drain-started":"NOW"},"resourceVersion":"1"}}`},
 			events:  []string{"Normal Draining already cordoned by someone else (will stay cordoned); evicting pods before reboot"}},
-		{name: "before hooks pending: wait", tweak: hooks, ann: with(map[string]string{"S/cycle-started": "NOW"}), labels: map[string]string{"F/before-reboot": "true"}},
-		{name: "before hooks done: drain", tweak: hooks, ann: with(map[string]string{"S/cycle-started": "NOW", "example.com/before": "true"}), labels: map[string]string{"F/before-reboot": "true"},
+		{name: "before hooks pending: wait", spec: hooks, ann: with(map[string]string{"S/cycle-started": "NOW"}), labels: map[string]string{"F/before-reboot": "true"}},
+		{name: "before hooks done: drain", spec: hooks, ann: with(map[string]string{"S/cycle-started": "NOW", "example.com/before": "true"}), labels: map[string]string{"F/before-reboot": "true"},
 			patches: []string{`{"metadata":{"annotations":{"S/cordoned":"true","S/drain-started":"NOW","example.com/before":null},"labels":{"F/before-reboot":null},"resourceVersion":"1"},"spec":{"unschedulable":true}}`},
 			events:  []string{"Normal Draining cordoned; evicting pods before reboot"}},
-		{name: "no longer needed before hooks: abort", tweak: hooks, ann: map[string]string{"F/reboot-needed": "false", "S/cycle-started": "NOW"}, labels: map[string]string{"F/before-reboot": "true"},
+		{name: "no longer needed before hooks: abort", spec: hooks, ann: map[string]string{"F/reboot-needed": "false", "S/cycle-started": "NOW"}, labels: map[string]string{"F/before-reboot": "true"},
 			patches: []string{`{"metadata":{"annotations":{"S/cycle-started":null},"labels":{"F/before-reboot":null},"resourceVersion":"1"}}`},
 			events:  []string{"Warning CycleAborted cycle ended without a verified reboot: reboot-needed no longer true"}},
 		{name: "granted, not back: wait", ann: map[string]string{"F/reboot-ok": "true", "F/reboot-needed": "true", "S/reboot-boot-id": "b1", "S/boot-id": "b1", "S/reboot-ok-time": "NOW"}},
@@ -206,11 +218,11 @@ func TestSyncCycleRows(t *testing.T) {
 			patches: []string{`{"metadata":{"annotations":{"F/reboot-ok":"false","S/cordoned":null,"S/cycle-started":null,"S/last-reboot-time":"NOW","S/reboot-boot-id":null,"S/reboot-ok-time":null},"resourceVersion":"1"},"spec":{"unschedulable":false}}`},
 			events:  []string{"Normal RebootCompleted reboot verified (boot ID changed, node Ready); cycle finished, uncordoned"}},
 		{name: "back, not Ready: wait", ann: granted, cordoned: true, notReady: true},
-		{name: "back, after hooks configured", tweak: hooks, ann: granted, cordoned: true,
+		{name: "back, after hooks configured", spec: hooks, ann: granted, cordoned: true,
 			patches: []string{`{"metadata":{"labels":{"F/after-reboot":"true"},"resourceVersion":"1"}}`},
 			events:  []string{"Normal AfterRebootHooks rebooted (boot ID changed); waiting for after-reboot annotations [example.com/after]"}},
-		{name: "after hooks pending: wait", tweak: hooks, ann: granted, labels: map[string]string{"F/after-reboot": "true"}, cordoned: true},
-		{name: "after hooks done: finish", tweak: hooks, ann: func() map[string]string {
+		{name: "after hooks pending: wait", spec: hooks, ann: granted, labels: map[string]string{"F/after-reboot": "true"}, cordoned: true},
+		{name: "after hooks done: finish", spec: hooks, ann: func() map[string]string {
 			m := map[string]string{"example.com/after": "true"}
 			for k, v := range granted {
 				m[k] = v
@@ -227,7 +239,7 @@ func TestSyncCycleRows(t *testing.T) {
 			if c.notReady {
 				n.Status.Conditions[0].Status = corev1.ConditionFalse
 			}
-			f := newFixture(t, c.tweak, n)
+			f := newFixture(t, c.spec, nil, n)
 			f.sync("n")
 			var want []string
 			for _, p := range c.patches {
@@ -242,7 +254,7 @@ func TestSyncCycleRows(t *testing.T) {
 func TestSyncGrantsAfterTheDrain(t *testing.T) {
 	n := node("n", map[string]string{"F/reboot-needed": "true", "S/drain-started": "2026-11-19T08:59:00Z", "S/cordoned": "true", "S/cycle-started": "2026-11-19T08:59:00Z"}, nil)
 	n.Spec.Unschedulable = true
-	f := newFixture(t, nil, n)
+	f := newFixture(t, nil, nil, n)
 	f.c.drains.results["n"] = &drainResult{cycle: "2026-11-19T08:59:00Z", at: now0}
 	f.sync("n")
 	f.want("grant", []string{compact(`{"metadata":{"annotations":{"F/reboot-ok":"true","S/drain-started":null,"S/reboot-boot-id":"b1","S/reboot-ok-time":"NOW"},"resourceVersion":"1"}}`)},
@@ -252,11 +264,11 @@ func TestSyncGrantsAfterTheDrain(t *testing.T) {
 // Each gate of admission, as the node's blocked-by annotation, its Event and its requeue.
 func TestSyncGates(t *testing.T) {
 	need := map[string]string{"F/reboot-needed": "true"}
-	thu, _ := window.Parse("Thu 14:00", "1h", time.UTC)
 	panicky := admission.Func{N: "pods-on-node", F: func(context.Context, *corev1.Node) (bool, string) { panic("boom") }}
 	alerts := admission.Func{N: "prometheus-alerts", Fleet: true, F: func(context.Context, *corev1.Node) (bool, string) { return true, "1 alert firing: NodeDown" }}
 	cases := []struct {
 		name    string
+		spec    func(*policy.Spec)
 		tweak   func(*Config)
 		others  []*corev1.Node
 		switch_ map[string]string
@@ -264,7 +276,9 @@ func TestSyncGates(t *testing.T) {
 		event   string
 		retry   time.Duration
 	}{
-		{name: "window", tweak: func(c *Config) { c.Schedule = window.NewSchedule(thu, nil, nil) },
+		{name: "window", spec: func(s *policy.Spec) {
+			s.FLUOWindow = policy.FLUOWindow{Start: "Thu 14:00", Length: "1h", TimeZone: "UTC"}
+		},
 			patch: `{"metadata":{"annotations":{"S/blocked-by":"window: closed until 2026-11-19T14:00:00Z","S/waiting-since":"NOW"},"resourceVersion":"1"}}`,
 			event: "Normal Waiting window: closed until 2026-11-19T14:00:00Z", retry: 5*time.Hour + time.Second},
 		{name: "fleet paused", tweak: func(c *Config) { c.Namespace = "slipway-system" }, switch_: map[string]string{fleetswitch.KeyPaused: "incident 42"},
@@ -273,7 +287,7 @@ func TestSyncGates(t *testing.T) {
 		{name: "fleet-wide blocker", tweak: func(c *Config) { c.Blockers = []admission.Blocker{alerts} },
 			patch: `{"metadata":{"annotations":{"S/blocked-by":"prometheus-alerts: 1 alert firing: NodeDown","S/waiting-since":"NOW"},"resourceVersion":"1"}}`,
 			event: "Warning Blocked prometheus-alerts: 1 alert firing: NodeDown", retry: admission.DefaultBlockerRetry},
-		{name: "workers first", tweak: func(c *Config) { c.ControlPlaneOrder = admission.OrderWorkersFirst },
+		{name: "workers first", spec: func(s *policy.Spec) { s.ControlPlaneOrder = string(admission.OrderWorkersFirst) },
 			others: []*corev1.Node{node("w", map[string]string{"F/reboot-needed": "true"}, nil)},
 			patch:  `{"metadata":{"annotations":{"S/blocked-by":"order: workers first (--control-plane-order=workers-first)","S/waiting-since":"NOW"},"resourceVersion":"1"}}`,
 			event:  "Normal Waiting order: workers first (--control-plane-order=workers-first)"},
@@ -287,7 +301,7 @@ func TestSyncGates(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			n := node("n", need, map[string]string{protocol.ControlPlaneLabel: ""})
-			f := newFixture(t, c.tweak, append([]*corev1.Node{n}, c.others...)...)
+			f := newFixture(t, c.spec, c.tweak, append([]*corev1.Node{n}, c.others...)...)
 			if c.switch_ != nil {
 				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName, Namespace: "slipway-system"}, Data: c.switch_}
 				if err := f.c.store.Seed(cm); err != nil {

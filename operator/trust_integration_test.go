@@ -20,6 +20,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/updateengine"
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/fence"
+	"github.com/slipway-dev/slipway/operator/policy"
 	"github.com/slipway-dev/slipway/operator/stall"
 )
 
@@ -479,7 +480,7 @@ func TestUngrantedRebootIsSeen(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	startOperator(t, opOptions{max: "1", rebootTimeout: time.Hour, metrics: operator.NewMetrics(reg),
-		tweak: func(c *operator.Config) { c.MaxFailedReboots = 1 }})
+		spec: func(s *policy.Spec) { s.MaxFailedReboots = 1 }})
 	annotate(t, "ug-self", map[string]*string{protocol.RebootInProgress: ptr(protocol.True)})
 	n := waitNode(t, "ug-self", 30*time.Second, "stalled ungranted", func(n *corev1.Node) bool { return n.Annotations[protocol.Stalled] != "" })
 	if got := n.Annotations[protocol.Stalled]; got != stall.Ungranted {

@@ -15,7 +15,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/operator"
-	"github.com/slipway-dev/slipway/operator/admission"
+	"github.com/slipway-dev/slipway/operator/policy"
 )
 
 // Every Node write carries the UID of the Node it was computed for: a Node deleted and created again
@@ -74,7 +74,9 @@ func TestNodeDeletedInItsCycleIsReplaced(t *testing.T) {
 		readyNode(t, name, nil, map[string]string{protocol.RebootNeeded: protocol.True})
 	}
 	reg := prometheus.NewRegistry()
-	startOperator(t, opOptions{max: "1", metrics: operator.NewMetrics(reg), tweak: func(c *operator.Config) { c.MaxFailedReboots = 1 }})
+	startOperator(t, opOptions{max: "1", metrics: operator.NewMetrics(reg), tweak: func(c *operator.Config) {
+		c.MaxFailedReboots = 1 // after MustCompile: the Spec refuses --max-failed-reboots without the --reboot-timeout this test runs without
+	}})
 	// No agent reboots it: the admitted node stays granted, holding the only slot.
 	first, second := grantedOf(t, "rep-0", "rep-1")
 	waitNode(t, second, 30*time.Second, "held by the budget", func(n *corev1.Node) bool {
@@ -172,10 +174,11 @@ func TestReplacedCanaryHoldsItsVersion(t *testing.T) {
 		readyNode(t, name, old, asking("4600.0.0"))
 	}
 	reg := prometheus.NewRegistry()
-	startOperator(t, opOptions{max: "3", metrics: operator.NewMetrics(reg), tweak: func(c *operator.Config) {
-		c.Namespace = ns
-		c.Canary = admission.Canary{Nodes: 1, Bake: time.Second, MaxFailed: 1}
-	}})
+	startOperator(t, opOptions{max: "3", metrics: operator.NewMetrics(reg),
+		spec: func(s *policy.Spec) {
+			s.Canary = policy.Canary{Nodes: 1, Bake: metav1.Duration{Duration: time.Second}, MaxFailedPerVersion: 1}
+		},
+		tweak: func(c *operator.Config) { c.Namespace = ns }})
 	// No agent reboots it: the canary stays granted, far from any reboot timeout.
 	canary, next := grantedOf(t, "rc-0", "rc-1")
 	waitNode(t, next, 30*time.Second, "held behind the canary", func(n *corev1.Node) bool {

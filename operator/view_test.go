@@ -12,7 +12,6 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
-	"github.com/slipway-dev/slipway/operator/budget"
 	pol "github.com/slipway-dev/slipway/operator/policy"
 	"github.com/slipway-dev/slipway/operator/stall"
 	"github.com/slipway-dev/slipway/operator/status"
@@ -46,35 +45,25 @@ func TestViewAndOperatorAgree(t *testing.T) {
 		mk("c1", "", stalledAfterGrant, true, false, true),
 		mk("c2", "", nil, true, true, false),
 	}
-	perGroup, _ := budget.ParseMax("1")
 	for _, form := range []string{"published policy", "status copy"} {
 		for _, sp := range []stall.SlotPolicy{stall.Hold, stall.Release} {
 			t.Run(form+"/"+string(sp), func(t *testing.T) {
-				testViewAndOperatorAgree(t, form, sp, zone, &perGroup, nodes)
+				testViewAndOperatorAgree(t, form, sp, zone, nodes)
 			})
 		}
 	}
 }
 
 // testViewAndOperatorAgree: the operator's policy compiled from a Spec, whose published form the view
-// reads (the Status's copy of the settings made wrong, so reading it would show), or put together by
-// hand, when the view reads the Status's copy (an operator from before the published policies).
-func testViewAndOperatorAgree(t *testing.T, form string, sp stall.SlotPolicy, zone string, perGroup *budget.Max, nodes []*corev1.Node) {
-	f := newFixture(t, func(c *Config) {
-		if form == "published policy" {
-			spec := pol.Defaults()
-			spec.StallPolicy, spec.GroupLabel, spec.MaxUnavailable, spec.MaxUnavailablePerGroup = string(sp), zone, "50%", "1"
-			p, err := pol.Compile(spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.Policy = *p
-			return
+// reads (the Status's copy of the settings made wrong, so reading it would show), or without its Spec,
+// when the view reads the Status's copy (an operator from before the published policies).
+func testViewAndOperatorAgree(t *testing.T, form string, sp stall.SlotPolicy, zone string, nodes []*corev1.Node) {
+	f := newFixture(t, func(s *pol.Spec) {
+		s.StallPolicy, s.GroupLabel, s.MaxUnavailable, s.MaxUnavailablePerGroup = string(sp), zone, "50%", "1"
+	}, func(c *Config) {
+		if form == "status copy" {
+			c.Spec = pol.Spec{} // after MustCompile: an operator from before the published policies has no Spec to publish
 		}
-		c.StallPolicy = sp
-		c.GroupLabel = zone
-		c.MaxUnavailable, _ = budget.ParseMax("50%")
-		c.MaxUnavailablePerGroup = perGroup
 	}, nodes...)
 	st := f.c.status()
 	data := map[string]string{}
@@ -129,11 +118,9 @@ func TestFleetStatusForTheView(t *testing.T) {
 		"S/reboot-ok-time": "2026-11-19T08:50:00Z", "S/cycle-started": "2026-11-19T08:40:00Z", "S/cordoned": "true"}
 	n := node("n", granted, nil)
 	n.Spec.Unschedulable = true
-	f := newFixture(t, func(c *Config) {
-		c.Namespace = ns
-		c.RebootTimeout = 30 * time.Minute
-		c.Settle.Time = 5 * time.Minute
-	}, n)
+	f := newFixture(t, func(s *pol.Spec) {
+		s.RebootTimeout, s.Settle.Time = metav1.Duration{Duration: 30 * time.Minute}, metav1.Duration{Duration: 5 * time.Minute}
+	}, func(c *Config) { c.Namespace = ns }, n)
 	prev := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName, Namespace: ns},
 		Data: map[string]string{fleetswitch.KeyStatus: `{"maxUnavailable":"1","cycleSeconds":[600,900]}`}}
 	if err := f.client.Tracker().Add(prev); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/operator"
+	"github.com/slipway-dev/slipway/operator/policy"
 )
 
 // attach creates a VolumeAttachment of pv to node, as the attach/detach controller would.
@@ -48,7 +49,7 @@ func TestWaitForVolumeDetach(t *testing.T) {
 	attach(t, "va-data", "pv-data", "vol-0")
 	attach(t, "va-logs", "pv-logs", "vol-0")
 	attach(t, "va-other", "pv-other", "vol-1")
-	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Drain.WaitForVolumeDetach = true }})
+	startOperator(t, opOptions{spec: func(s *policy.Spec) { s.Drain.WaitForVolumeDetach = true }})
 	annotate(t, "vol-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
 	if !waitEvent(t, "vol-0", "WaitingForVolumeDetach") {
 		t.Fatal("no WaitingForVolumeDetach Event: the drained node was not seen waiting for its volumes")
@@ -77,8 +78,8 @@ func TestVolumeDetachTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	attach(t, "va-stuck", "pv-stuck", "stuckvol-0")
-	stop := startOperator(t, opOptions{tweak: func(c *operator.Config) {
-		c.Drain.WaitForVolumeDetach, c.Drain.VolumeDetachTimeout = true, 2*time.Second
+	stop := startOperator(t, opOptions{spec: func(s *policy.Spec) {
+		s.Drain.WaitForVolumeDetach, s.Drain.VolumeDetachTimeout = true, metav1.Duration{Duration: 2 * time.Second}
 	}})
 	annotate(t, "stuckvol-0", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
 	n := waitNode(t, "stuckvol-0", 30*time.Second, "drain-error naming the attached volume", func(n *corev1.Node) bool {
@@ -91,8 +92,8 @@ func TestVolumeDetachTimeout(t *testing.T) {
 		t.Error("no DrainFailed Event")
 	}
 	stop()
-	startOperator(t, opOptions{policy: operator.DrainForce, tweak: func(c *operator.Config) {
-		c.Drain.WaitForVolumeDetach, c.Drain.VolumeDetachTimeout = true, 2*time.Second
+	startOperator(t, opOptions{policy: operator.DrainForce, spec: func(s *policy.Spec) {
+		s.Drain.WaitForVolumeDetach, s.Drain.VolumeDetachTimeout = true, metav1.Duration{Duration: 2 * time.Second}
 	}})
 	waitNode(t, "stuckvol-0", 30*time.Second, "reboot-ok under force", func(n *corev1.Node) bool {
 		return n.Annotations[protocol.RebootOK] == protocol.True
@@ -174,9 +175,9 @@ func TestVolumeDetachWaitsOnlyForEvictedPods(t *testing.T) {
 	attach(t, "va-web", "pv-web", node)
 	attach(t, "va-db", "pv-db", node)
 	attach(t, "va-db-scratch", "pv-db-scratch", node)
-	startOperator(t, opOptions{tweak: func(c *operator.Config) {
-		c.Drain.PodSelector = "app=web"
-		c.Drain.WaitForVolumeDetach, c.Drain.VolumeDetachTimeout = true, 3*time.Second
+	startOperator(t, opOptions{spec: func(s *policy.Spec) {
+		s.Drain.PodSelector = "app=web"
+		s.Drain.WaitForVolumeDetach, s.Drain.VolumeDetachTimeout = true, metav1.Duration{Duration: 3 * time.Second}
 	}})
 	annotate(t, node, map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
 	if !waitEvent(t, node, "WaitingForVolumeDetach") {

@@ -192,6 +192,15 @@ func Compile(s Spec) (*Policy, error) {
 	return p, nil
 }
 
+// MustCompile is Compile for tests and fixed specs: it panics with Compile's error.
+func MustCompile(s Spec) *Policy {
+	p, err := Compile(s)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
 // schedule is the one schedule of the windows, FLUO's window and the exclusions (nil when there is
 // nothing to gate on).
 func schedule(s Spec) (admission.Schedule, error) {

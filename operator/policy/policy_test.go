@@ -55,6 +55,28 @@ func TestDefaultsCompile(t *testing.T) {
 	}
 }
 
+// MustCompile is Compile or a panic with Compile's error.
+func TestMustCompile(t *testing.T) {
+	want, err := Compile(Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := MustCompile(Defaults()); !reflect.DeepEqual(got, want) {
+		t.Errorf("MustCompile(Defaults()) = %+v, want Compile's %+v", got, want)
+	}
+	bad := Defaults()
+	bad.StallPolicy = "sometimes"
+	_, wantErr := Compile(bad)
+	defer func() {
+		r := recover()
+		if err, ok := r.(error); !ok || wantErr == nil || err.Error() != wantErr.Error() {
+			t.Errorf("MustCompile of a bad spec panicked with %v, want Compile's error %v", r, wantErr)
+		}
+	}()
+	MustCompile(bad)
+	t.Error("MustCompile of a bad spec returned")
+}
+
 // Every field survives the published JSON and compiles to the same policy: kubectl slipway decodes
 // what the operator publishes with this type and compiles it with this function.
 func TestSpecRoundTrip(t *testing.T) {
