@@ -11,6 +11,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
+	"github.com/slipway-dev/slipway/operator/policies"
 )
 
 // admit asks admission whether a waiting node may start its cycle now and keeps what a waiting node
@@ -47,7 +48,7 @@ func (c *Controller) admit(ctx context.Context, n *corev1.Node, state protocol.S
 			if d.Release() {
 				c.queue.Add(waitingKey)
 			}
-		}, policyPin(d.Policy), nil
+		}, policies.Pin(d.Policy), nil
 	}
 	if n, err = c.markWaiting(ctx, n, &d.Verdict, taintOn, log); err != nil {
 		return nil, false, 0, done, "", err
@@ -87,7 +88,7 @@ func (c *Controller) markWaiting(ctx context.Context, n *corev1.Node, blocked *a
 	}
 	if taint != taintKeep {
 		// The taint of the policy it waits under; one of another key (its pool or the flag changed) goes.
-		c.nodePolicy(n, false).Steer.Taint(&p, n, taint == taintOn)
+		c.policies.For(n, false).Steer.Taint(&p, n, taint == taintOn)
 	}
 	if p.Empty() {
 		return n, nil
@@ -114,7 +115,7 @@ func (c *Controller) drainDone(n *corev1.Node, state protocol.State, log klog.Lo
 		return false
 	}
 	r, ok := c.drains.result(n.Name, n.Annotations[protocol.DrainStarted])
-	if !ok || r.err != nil && c.nodePolicy(n, true).Drain.Policy != DrainForce {
+	if !ok || r.err != nil && c.policies.For(n, true).Drain.Policy != DrainForce {
 		return false
 	}
 	if r.err != nil {

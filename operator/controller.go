@@ -27,7 +27,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
@@ -46,11 +45,10 @@ import (
 	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
-	"github.com/slipway-dev/slipway/operator/blocker"
-	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/fence"
 	"github.com/slipway-dev/slipway/operator/fleetstore"
 	"github.com/slipway-dev/slipway/operator/notify"
+	"github.com/slipway-dev/slipway/operator/policies"
 	"github.com/slipway-dev/slipway/operator/policy"
 	"github.com/slipway-dev/slipway/operator/stall"
 )
@@ -89,19 +87,12 @@ type Config struct {
 	// node to two workers), so a hundred nodes' round trips to the API server overlap.
 	Workers int
 
-	// Blockers are checked before a node is admitted (the policy's, wired to their informers).
-	// BlockerInformers feed them (e.g. the pod informer); Run starts them, waits for them, and looks at
-	// waiting nodes again when they change.
-	Blockers         []admission.Blocker
-	BlockerInformers []cache.SharedIndexInformer
+	// Blockers are checked before a node is admitted, ahead of the ones the policy's settings make
+	// (package policies builds those): for blockers only code can make.
+	Blockers []admission.Blocker
 	// PolicyDeleteGrace: how long the nodes of a deleted RebootPolicy stay held before they move to the
-	// next matching policy (DefaultPolicyDeleteGrace when 0): a policy deleted and created again
-	// (kubectl replace --force, Helm's hooks, GitOps) must not open its nodes to another policy's
-	// window and budget in between.
+	// next matching policy (policies.DefaultDeleteGrace when 0).
 	PolicyDeleteGrace time.Duration
-	// PodInformer is the pod blockers' informer when the flags have pod selectors (it is among
-	// BlockerInformers); nil: a RebootPolicy's blockingPodSelectors start one of the controller's own.
-	PodInformer cache.SharedIndexInformer
 	// BlockerTimeout bounds one blocker's check (admission.DefaultCheckTimeout when 0).
 	BlockerTimeout time.Duration
 	// BlockerRetry: how soon a node held by a blocker is asked about again although nothing it watches
@@ -135,27 +126,12 @@ type Controller struct {
 	overlay  *nodes.Overlay
 	index    *admission.Index // what admission reads of every node, kept per change
 	admitter *admission.Admitter
-	// pools: the RebootPolicies compiled (nil: none); rpInf: their informer, nil until the resource
-	// could be listed (rebootpolicies.go).
-	pools atomic.Pointer[policy.PoolSet]
-	// compiled: every pool's compiled policy by its pin (pinOf), for nodes pinned to it.
-	compiled sync.Map
-	// The pools' own blockers' clients (rebootpolicies.go): a REST mapper for health checks, a pod
-	// informer when the flags have none; runCtx is Run's, which the lazily started informer runs under.
-	mapperOnce sync.Once
-	mapper     meta.ResettableRESTMapper
-	podsOnce   sync.Once
-	pods       cache.SharedIndexInformer
-	runCtx     context.Context
-	rpMu       sync.Mutex // guards rpInf
-	rpInf      cache.SharedIndexInformer
-	// policiesMu makes policiesChanged one at a time; it guards tombstones (deleted policies whose
-	// nodes are held for PolicyDeleteGrace).
-	policiesMu sync.Mutex
-	tombstones map[string]tombstone
-	queue      workqueue.TypedRateLimitingInterface[string]
-	drains     *drainer
-	log        klog.Logger
+	// policies: the RebootPolicy runtime; blockers builds the flags' and the pools' blockers.
+	policies *policies.Runtime
+	blockers *policies.Blockers
+	queue    workqueue.TypedRateLimitingInterface[string]
+	drains   *drainer
+	log      klog.Logger
 	// PodDisruptionBudgets, for --settle-pdbs (nil when off).
 	pdbs policylisters.PodDisruptionBudgetLister
 	// gates: one factory for the cluster-wide informers of the roll-out gates (PDBs, VolumeAttachments),
@@ -196,26 +172,16 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.Client == nil {
 		return nil, fmt.Errorf("no Kubernetes client")
 	}
+	if !cfg.Compiled() {
+		// One path for the policy: what the flags, a RebootPolicy and a test all go through, so
+		// nothing here fills in what Compile checks.
+		return nil, fmt.Errorf("Config.Policy was not built by policy.Compile")
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.Recorder == nil {
 		cfg.Recorder = &record.FakeRecorder{}
-	}
-	if cfg.Drain.Policy == "" {
-		cfg.Drain.Policy = DrainRetry
-	}
-	if cfg.Drain.RetryBase <= 0 {
-		cfg.Drain.RetryBase = DefaultDrainRetryBase
-	}
-	if cfg.Drain.UndrainableRetry <= 0 {
-		cfg.Drain.UndrainableRetry = DefaultUndrainableRetry
-	}
-	if cfg.Drain.RetryMax <= 0 {
-		cfg.Drain.RetryMax = DefaultDrainRetryMax
-	}
-	if cfg.StallPolicy == "" {
-		cfg.StallPolicy = stall.Hold
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
@@ -223,14 +189,8 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.StuckAfter <= 0 {
 		cfg.StuckAfter = DefaultStuckAfter
 	}
-	if cfg.MaxUnavailableControlPlane == (budget.Max{}) {
-		cfg.MaxUnavailableControlPlane, _ = budget.ParseMax("1")
-	}
-	if cfg.ControlPlaneOrder == "" {
-		cfg.ControlPlaneOrder = admission.OrderNone
-	}
 	cfg.Recorder = newDedupRecorder(cfg.Recorder, 10*time.Minute, cfg.Now)
-	c := &Controller{cfg: cfg, overlay: nodes.NewOverlay(), index: admission.NewIndex(), log: cfg.Log, tombstones: map[string]tombstone{},
+	c := &Controller{cfg: cfg, overlay: nodes.NewOverlay(), index: admission.NewIndex(), log: cfg.Log,
 		syncStarted: make([]atomic.Int64, cfg.Workers)}
 	// The queue's own limiter (client-go's default for controllers) paces retries of failed syncs;
 	// a failed drain is retried on the drainer's backoff (--drain-retry-*), by AddAfter.
@@ -283,18 +243,15 @@ func New(cfg Config) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	blockers := append([]admission.Blocker(nil), cfg.Blockers...)
-	if cfg.MinReady != nil {
-		mr, err := blocker.NewMinReady(*cfg.MinReady, func() ([]*corev1.Node, error) { return c.allNodes(), nil },
-			func(n *corev1.Node) bool { return protocol.Observe(n, cfg.Hooks).Unavailable() })
-		if err != nil {
-			return nil, err
-		}
-		blockers = append(blockers, mr)
+	c.blockers = &policies.Blockers{Client: cfg.Client, Dynamic: cfg.Dynamic, Log: cfg.Log, Nodes: c.allNodes, OnChange: c.enqueueWaiting}
+	c.policies = policies.New(policies.Config{Dynamic: cfg.Dynamic, Flags: &c.cfg.Policy, DeleteGrace: cfg.PolicyDeleteGrace,
+		Log: cfg.Log, Now: cfg.Now, Index: c.index, Nodes: policyNodes{c}, Blockers: c.blockers})
+	c.blockers.WaitsUnder = func(n *corev1.Node) *policy.Policy { return c.policies.For(n, false) }
+	flags, err := c.blockers.Flags(&c.cfg.Policy)
+	if err != nil {
+		return nil, err
 	}
-	if len(cfg.Steer.Pre) > 0 {
-		blockers = append(blockers, c.steeringConflict())
-	}
+	blockers := append(append([]admission.Blocker(nil), cfg.Blockers...), flags...)
 	c.admitter = admission.NewAdmitter(admission.Config{
 		Limits: c.limits(),
 		Order:  cfg.ControlPlaneOrder,
@@ -304,11 +261,6 @@ func New(cfg Config) (*Controller, error) {
 		CheckTimeout: cfg.BlockerTimeout,
 		BlockerRetry: cfg.BlockerRetry,
 	}, c.index)
-	for _, inf := range cfg.BlockerInformers {
-		if _, err := inf.AddEventHandler(onAnyChange(c.enqueueWaiting)); err != nil {
-			return nil, err
-		}
-	}
 	if c.store, err = fleetstore.New(fleetstore.Config{Client: cfg.Client, Namespace: cfg.Namespace, Log: cfg.Log, Now: cfg.Now,
 		LazyEvery: cfg.FleetLazyEvery, HistoryEvery: cfg.HistoryEvery,
 		MaxFailedReboots: cfg.MaxFailedReboots, MaxFailedPerVersion: cfg.Canary.MaxFailed,
@@ -326,9 +278,6 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	if cfg.Drain.WaitForVolumeDetach {
-		if cfg.Drain.VolumeDetachTimeout <= 0 {
-			c.cfg.Drain.VolumeDetachTimeout = DefaultVolumeDetachTimeout
-		}
 		c.volumes = c.gateFactory().Storage().V1().VolumeAttachments().Informer()
 		if err := c.volumes.AddIndexers(cache.Indexers{byNode: vaByNode}); err != nil {
 			return nil, err
@@ -343,9 +292,6 @@ func New(cfg Config) (*Controller, error) {
 		}
 	}
 	if cfg.Settle.PDBs { // the flags' say whether PDBs are watched: a pool may only use them then (policy.CompilePool)
-		if cfg.Settle.Timeout <= 0 {
-			c.cfg.Settle.Timeout = DefaultSettleTimeout
-		}
 		pdbs := c.gateFactory().Policy().V1().PodDisruptionBudgets()
 		c.pdbs = pdbs.Lister()
 		c.drains.pdbs = c.pdbsBefore
@@ -399,7 +345,6 @@ func (c *Controller) limits() admission.Limits {
 func (c *Controller) Run(ctx context.Context) error {
 	defer utilruntime.HandleCrash()
 	defer c.queue.ShutDown()
-	c.runCtx = ctx
 	c.factory.Start(ctx.Done())
 	defer c.factory.Shutdown()
 	c.running.Store(true)
@@ -407,11 +352,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
 		return fmt.Errorf("node informer never synced: check the operator's RBAC (list/watch nodes)")
 	}
-	for _, inf := range c.cfg.BlockerInformers {
-		go inf.Run(ctx.Done())
-		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-			return fmt.Errorf("a blocker's informer never synced: check the operator's RBAC (list/watch pods)")
-		}
+	if err := c.blockers.Start(ctx); err != nil {
+		return err
 	}
 	if c.gates != nil {
 		c.gates.Start(ctx.Done())
@@ -431,7 +373,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := c.startPolicies(ctx); err != nil { // before the first admission: every pool known
+	if err := c.policies.Start(ctx); err != nil { // before the first admission: every pool known
 		return err
 	}
 	// Before the first admission: the fleet's memory, stored and on the Nodes.
@@ -482,10 +424,6 @@ func (c *Controller) processNext(ctx context.Context, slot int) bool {
 	switch name {
 	case fleetKey:
 		err = c.store.Sync(ctx)
-	case policiesKey:
-		err = c.syncPolicies(ctx)
-	case policySpecsKey:
-		c.policiesChanged()
 	case waitingKey:
 		for _, n := range c.index.WaitingNames() {
 			// A node whose last sync failed has its retry scheduled with backoff (AddRateLimited):
@@ -653,7 +591,7 @@ func (c *Controller) reindex(name string) {
 			return admission.Node{}, false
 		}
 		e := admission.Of(n, c.cfg.GroupLabel, c.cfg.StallPolicy)
-		c.assignPolicy(n, &e)
+		e.Policy, e.PolicyTied = c.policies.Of(n, e.State.InCycle())
 		seen, entry = n, e
 		var until time.Time
 		if e.Settling, until = c.settling(n, e.State, now); until.After(now) {
@@ -671,9 +609,7 @@ func (c *Controller) reindex(name string) {
 	})
 	if changed {
 		c.queue.Add(waitingKey)
-		if c.pools.Load() != nil {
-			c.queue.AddAfter(policiesKey, policyStatusEvery)
-		}
+		c.policies.NodesChanged()
 	}
 	if seen != nil {
 		c.noteNodeFailures(seen, entry)

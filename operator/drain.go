@@ -297,7 +297,7 @@ func (c *Controller) drain(ctx context.Context, n *corev1.Node, log klog.Logger)
 			return wait, nil
 		}
 	}
-	pol := c.nodePolicy(n, true)
+	pol := c.policies.For(n, true)
 	if c.drains.start(ctx, n.Name, cycle, !protocol.NodeReady(n), pol.Drain, pol.Settle.PDBs) {
 		dc := pol.Drain
 		log.Info("draining", "timeout", dc.Timeout.String(), "podSelector", dc.PodSelector)

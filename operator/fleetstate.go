@@ -45,24 +45,11 @@ func (c *Controller) failedReboot(n *corev1.Node, why string, at time.Time) {
 func (c *Controller) proved(ctx context.Context, n *corev1.Node, version string, at time.Time) error {
 	p := fleetrecord.Proof{Node: n.Name, UID: string(n.UID), Version: version, At: at, BootID: protocol.CurrentBootID(n)}
 	c.store.Learn(func(r *fleetrecord.Record) bool { return r.AddProof(p) })
-	if c.cfg.Namespace == "" || !c.canaries() {
+	if c.cfg.Namespace == "" || !c.policies.Canaries() {
 		return nil
 	}
 	_, err := c.store.WriteRecord(ctx, true)
 	return err
-}
-
-// canaries reports whether any policy in force (the flags' or a RebootPolicy's) sends canaries.
-func (c *Controller) canaries() bool {
-	if c.cfg.Canary.Nodes > 0 {
-		return true
-	}
-	for _, p := range c.pools.Load().Pools() {
-		if p.Policy != nil && p.Policy.Canary.Nodes > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // refinished moves a proof written before its cycle's last PATCH to the moment that PATCH landed (the
@@ -143,12 +130,8 @@ func (c *Controller) noteNodeFailures(n *corev1.Node, e admission.Node) {
 }
 
 // published is the policies this operator runs as it publishes them (policy.Published): the Spec its
-// policy was compiled from; "" when it was not compiled from one (a Config put together field by
-// field), when the status view reads the Status's copy of the settings instead.
+// policy was compiled from.
 func (c *Controller) published() string {
-	if !c.cfg.Compiled() {
-		return ""
-	}
 	return policy.Publish(policy.Named{Spec: c.cfg.Spec})
 }
 

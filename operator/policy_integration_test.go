@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -362,14 +361,8 @@ func TestBlockersHoldAdmission(t *testing.T) {
 	if _, err := client.CoreV1().Pods("blk").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pods := blocker.NewPodInformer(client)
-	onNode, err := blocker.NewPodsOnNode(pods, []string{"app=backup"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	startOperator(t, opOptions{max: "2", tweak: func(c *operator.Config) {
-		c.Blockers = []admission.Blocker{alerts("^SlipwayTestFiring$"), onNode}
-		c.BlockerInformers = []cache.SharedIndexInformer{pods}
+	startOperator(t, opOptions{max: "2", spec: func(s *policy.Spec) { s.BlockingPodSelectors = []string{"app=backup"} }, tweak: func(c *operator.Config) {
+		c.Blockers = []admission.Blocker{alerts("^SlipwayTestFiring$")}
 	}})
 	if err := nodes[1].SendNeedReboot(); err != nil {
 		t.Fatal(err)

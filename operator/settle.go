@@ -27,7 +27,7 @@ const DefaultSettleTimeout = policy.DefaultSettleTimeout
 // changes when the reason does, not with every node that finishes (at 1,000 nodes naming them cost
 // every waiting node a write per finish: 49 writes per cycle instead of 8).
 func (c *Controller) settling(n *corev1.Node, state protocol.State, now time.Time) (why string, until time.Time) {
-	s := c.nodePolicy(n, false).Settle // the pool it is in now: its cycle (and pin) ended
+	s := c.policies.For(n, false).Settle // the pool it is in now: its cycle (and pin) ended
 	if s.Time <= 0 && !s.PDBs || state.InCycle() {
 		return "", time.Time{}
 	}

@@ -53,7 +53,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	f.Admitted = admitted
 	f.DrainDone = c.drainDone(n, state, log)
 	var undrainable string
-	if state == protocol.Draining && c.nodePolicy(n, true).Drain.Policy == DrainSkip {
+	if state == protocol.Draining && c.policies.For(n, true).Drain.Policy == DrainSkip {
 		if r, ok := c.drains.result(n.Name, n.Annotations[protocol.DrainStarted]); ok && r.err != nil {
 			f.Undrainable, undrainable = true, r.err.Error()
 		}
@@ -77,9 +77,9 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	}
 	// Steering: an admission writes its policy's (the one it was decided under), a cycle's end the
 	// pinned one's.
-	steering := c.nodePolicy(n, state.InCycle()).Steer
+	steering := c.policies.For(n, state.InCycle()).Steer
 	if admitted {
-		steering = c.policyByPin(pin).Steer
+		steering = c.policies.ByPin(pin).Steer
 	}
 	s := step{n: n, f: f, from: state, row: row, now: c.cfg.Now(), hooks: c.cfg.Hooks, groupLabel: c.cfg.GroupLabel, steer: steering, policyPin: pin}
 	s.undrainable = undrainable

@@ -129,7 +129,7 @@ func (c *Controller) volumesHeld(n *corev1.Node, log klog.Logger) (bool, time.Du
 		}
 		return true, timeout - waited
 	}
-	if c.nodePolicy(n, true).Drain.Policy == DrainForce {
+	if c.policies.For(n, true).Drain.Policy == DrainForce {
 		c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "VolumeDetachForced", "VolumeAttachments still name the node %s after the drain, granting reboot-ok anyway (--drain-failure-policy=force): %s", timeout, list)
 		log.Info("volumes still attached after the timeout; granting anyway (--drain-failure-policy=force)", "volumeAttachments", names)
 		return false, 0

@@ -26,13 +26,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -44,9 +42,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/kubeclient"
 	"github.com/slipway-dev/slipway/internal/version"
 	"github.com/slipway-dev/slipway/operator"
-	"github.com/slipway-dev/slipway/operator/blocker"
 	"github.com/slipway-dev/slipway/operator/fence"
-	"github.com/slipway-dev/slipway/operator/health"
 	"github.com/slipway-dev/slipway/operator/notify"
 	"github.com/slipway-dev/slipway/operator/policy"
 	"github.com/slipway-dev/slipway/operator/status"
@@ -221,11 +217,7 @@ func (o *options) config() (operator.Config, error) {
 	if o.leaderElect && o.namespace == "" {
 		return cfg, errors.New("no namespace for the leader-election Lease: set --namespace or POD_NAMESPACE (downward API)")
 	}
-	cfg = operator.Config{Policy: *p, Namespace: o.namespace, StartPaused: o.startPaused}
-	if p.Alerts != nil {
-		cfg.Blockers = append(cfg.Blockers, p.Alerts)
-	}
-	return cfg, nil
+	return operator.Config{Policy: *p, Namespace: o.namespace, StartPaused: o.startPaused}, nil
 }
 
 func run() int {
@@ -293,32 +285,7 @@ func run() int {
 		log.Error(err, "building Kubernetes client")
 		return 1
 	}
-	cfg.Dynamic = dyn // RebootPolicies, and the objects of --health-check
-	if len(cfg.HealthChecks) > 0 {
-		cfg.Blockers = append(cfg.Blockers, &health.Blocker{Checks: cfg.HealthChecks, Client: dyn, Log: log,
-			Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))})
-	}
-	if len(cfg.PodsOnNode)+len(cfg.PodsInCluster) > 0 {
-		// One stripped informer of unfinished pods feeds both pod blockers; started by the controller
-		// when it leads.
-		pods := blocker.NewPodInformer(client)
-		cfg.BlockerInformers = append(cfg.BlockerInformers, pods)
-		cfg.PodInformer = pods // the RebootPolicies' blocking pod selectors share it
-		for _, b := range []struct {
-			sel []string
-			mk  func(blocker.PodSource, []string) (*blocker.Pods, error)
-		}{{cfg.PodsOnNode, blocker.NewPodsOnNode}, {cfg.PodsInCluster, blocker.NewPodsInCluster}} {
-			if len(b.sel) == 0 {
-				continue
-			}
-			pb, err := b.mk(pods, b.sel)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "update-operator: blocking-pod-selector:", err)
-				return 2
-			}
-			cfg.Blockers = append(cfg.Blockers, pb)
-		}
-	}
+	cfg.Dynamic = dyn // RebootPolicies, and the objects of --health-check (the blockers: package policies)
 	cfg.Recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "slipway-update-operator", Host: o.identity})
 	cfg.Log = log
 
