@@ -19,9 +19,9 @@ import (
 // --prefer-no-schedule-taint taint. It returns the node as written, whether it was admitted, when
 // only time can change the answer, and done, which ends an admitted node's reservation (call it after
 // the admission's PATCH), and pin, the policy it was admitted under (protocol.AdmittedPolicy's value).
-func (c *Controller) admit(ctx context.Context, n *corev1.Node, state protocol.State, f protocol.Facts, log klog.Logger) (
-	out *corev1.Node, admitted bool, retry time.Duration, done func(), pin string, err error) {
+func (c *Controller) admit(ctx context.Context, v *view, log klog.Logger) (admitted bool, retry time.Duration, done func(), pin string, err error) {
 	done = func() {}
+	n, state, f := v.n, v.state, v.f
 	if state != protocol.NeedsReboot || f.Paused {
 		blocked := &admission.Pass
 		if state == protocol.NeedsReboot {
@@ -35,26 +35,29 @@ func (c *Controller) admit(ctx context.Context, n *corev1.Node, state protocol.S
 		if state.InCycle() {
 			taint = taintKeep // the cycle's end removes it
 		}
-		n, err = c.markWaiting(ctx, n, blocked, taint, log)
-		return n, false, 0, done, "", err
+		v.n, err = c.markWaiting(ctx, v, blocked, taint, log)
+		return false, 0, done, "", err
 	}
-	d := c.admitter.Decide(ctx, n.Name, n, c.store.View(), c.cfg.Now(), c.lookup)
+	d := c.admitter.Decide(ctx, n.Name, n, c.store.View(), c.cfg.Now(), func(name string) (*corev1.Node, bool) {
+		n, err := c.node(name)
+		return n, err == nil
+	})
 	if d.ActiveBlockers != nil {
 		c.store.NoteBlockers(d.ActiveBlockers)
 	}
 	if d.Admitted() {
 		c.cfg.Notify.Unblocked(n.Name)
-		return n, true, 0, func() {
+		return true, 0, func() {
 			if d.Release() {
-				c.queue.Add(waitingKey)
+				c.lookAtWaiting()
 			}
 		}, policies.Pin(d.Policy), nil
 	}
-	if n, err = c.markWaiting(ctx, n, &d.Verdict, taintOn, log); err != nil {
-		return nil, false, 0, done, "", err
+	if v.n, err = c.markWaiting(ctx, v, &d.Verdict, taintOn, log); err != nil {
+		return false, 0, done, "", err
 	}
 	c.cfg.Notify.Blocked(n.Name, d.String())
-	return n, false, d.Retry, done, "", nil
+	return false, d.Retry, done, "", nil
 }
 
 // taintWant says what markWaiting does with the waiting taint.
@@ -71,7 +74,8 @@ const (
 // plan working), Warning `Blocked` for the others (something a person may want to look at); and puts
 // the waiting taint on or off (steer.Config.Taint). One PATCH, none when nothing changes. It returns
 // the node as written.
-func (c *Controller) markWaiting(ctx context.Context, n *corev1.Node, blocked *admission.Verdict, taint taintWant, log klog.Logger) (*corev1.Node, error) {
+func (c *Controller) markWaiting(ctx context.Context, v *view, blocked *admission.Verdict, taint taintWant, log klog.Logger) (*corev1.Node, error) {
+	n := v.n
 	p := nodes.Patch{ResourceVersion: n.ResourceVersion}
 	var why string
 	if blocked != nil {
@@ -88,7 +92,7 @@ func (c *Controller) markWaiting(ctx context.Context, n *corev1.Node, blocked *a
 	}
 	if taint != taintKeep {
 		// The taint of the policy it waits under; one of another key (its pool or the flag changed) goes.
-		c.policies.For(n, false).Steer.Taint(&p, n, taint == taintOn)
+		v.pol.Steer.Taint(&p, n, taint == taintOn)
 	}
 	if p.Empty() {
 		return n, nil
@@ -110,12 +114,12 @@ func (c *Controller) markWaiting(ctx context.Context, n *corev1.Node, blocked *a
 
 // drainDone reports whether the drain of the node's current cycle has finished in a way that lets the
 // cycle go on: succeeded, or failed under --drain-failure-policy=force (said in an Event).
-func (c *Controller) drainDone(n *corev1.Node, state protocol.State, log klog.Logger) bool {
-	if state != protocol.Draining {
+func (c *Controller) drainDone(v view, log klog.Logger) bool {
+	if v.state != protocol.Draining {
 		return false
 	}
-	r, ok := c.drains.result(n.Name, n.Annotations[protocol.DrainStarted])
-	if !ok || r.err != nil && c.policies.For(n, true).Drain.Policy != DrainForce {
+	n, r := v.n, v.drain
+	if !v.drained || r.err != nil && v.pol.Drain.Policy != DrainForce {
 		return false
 	}
 	if r.err != nil {

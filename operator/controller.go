@@ -5,16 +5,22 @@
 // by the effects table (effects.go); this package observes Nodes and carries the decisions out.
 //
 // Files: controller.go wires the informers, the work queue and the workers; sync.go is one node's
-// step (observe → stall → admit → decide → act); effects.go the table of what each action writes,
-// records, notifies and counts; admit.go, stalls.go, drain.go and fleetstate.go the steps' details.
-// The fleet's ConfigMaps (switch, record, history) are package fleetstore's.
+// step (observe → stall → admit → decide → act) over the view it gathers once (view.go); effects.go
+// the table of what each action writes, records, notifies and counts; admit.go, stalls.go, drain.go,
+// settle.go, volumes.go (with gates.go, their informers) and fleetstate.go the steps' details. Two
+// concerns have packages of their own, which reach back only through interfaces and callbacks they
+// own: the RebootPolicy runtime and the blockers (package policies), and the fleet's ConfigMaps,
+// switch, record and history (package fleetstore).
 //
 // # Locks
 //
-// In the order they may be taken: admission.Admitter's (one decision at a time) → admission.Index's
-// → the informer store's and nodes.Overlay's (read through Controller.node). fleetstore.Store's and the
-// drainer's locks are leaves: nothing else is taken while holding them. No lock is held across an API
-// call; only blockers run under the Admitter's lock, each bounded (admission.Bounded).
+// In the order they may be taken: policies.Runtime's compile lock (one compile at a time; it indexes
+// every node and hands the pools to admission) → admission.Admitter's (one decision at a time) →
+// admission.Index's → the informer store's and nodes.Overlay's (read through Controller.node).
+// fleetstore.Store's, policies.Blockers', policies.Runtime's other two and the drainer's are leaves:
+// nothing else is taken while holding them. No lock is held across an API call
+// (fleetstore.TestNoLockAcrossAPICalls for the store, the one that writes); only blockers run under
+// the Admitter's lock, each bounded (admission.Bounded).
 package operator
 
 import (
@@ -33,7 +39,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -132,18 +137,10 @@ type Controller struct {
 	queue    workqueue.TypedRateLimitingInterface[string]
 	drains   *drainer
 	log      klog.Logger
-	// PodDisruptionBudgets, for --settle-pdbs (nil when off).
-	pdbs policylisters.PodDisruptionBudgetLister
-	// gates: one factory for the cluster-wide informers of the roll-out gates (PDBs, VolumeAttachments),
-	// and what Run waits for, each with what to check when it never syncs.
-	gates      informers.SharedInformerFactory
-	gateSynced []gateInformer
-	// settleUntil: node -> when only time ends its settling (reindex), for the timer sync sets;
-	// settleTimeouts: node -> the cycle (last-reboot-time) whose settle timeout was reported.
-	settleUntil    sync.Map
-	settleTimeouts sync.Map
-	// volumes: VolumeAttachments by node, for --wait-for-volume-detach (nil when off).
-	volumes cache.SharedIndexInformer
+	// gates: the roll-out gates' informers (PodDisruptionBudgets, VolumeAttachments).
+	gates *gates
+	// settleUntil: node -> when only time ends its settling (reindex), for the timer sync sets.
+	settleUntil sync.Map
 
 	// cycleMarks: node -> cycleMark, noted at its grant for its history entry (history.go).
 	cycleMarks sync.Map
@@ -152,20 +149,19 @@ type Controller struct {
 	// the workqueue never hands one node to two workers, so a sync.Map needs no lock of ours.
 	malformed sync.Map
 
+	// waiting: a pass that puts every waiting node in the queue is due (lookAtWaiting). One slot: many
+	// changes in a burst collapse into one pass.
+	waiting chan struct{}
+
 	running      atomic.Bool    // Run is processing the queue (this instance leads)
 	synced       atomic.Bool    // the informer has synced
 	syncStarted  []atomic.Int64 // per worker: unix nanos its sync in progress started, 0 when none
 	lastProgress atomic.Int64   // unix nanos the last sync finished (or the controller started)
 }
 
-// Work queue keys besides node names (which cannot contain '/').
-const (
-	// fleetKey: write the fleet record, the history and the published Status (fleetstore.Store.Sync).
-	fleetKey = "/fleet"
-	// waitingKey puts every waiting node in the queue once: many changes in a burst collapse into one
-	// pass (the queue holds a key once).
-	waitingKey = "/waiting"
-)
+// fleetKey, the one work queue key besides node names (which cannot contain '/'): write the fleet
+// record, the history and the published Status (fleetstore.Store.Sync).
+const fleetKey = "/fleet"
 
 // New builds a Controller; Run starts it.
 func New(cfg Config) (*Controller, error) {
@@ -191,7 +187,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	cfg.Recorder = newDedupRecorder(cfg.Recorder, 10*time.Minute, cfg.Now)
 	c := &Controller{cfg: cfg, overlay: nodes.NewOverlay(), index: admission.NewIndex(), log: cfg.Log,
-		syncStarted: make([]atomic.Int64, cfg.Workers)}
+		syncStarted: make([]atomic.Int64, cfg.Workers), waiting: make(chan struct{}, 1)}
 	// The queue's own limiter (client-go's default for controllers) paces retries of failed syncs;
 	// a failed drain is retried on the drainer's backoff (--drain-retry-*), by AddAfter.
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -202,7 +198,63 @@ func New(cfg Config) (*Controller, error) {
 	c.informer = c.factory.Core().V1().Nodes().Informer()
 	c.lister = c.factory.Core().V1().Nodes().Lister()
 	c.drains = newDrainer(cfg.Client, cfg.Drain, cfg.Log, c.queue.Add)
-	_, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err := c.informer.AddEventHandler(c.nodeEvents())
+	if err != nil {
+		return nil, err
+	}
+	c.blockers = &policies.Blockers{Client: cfg.Client, Dynamic: cfg.Dynamic, Log: cfg.Log, Nodes: c.Nodes, OnChange: c.enqueueWaiting}
+	c.policies = policies.New(policies.Config{Dynamic: cfg.Dynamic, Flags: &c.cfg.Policy, DeleteGrace: cfg.PolicyDeleteGrace,
+		Log: cfg.Log, Now: cfg.Now, Index: c.index, Nodes: policyNodes{c}, Blockers: c.blockers})
+	c.blockers.WaitsUnder = func(n *corev1.Node) *policy.Policy { return c.policies.For(n, false) }
+	flags, err := c.blockers.Flags(&c.cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	blockers := append(append([]admission.Blocker(nil), cfg.Blockers...), flags...)
+	c.admitter = admission.NewAdmitter(admission.Config{
+		Limits: admission.Limits{Fleet: cfg.MaxUnavailable, PerGroup: cfg.MaxUnavailablePerGroup, ControlPlane: cfg.MaxUnavailableControlPlane},
+		Order:  cfg.ControlPlaneOrder,
+		// The retry bound is the drain's: --undrainable-retry.
+		Policy:       cfg.Admission(),
+		Blockers:     blockers,
+		CheckTimeout: cfg.BlockerTimeout,
+		BlockerRetry: cfg.BlockerRetry,
+	}, c.index)
+	if c.store, err = fleetstore.New(fleetstore.Config{Client: cfg.Client, Namespace: cfg.Namespace, Log: cfg.Log, Now: cfg.Now,
+		LazyEvery: cfg.FleetLazyEvery, HistoryEvery: cfg.HistoryEvery,
+		MaxFailedReboots: cfg.MaxFailedReboots, MaxFailedPerVersion: cfg.Canary.MaxFailed,
+		Status: c.status(), Policies: policy.Publish(policy.Named{Spec: cfg.Spec}), // the Spec the policy was compiled from
+		OnSync:    func(d time.Duration) { c.queue.AddAfter(fleetKey, d) },
+		OnMemory:  c.index.Bump,
+		OnRelease: c.enqueueWaiting,
+		OnSelfPause: func(reason string) {
+			if cfg.Metrics != nil {
+				cfg.Metrics.selfPauses.Inc()
+			}
+			cfg.Notify.Notify(notify.Event{Kind: notify.KindFleetPaused, Reason: reason, Time: c.cfg.Now()})
+		},
+	}); err != nil {
+		return nil, err
+	}
+	if c.gates, err = newGates(cfg, c.queue.Add, c.index.SettlingNames); err != nil {
+		return nil, err
+	}
+	if c.gates.volumes != nil {
+		c.drains.attached = c.gates.attachedAny
+	}
+	if c.gates.pdbs != nil {
+		c.drains.pdbs = c.gates.pdbsBefore
+	}
+	if cfg.Metrics != nil {
+		cfg.Metrics.Observe(c)
+	}
+	return c, nil
+}
+
+// nodeEvents is the Node informer's handler: our overlay and the admission index follow every change,
+// and the node is synced.
+func (c *Controller) nodeEvents() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
 			if n, ok := obj.(*corev1.Node); ok {
 				c.overlay.Observed(n)
@@ -239,90 +291,7 @@ func New(cfg Config) (*Controller, error) {
 				c.reindex(n.Name)
 			}
 		},
-	})
-	if err != nil {
-		return nil, err
 	}
-	c.blockers = &policies.Blockers{Client: cfg.Client, Dynamic: cfg.Dynamic, Log: cfg.Log, Nodes: c.allNodes, OnChange: c.enqueueWaiting}
-	c.policies = policies.New(policies.Config{Dynamic: cfg.Dynamic, Flags: &c.cfg.Policy, DeleteGrace: cfg.PolicyDeleteGrace,
-		Log: cfg.Log, Now: cfg.Now, Index: c.index, Nodes: policyNodes{c}, Blockers: c.blockers})
-	c.blockers.WaitsUnder = func(n *corev1.Node) *policy.Policy { return c.policies.For(n, false) }
-	flags, err := c.blockers.Flags(&c.cfg.Policy)
-	if err != nil {
-		return nil, err
-	}
-	blockers := append(append([]admission.Blocker(nil), cfg.Blockers...), flags...)
-	c.admitter = admission.NewAdmitter(admission.Config{
-		Limits: c.limits(),
-		Order:  cfg.ControlPlaneOrder,
-		// The retry bound is the drain's: --undrainable-retry.
-		Policy:       cfg.Admission(),
-		Blockers:     blockers,
-		CheckTimeout: cfg.BlockerTimeout,
-		BlockerRetry: cfg.BlockerRetry,
-	}, c.index)
-	if c.store, err = fleetstore.New(fleetstore.Config{Client: cfg.Client, Namespace: cfg.Namespace, Log: cfg.Log, Now: cfg.Now,
-		LazyEvery: cfg.FleetLazyEvery, HistoryEvery: cfg.HistoryEvery,
-		MaxFailedReboots: cfg.MaxFailedReboots, MaxFailedPerVersion: cfg.Canary.MaxFailed,
-		Status: c.status(), Policies: c.published(),
-		OnSync:    func(d time.Duration) { c.queue.AddAfter(fleetKey, d) },
-		OnMemory:  c.index.Bump,
-		OnRelease: c.enqueueWaiting,
-		OnSelfPause: func(reason string) {
-			if cfg.Metrics != nil {
-				cfg.Metrics.selfPauses.Inc()
-			}
-			cfg.Notify.Notify(notify.Event{Kind: notify.KindFleetPaused, Reason: reason, Time: c.cfg.Now()})
-		},
-	}); err != nil {
-		return nil, err
-	}
-	if cfg.Drain.WaitForVolumeDetach {
-		c.volumes = c.gateFactory().Storage().V1().VolumeAttachments().Informer()
-		if err := c.volumes.AddIndexers(cache.Indexers{byNode: vaByNode}); err != nil {
-			return nil, err
-		}
-		if _, err := c.volumes.AddEventHandler(c.volumeHandler()); err != nil {
-			return nil, err
-		}
-		c.gateSynced = append(c.gateSynced, gateInformer{c.volumes, "VolumeAttachment informer never synced: check the operator's RBAC (list/watch volumeattachments), or turn --wait-for-volume-detach off"})
-		c.drains.attached = func(node string) bool {
-			objs, err := c.volumes.GetIndexer().ByIndex(byNode, node)
-			return err != nil || len(objs) > 0
-		}
-	}
-	if cfg.Settle.PDBs { // the flags' say whether PDBs are watched: a pool may only use them then (policy.CompilePool)
-		pdbs := c.gateFactory().Policy().V1().PodDisruptionBudgets()
-		c.pdbs = pdbs.Lister()
-		c.drains.pdbs = c.pdbsBefore
-		// A PDB recovering ends the settling of the nodes whose drain consumed it.
-		if _, err := pdbs.Informer().AddEventHandler(onAnyChange(func() {
-			for _, name := range c.index.SettlingNames() {
-				c.queue.Add(name)
-			}
-		})); err != nil {
-			return nil, err
-		}
-		c.gateSynced = append(c.gateSynced, gateInformer{pdbs.Informer(), "PodDisruptionBudget informer never synced: check the operator's RBAC (list/watch poddisruptionbudgets), or turn --settle-pdbs off"})
-	}
-	if cfg.Metrics != nil {
-		cfg.Metrics.Observe(c)
-	}
-	return c, nil
-}
-
-// gateInformer is an informer Run waits for, and what to say when it never syncs.
-type gateInformer struct {
-	inf      cache.SharedIndexInformer
-	unsynced string
-}
-
-// gateFactory is the factory of the roll-out gates' cluster-wide informers, made on first use.
-func (c *Controller) gateFactory() informers.SharedInformerFactory {
-	if c.gates == nil {
-		c.gates = informers.NewSharedInformerFactory(c.cfg.Client, 0)
-	}
-	return c.gates
 }
 
 // onAnyChange calls f on every add, update and delete.
@@ -332,11 +301,6 @@ func onAnyChange(f func()) cache.ResourceEventHandlerFuncs {
 		UpdateFunc: func(interface{}, interface{}) { f() },
 		DeleteFunc: func(interface{}) { f() },
 	}
-}
-
-// limits are the configured budgets.
-func (c *Controller) limits() admission.Limits {
-	return admission.Limits{Fleet: c.cfg.MaxUnavailable, PerGroup: c.cfg.MaxUnavailablePerGroup, ControlPlane: c.cfg.MaxUnavailableControlPlane}
 }
 
 // Run processes nodes until ctx ends with Config.Workers workers. Admissions see each other through
@@ -355,14 +319,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.blockers.Start(ctx); err != nil {
 		return err
 	}
-	if c.gates != nil {
-		c.gates.Start(ctx.Done())
-		defer c.gates.Shutdown()
-		for _, g := range c.gateSynced {
-			if !cache.WaitForCacheSync(ctx.Done(), g.inf.HasSynced) {
-				return errors.New(g.unsynced)
-			}
-		}
+	defer c.gates.shutdown()
+	if err := c.gates.start(ctx); err != nil {
+		return err
 	}
 	defer c.store.Shutdown()
 	if err := c.store.Start(ctx); err != nil {
@@ -378,7 +337,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	// Before the first admission: the fleet's memory, stored and on the Nodes.
 	var marks []fleetrecord.Failure
-	for _, n := range c.allNodes() {
+	for _, n := range c.Nodes() {
 		marks = append(marks, nodeFailures(n, admission.Of(n, c.cfg.GroupLabel, c.cfg.StallPolicy))...)
 	}
 	c.store.Load(marks)
@@ -396,6 +355,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		<-ctx.Done()
 		c.queue.ShutDown()
 	}()
+	go c.waitingPasses(ctx)
 	var workers sync.WaitGroup
 	for i := 0; i < c.cfg.Workers; i++ {
 		workers.Add(1)
@@ -424,16 +384,6 @@ func (c *Controller) processNext(ctx context.Context, slot int) bool {
 	switch name {
 	case fleetKey:
 		err = c.store.Sync(ctx)
-	case waitingKey:
-		for _, n := range c.index.WaitingNames() {
-			// A node whose last sync failed has its retry scheduled with backoff (AddRateLimited):
-			// adding it now would retry at once, and an admission the API server keeps refusing
-			// (a webhook or policy) would freeze the slot and PATCH again ~100 times a second, each
-			// failure freeing the slot that starts the next waiting pass.
-			if c.queue.NumRequeues(n) == 0 {
-				c.queue.Add(n)
-			}
-		}
 	default:
 		retryAfter, err = c.sync(ctx, name)
 	}
@@ -456,13 +406,42 @@ func (c *Controller) processNext(ctx context.Context, slot int) bool {
 	return true
 }
 
+// lookAtWaiting asks for a pass over the waiting nodes (waitingPasses).
+func (c *Controller) lookAtWaiting() {
+	select {
+	case c.waiting <- struct{}{}:
+	default: // one is due already
+	}
+}
+
+// waitingPasses puts every waiting node in the queue once per lookAtWaiting (a burst: once), until
+// ctx ends.
+func (c *Controller) waitingPasses(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.waiting:
+		}
+		for _, n := range c.index.WaitingNames() {
+			// A node whose last sync failed has its retry scheduled with backoff (AddRateLimited):
+			// adding it now would retry at once, and an admission the API server keeps refusing
+			// (a webhook or policy) would freeze the slot and PATCH again ~100 times a second, each
+			// failure freeing the slot that starts the next waiting pass.
+			if c.queue.NumRequeues(n) == 0 {
+				c.queue.Add(n)
+			}
+		}
+	}
+}
+
 // forgetNode drops what the controller remembers of a deleted node, so that a node created again
 // under its name starts afresh (its malformed values are reported again, its wait starts anew).
 func (c *Controller) forgetNode(name string) {
 	c.malformed.Delete(name)
 	c.cycleMarks.Delete(name)
 	c.settleUntil.Delete(name)
-	c.settleTimeouts.Delete(name)
+	c.gates.forget(name)
 	c.drains.forget(name)
 	c.index.EndWait(name)
 	c.cfg.Notify.Unblocked(name)
@@ -562,13 +541,8 @@ func (c *Controller) node(name string) (*corev1.Node, error) {
 	return c.overlay.View(n), nil
 }
 
-// lookup is node for admission's per-node blockers.
-func (c *Controller) lookup(name string) (*corev1.Node, bool) {
-	n, err := c.node(name)
-	return n, err == nil
-}
-
-func (c *Controller) allNodes() []*corev1.Node {
+// Nodes are the Nodes as the controller sees them (also FleetView's).
+func (c *Controller) Nodes() []*corev1.Node {
 	list, err := c.lister.List(labels.Everything())
 	if err != nil {
 		return nil
@@ -608,7 +582,7 @@ func (c *Controller) reindex(name string) {
 		return e, true
 	})
 	if changed {
-		c.queue.Add(waitingKey)
+		c.lookAtWaiting()
 		c.policies.NodesChanged()
 	}
 	if seen != nil {
@@ -623,7 +597,7 @@ func (c *Controller) hold(name string) func() {
 	release := c.index.Reserve(name)
 	return func() {
 		if release() {
-			c.queue.Add(waitingKey)
+			c.lookAtWaiting()
 		}
 	}
 }
@@ -648,11 +622,8 @@ func (c *Controller) apply(ctx context.Context, p *nodes.Patch, n *corev1.Node) 
 // Nodes changed (the fleet switch, a blocker's objects, a freed slot).
 func (c *Controller) enqueueWaiting() {
 	c.index.Bump()
-	c.queue.Add(waitingKey)
+	c.lookAtWaiting()
 }
-
-// Nodes are the Nodes as the controller sees them (FleetView).
-func (c *Controller) Nodes() []*corev1.Node { return c.allNodes() }
 
 // Switch is the pause switch as published (FleetView).
 func (c *Controller) Switch() fleetswitch.Switch { return c.store.Switch() }

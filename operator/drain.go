@@ -276,9 +276,10 @@ func (w *logWriter) Write(p []byte) (int, error) {
 
 // drain starts or follows a drain attempt of the node's current cycle. A failed attempt is reported
 // once on the Node (drain-error annotation + Event) and retried after a per-node exponential backoff.
-func (c *Controller) drain(ctx context.Context, n *corev1.Node, log klog.Logger) (time.Duration, error) {
+func (c *Controller) drain(ctx context.Context, v view, log klog.Logger) (time.Duration, error) {
+	n := v.n
 	cycle := n.Annotations[protocol.DrainStarted]
-	if r, ok := c.drains.result(n.Name, cycle); ok && r.err != nil {
+	if r := v.drain; v.drained && r.err != nil {
 		if !r.reported {
 			var p nodes.Patch
 			msg := fmt.Sprintf("%s: attempt %d: %v", r.at.UTC().Format(time.RFC3339), r.failures, r.err)
@@ -297,7 +298,7 @@ func (c *Controller) drain(ctx context.Context, n *corev1.Node, log klog.Logger)
 			return wait, nil
 		}
 	}
-	pol := c.policies.For(n, true)
+	pol := v.pol
 	if c.drains.start(ctx, n.Name, cycle, !protocol.NodeReady(n), pol.Drain, pol.Settle.PDBs) {
 		dc := pol.Drain
 		log.Info("draining", "timeout", dc.Timeout.String(), "podSelector", dc.PodSelector)

@@ -12,7 +12,6 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/version"
 	"github.com/slipway-dev/slipway/operator/admission"
-	"github.com/slipway-dev/slipway/operator/policy"
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
@@ -127,12 +126,6 @@ func (c *Controller) noteNodeFailures(n *corev1.Node, e admission.Node) {
 		}
 		return changed
 	})
-}
-
-// published is the policies this operator runs as it publishes them (policy.Published): the Spec its
-// policy was compiled from.
-func (c *Controller) published() string {
-	return policy.Publish(policy.Named{Spec: c.cfg.Spec})
 }
 
 // status is what the published fleet Status says of this operator (fleetstore adds what it keeps). Its copy of the settings (MaxUnavailable to

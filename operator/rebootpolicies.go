@@ -18,7 +18,7 @@ type policyNodes struct{ c *Controller }
 // Reindex indexes every node again under the pools now in force.
 func (p policyNodes) Reindex() map[string]bool {
 	inUse := map[string]bool{}
-	for _, n := range p.c.allNodes() {
+	for _, n := range p.c.Nodes() {
 		p.c.reindex(n.Name)
 		inUse[n.Annotations[protocol.AdmittedPolicy]] = true
 	}
@@ -29,7 +29,7 @@ func (p policyNodes) SetRules(byName map[string]*admission.Rules, limits map[str
 	p.c.admitter.SetPolicies(byName, limits)
 }
 
-func (p policyNodes) Waiting() { p.c.queue.Add(waitingKey) }
+func (p policyNodes) Waiting() { p.c.lookAtWaiting() }
 
 func (p policyNodes) Memory() admission.Memory { return p.c.store.View() }
 

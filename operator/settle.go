@@ -40,8 +40,8 @@ func (c *Controller) settling(n *corev1.Node, state protocol.State, now time.Tim
 		parts = append(parts, "--settle-time "+s.Time.String())
 		until = end
 	}
-	if s.PDBs && c.pdbs != nil {
-		if short := c.shortPDBs(n.Annotations[protocol.SettlePDBs]); len(short) > 0 {
+	if s.PDBs && c.gates.pdbs != nil {
+		if short := c.gates.shortPDBs(n.Annotations[protocol.SettlePDBs]); len(short) > 0 {
 			deadline := last.Add(s.Timeout)
 			switch {
 			case now.Before(deadline):
@@ -50,10 +50,10 @@ func (c *Controller) settling(n *corev1.Node, state protocol.State, now time.Tim
 					until = deadline
 				}
 			case s.Hold:
-				c.settleTimedOut(n, last, short, s)
+				c.gates.settleTimedOut(n, last, short, s)
 				parts = append(parts, "PodDisruptionBudgets not back within --settle-timeout "+s.Timeout.String()+", holding (--settle-timeout-policy=hold): "+strings.Join(short, ", "))
 			default:
-				c.settleTimedOut(n, last, short, s)
+				c.gates.settleTimedOut(n, last, short, s)
 			}
 		}
 	}
@@ -61,20 +61,20 @@ func (c *Controller) settling(n *corev1.Node, state protocol.State, now time.Tim
 }
 
 // settleTimedOut reports, once per cycle of n, that its PDBs did not recover within --settle-timeout.
-func (c *Controller) settleTimedOut(n *corev1.Node, last time.Time, short []string, s SettleConfig) {
+func (g *gates) settleTimedOut(n *corev1.Node, last time.Time, short []string, s SettleConfig) {
 	key := last.UTC().Format(time.RFC3339)
-	if old, ok := c.settleTimeouts.Swap(n.Name, key); ok && old == key {
+	if old, ok := g.settleTimeouts.Swap(n.Name, key); ok && old == key {
 		return
 	}
 	then := "the roll-out proceeds"
 	if s.Hold {
 		then = "its budget slots stay held until they do (--settle-timeout-policy=hold)"
 	}
-	c.log.Info("PodDisruptionBudgets not back within the settle timeout", "node", n.Name, "timeout", s.Timeout.String(), "short", short)
-	c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "SettleTimeout", "PodDisruptionBudgets not back %s after the cycle finished (--settle-timeout): %s; %s",
+	g.cfg.Log.Info("PodDisruptionBudgets not back within the settle timeout", "node", n.Name, "timeout", s.Timeout.String(), "short", short)
+	g.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "SettleTimeout", "PodDisruptionBudgets not back %s after the cycle finished (--settle-timeout): %s; %s",
 		s.Timeout, strings.Join(short, ", "), then)
-	if c.cfg.Metrics != nil {
-		c.cfg.Metrics.settleTimeouts.Inc()
+	if g.cfg.Metrics != nil {
+		g.cfg.Metrics.settleTimeouts.Inc()
 	}
 }
 
@@ -82,7 +82,7 @@ func (c *Controller) settleTimedOut(n *corev1.Node, last time.Time, short []stri
 // none now, as "<ns>/<name> (allows 0, allowed m before the drain)": the next drain would be refused
 // by them. A PDB gone is no longer short; a malformed entry (only the operator writes the key) is
 // skipped.
-func (c *Controller) shortPDBs(value string) []string {
+func (g *gates) shortPDBs(value string) []string {
 	var short []string
 	for _, item := range strings.Split(value, ",") {
 		key, num, ok := strings.Cut(item, "=")
@@ -91,7 +91,7 @@ func (c *Controller) shortPDBs(value string) []string {
 		if !ok || !ok2 || err != nil {
 			continue
 		}
-		pdb, err := c.pdbs.PodDisruptionBudgets(ns).Get(name)
+		pdb, err := g.pdbs.PodDisruptionBudgets(ns).Get(name)
 		if err != nil {
 			continue
 		}
@@ -109,14 +109,14 @@ func (c *Controller) shortPDBs(value string) []string {
 // (shortPDBs) and are left out, and at most maxSettlePDBs are kept (the first by name): a tenant with
 // thousands of PDBs must not make the grant's PATCH exceed the API server's 256 KiB of annotations.
 // The PDBs left out still gate the next drain's evictions themselves.
-func (c *Controller) pdbsBefore(node string, pods []corev1.Pod) string {
+func (g *gates) pdbsBefore(node string, pods []corev1.Pod) string {
 	seen := map[string]int32{}
 	for i := range pods {
 		p := &pods[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		list, err := c.pdbs.PodDisruptionBudgets(p.Namespace).List(labels.Everything())
+		list, err := g.pdbs.PodDisruptionBudgets(p.Namespace).List(labels.Everything())
 		if err != nil {
 			continue // the informer's cache: only a broken index fails, and then there is nothing to read
 		}
@@ -136,7 +136,7 @@ func (c *Controller) pdbsBefore(node string, pods []corev1.Pod) string {
 	}
 	sort.Strings(items)
 	if len(items) > maxSettlePDBs {
-		c.log.Info("--settle-pdbs: more PodDisruptionBudgets than are kept; settling waits for the first by name", "node", node, "pdbs", len(items), "kept", maxSettlePDBs)
+		g.cfg.Log.Info("--settle-pdbs: more PodDisruptionBudgets than are kept; settling waits for the first by name", "node", node, "pdbs", len(items), "kept", maxSettlePDBs)
 		items = items[:maxSettlePDBs]
 	}
 	return strings.Join(items, ",")

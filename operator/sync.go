@@ -43,24 +43,24 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 			retry = minRetry(retry, d+10*time.Millisecond)
 		}
 	}
-	n, admitted, wait, done, pin, err := c.admit(ctx, n, state, f, log)
+	v := c.look(n, f, state)
+	admitted, wait, done, pin, err := c.admit(ctx, &v, log)
 	// An admitted node is held against every pool until the admission PATCH below has returned (and
 	// our own write is in the index) or failed: admissions decided meanwhile count it.
 	defer done()
 	if err != nil {
 		return 0, err
 	}
+	n, f = v.n, v.f
 	f.Admitted = admitted
-	f.DrainDone = c.drainDone(n, state, log)
+	f.DrainDone = c.drainDone(v, log)
 	var undrainable string
-	if state == protocol.Draining && c.policies.For(n, true).Drain.Policy == DrainSkip {
-		if r, ok := c.drains.result(n.Name, n.Annotations[protocol.DrainStarted]); ok && r.err != nil {
-			f.Undrainable, undrainable = true, r.err.Error()
-		}
+	if state == protocol.Draining && v.pol.Drain.Policy == DrainSkip && v.drained && v.drain.err != nil {
+		f.Undrainable, undrainable = true, v.drain.err.Error()
 	}
 	if f.DrainDone {
 		var wait time.Duration
-		f.VolumesAttached, wait = c.volumesHeld(n, log)
+		f.VolumesAttached, wait = c.volumesHeld(v, log)
 		retry = minRetry(retry, wait)
 	}
 	state, row := protocol.Decide(f)
@@ -72,12 +72,12 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		log.V(2).Info("waiting", "state", state, "because", row.When)
 		return retry, nil
 	case protocol.Drain:
-		d, err := c.drain(ctx, n, log)
+		d, err := c.drain(ctx, v, log)
 		return minRetry(d, retry), err
 	}
 	// Steering: an admission writes its policy's (the one it was decided under), a cycle's end the
 	// pinned one's.
-	steering := c.policies.For(n, state.InCycle()).Steer
+	steering := v.pol.Steer
 	if admitted {
 		steering = c.policies.ByPin(pin).Steer
 	}
@@ -86,10 +86,8 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if row.Do == protocol.FailOldVersion {
 		s.failed = fmt.Sprintf("%s: back on %q, rebooted for %q", FailOldVersion, n.Labels[protocol.Version], n.Annotations[protocol.RebootVersion])
 	}
-	if row.Do == protocol.GrantReboot {
-		if r, ok := c.drains.result(n.Name, n.Annotations[protocol.DrainStarted]); ok {
-			s.pdbs = r.pdbs
-		}
+	if row.Do == protocol.GrantReboot && v.drained {
+		s.pdbs = v.drain.pdbs
 	}
 	return 0, c.act(ctx, s, log)
 }

@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
@@ -35,8 +34,8 @@ func vaByNode(obj interface{}) ([]string, error) {
 // those the drain waits for, kept those of the PersistentVolumes in staying (pods that stay on the
 // node use them, so they stay attached through the reboot). An attachment of an inline volume names
 // no PersistentVolume and is waited for.
-func (c *Controller) attachedVolumes(node string, staying map[string]bool) (wait, kept []string) {
-	objs, err := c.volumes.GetIndexer().ByIndex(byNode, node)
+func (g *gates) attachedVolumes(node string, staying map[string]bool) (wait, kept []string) {
+	objs, err := g.volumes.GetIndexer().ByIndex(byNode, node)
 	if err != nil {
 		return nil, nil
 	}
@@ -102,16 +101,16 @@ func stayingVolumes(ctx context.Context, c kubernetes.Interface, node string) (m
 // --volume-detach-timeout the wait counts as a failed drain: under --drain-failure-policy=force the
 // node is granted anyway (an Event says so); otherwise the failure is recorded like any drain's
 // (drain-error, DrainFailed, the metric) and the drain is tried again, then the wait.
-func (c *Controller) volumesHeld(n *corev1.Node, log klog.Logger) (bool, time.Duration) {
-	if c.volumes == nil {
+func (c *Controller) volumesHeld(v view, log klog.Logger) (bool, time.Duration) {
+	if c.gates.volumes == nil {
 		return false, 0
 	}
+	n, r := v.n, v.drain
 	cycle := n.Annotations[protocol.DrainStarted]
-	r, ok := c.drains.result(n.Name, cycle)
-	if !ok || r.err != nil {
+	if !v.drained || r.err != nil {
 		return false, 0 // a forced grant after a failed drain (drainDone said so)
 	}
-	names, kept := c.attachedVolumes(n.Name, r.staying)
+	names, kept := c.gates.attachedVolumes(n.Name, r.staying)
 	if len(names) == 0 {
 		return false, 0
 	}
@@ -129,7 +128,7 @@ func (c *Controller) volumesHeld(n *corev1.Node, log klog.Logger) (bool, time.Du
 		}
 		return true, timeout - waited
 	}
-	if c.policies.For(n, true).Drain.Policy == DrainForce {
+	if v.pol.Drain.Policy == DrainForce {
 		c.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, "VolumeDetachForced", "VolumeAttachments still name the node %s after the drain, granting reboot-ok anyway (--drain-failure-policy=force): %s", timeout, list)
 		log.Info("volumes still attached after the timeout; granting anyway (--drain-failure-policy=force)", "volumeAttachments", names)
 		return false, 0
@@ -137,17 +136,4 @@ func (c *Controller) volumesHeld(n *corev1.Node, log klog.Logger) (bool, time.Du
 	c.drains.fail(n.Name, cycle, fmt.Errorf("VolumeAttachments still name the node %s after the drain (--volume-detach-timeout): %s", timeout, list))
 	c.queue.Add(n.Name) // the failure is reported and the drain retried by the next sync
 	return true, 0
-}
-
-// volumeHandler is the VolumeAttachment informer's handler: a change looks at the node it names again.
-func (c *Controller) volumeHandler() cache.ResourceEventHandler {
-	touch := func(obj interface{}) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		if va, ok := obj.(*storagev1.VolumeAttachment); ok && va.Spec.NodeName != "" {
-			c.queue.Add(va.Spec.NodeName)
-		}
-	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: touch, UpdateFunc: func(_, o interface{}) { touch(o) }, DeleteFunc: touch}
 }
