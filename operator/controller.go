@@ -223,7 +223,7 @@ func New(cfg Config) (*Controller, error) {
 	if c.store, err = fleetstore.New(fleetstore.Config{Client: cfg.Client, Namespace: cfg.Namespace, Log: cfg.Log, Now: cfg.Now,
 		LazyEvery: cfg.FleetLazyEvery, HistoryEvery: cfg.HistoryEvery,
 		MaxFailedReboots: cfg.MaxFailedReboots, MaxFailedPerVersion: cfg.Canary.MaxFailed,
-		Status: c.status(), Policies: policy.Publish(policy.Named{Spec: cfg.Spec}), // the Spec the policy was compiled from
+		Status: statusOf(cfg), Policies: policy.Publish(policy.Named{Spec: cfg.Spec}), // the Spec the policy was compiled from
 		OnSync:    func(d time.Duration) { c.queue.AddAfter(fleetKey, d) },
 		OnMemory:  c.index.Bump,
 		OnRelease: c.enqueueWaiting,

@@ -12,7 +12,6 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/version"
 	"github.com/slipway-dev/slipway/operator/admission"
-	"github.com/slipway-dev/slipway/operator/window"
 )
 
 // failedReboot counts a node against --max-failed-reboots once its reboot-failed annotation is
@@ -128,41 +127,11 @@ func (c *Controller) noteNodeFailures(n *corev1.Node, e admission.Node) {
 	})
 }
 
-// status is what the published fleet Status says of this operator (fleetstore adds what it keeps). Its copy of the settings (MaxUnavailable to
-// SettleTime) is what kubectl slipway before the published policies read; kept one release.
-func (c *Controller) status() fleetswitch.Status {
-	st := fleetswitch.Status{
-		Leader:                     c.cfg.Identity,
-		Version:                    version.String(),
-		GroupLabel:                 c.cfg.GroupLabel,
-		MaxUnavailable:             c.cfg.MaxUnavailable.String(),
-		MaxUnavailableControlPlane: c.cfg.MaxUnavailableControlPlane.String(),
-		ControlPlaneOrder:          string(c.cfg.ControlPlaneOrder),
-		StallPolicy:                string(c.cfg.StallPolicy),
-		MaxFailedReboots:           c.cfg.MaxFailedReboots,
-		CanaryNodes:                c.cfg.Canary.Nodes,
-		MaxFailedPerVersion:        c.cfg.Canary.MaxFailed,
-	}
-	if c.cfg.RebootTimeout > 0 {
-		st.RebootTimeout = c.cfg.RebootTimeout.String()
-	}
-	if c.cfg.Settle.Time > 0 {
-		st.SettleTime = c.cfg.Settle.Time.String()
-	}
-	if c.cfg.Canary.Bake > 0 {
-		st.CanaryBake = c.cfg.Canary.Bake.String()
-	}
-	if c.cfg.MaxUnavailablePerGroup != nil {
-		st.MaxUnavailablePerGroup = c.cfg.MaxUnavailablePerGroup.String()
-	}
-	if s, ok := c.cfg.Schedule.(*window.Schedule); ok {
-		st.Windows, st.Exclusions = s.Specs()
-		if w := s.FLUO(); w != nil {
-			start, length, zone := w.Spec()
-			st.FLUOWindow = &fleetswitch.FLUOWindow{Start: start, Length: length, TimeZone: zone}
-		}
-	}
-	return st
+// statusOf is what the published fleet Status says of the operator cfg wires: who leads and its
+// version (fleetstore adds what it keeps). Its settings are not in it: they are the policies it
+// publishes (fleetswitch.KeyPolicies).
+func statusOf(cfg Config) fleetswitch.Status {
+	return fleetswitch.Status{Leader: cfg.Identity, Version: version.String()}
 }
 
 // StartPausedReason is the pause reason --start-paused writes.

@@ -451,8 +451,13 @@ func TestMaxFailedRebootsPausesTheFleet(t *testing.T) {
 	st, ok := fleetswitch.ReadStatus(cm)
 	failed := append([]string(nil), st.FailedReboots...)
 	sort.Strings(failed)
-	if !ok || strings.Join(failed, ",") != "fmr-0,fmr-1" || st.MaxFailedReboots != 2 || st.Leader != "op-test" || st.MaxUnavailable != "1" {
+	if !ok || strings.Join(failed, ",") != "fmr-0,fmr-1" || st.Leader != "op-test" {
 		t.Errorf("published status: %+v (ok %v)", st, ok)
+	}
+	if p, err := policy.ReadPublished(cm.Data[fleetswitch.KeyPolicies]); err != nil {
+		t.Errorf("published policies: %v", err)
+	} else if spec, ok := p.Default(); !ok || spec.MaxFailedReboots != 2 || spec.MaxUnavailable != "1" {
+		t.Errorf("published policies: %+v", p)
 	}
 	if sw.Paused || !strings.Contains(sw.FailuresReason, "max-failed-reboots: 2 nodes failed") || !strings.Contains(sw.FailuresReason, strings.Join(st.FailedReboots, ", ")) {
 		t.Errorf("pause switch: %+v (want the operator's own failure pause, not a person's)", sw)

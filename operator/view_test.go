@@ -18,7 +18,7 @@ import (
 )
 
 // The status view (kubectl slipway) and the operator count every pool alike under both stall
-// policies: the view from the Nodes and the Status the operator publishes (its stall policy
+// policies: the view from the Nodes and the policy the operator publishes (its stall policy
 // included), the operator from its index. A node that stalled after its grant is the case where they
 // used to differ: the operator stopped counting it under --stall-policy=release, the view did not.
 func TestViewAndOperatorAgree(t *testing.T) {
@@ -45,39 +45,24 @@ func TestViewAndOperatorAgree(t *testing.T) {
 		mk("c1", "", stalledAfterGrant, true, false, true),
 		mk("c2", "", nil, true, true, false),
 	}
-	for _, form := range []string{"published policy", "status copy"} {
-		for _, sp := range []stall.SlotPolicy{stall.Hold, stall.Release} {
-			t.Run(form+"/"+string(sp), func(t *testing.T) {
-				testViewAndOperatorAgree(t, form, sp, zone, nodes)
-			})
-		}
+	for _, sp := range []stall.SlotPolicy{stall.Hold, stall.Release} {
+		t.Run("published policy/"+string(sp), func(t *testing.T) {
+			testViewAndOperatorAgree(t, sp, zone, nodes)
+		})
 	}
 }
 
 // testViewAndOperatorAgree: the operator's policy compiled from a Spec, whose published form the view
-// reads (the Status's copy of the settings made wrong, so reading it would show), or without its Spec,
-// when the view reads the Status's copy (an operator from before the published policies).
-func testViewAndOperatorAgree(t *testing.T, form string, sp stall.SlotPolicy, zone string, nodes []*corev1.Node) {
+// reads next to the operator's Status.
+func testViewAndOperatorAgree(t *testing.T, sp stall.SlotPolicy, zone string, nodes []*corev1.Node) {
 	f := newFixture(t, func(s *pol.Spec) {
 		s.StallPolicy, s.GroupLabel, s.MaxUnavailable, s.MaxUnavailablePerGroup = string(sp), zone, "50%", "1"
-	}, func(c *Config) {
-		if form == "status copy" {
-			c.Spec = pol.Spec{} // after MustCompile: an operator from before the published policies has no Spec to publish
-		}
-	}, nodes...)
-	st := f.c.status()
-	data := map[string]string{}
-	if form == "published policy" {
-		data[fleetswitch.KeyPolicies] = f.c.published()
-		st.MaxUnavailable, st.GroupLabel, st.StallPolicy, st.MaxUnavailablePerGroup = "100%", "", "", ""
-	} else if f.c.published() != "" {
-		t.Fatalf("a policy put together by hand published %s", f.c.published())
-	}
-	raw, err := json.Marshal(st)
+	}, nil, nodes...)
+	raw, err := json.Marshal(statusOf(f.c.cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	data[fleetswitch.KeyStatus] = string(raw)
+	data := map[string]string{fleetswitch.KeyStatus: string(raw), fleetswitch.KeyPolicies: pol.Publish(pol.Named{Spec: f.c.cfg.Spec})}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName}, Data: data}
 	var objs []corev1.Node
 	for _, n := range nodes {
@@ -109,9 +94,9 @@ func testViewAndOperatorAgree(t *testing.T, form string, sp stall.SlotPolicy, zo
 	}
 }
 
-// What the status view's ETAs and stall countdowns read is published: --reboot-timeout, --settle-time
-// and how long the last cycles took, measured at each finish and carried on from what an earlier
-// leader published, the newest fleetswitch.MaxCycleSamples.
+// What the status view's ETAs and stall countdowns read is published: --reboot-timeout and
+// --settle-time in the policy, and in the Status how long the last cycles took, measured at each finish
+// and carried on from what an earlier leader published, the newest fleetswitch.MaxCycleSamples.
 func TestFleetStatusForTheView(t *testing.T) {
 	const ns = "slipway-system"
 	granted := map[string]string{"F/reboot-ok": "true", "F/reboot-needed": "false", "S/reboot-boot-id": "b0", "S/boot-id": "b1",
@@ -122,7 +107,7 @@ func TestFleetStatusForTheView(t *testing.T) {
 		s.RebootTimeout, s.Settle.Time = metav1.Duration{Duration: 30 * time.Minute}, metav1.Duration{Duration: 5 * time.Minute}
 	}, func(c *Config) { c.Namespace = ns }, n)
 	prev := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName, Namespace: ns},
-		Data: map[string]string{fleetswitch.KeyStatus: `{"maxUnavailable":"1","cycleSeconds":[600,900]}`}}
+		Data: map[string]string{fleetswitch.KeyStatus: `{"leader":"op-0","cycleSeconds":[600,900]}`}}
 	if err := f.client.Tracker().Add(prev); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +115,7 @@ func TestFleetStatusForTheView(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.sync("n") // finishes: 20 minutes since cycle-started
-	published := func() fleetswitch.Status {
+	published := func() (fleetswitch.Status, pol.Spec) {
 		t.Helper()
 		if err := f.c.store.Sync(context.Background()); err != nil {
 			t.Fatal(err)
@@ -143,16 +128,24 @@ func TestFleetStatusForTheView(t *testing.T) {
 		if !ok {
 			t.Fatalf("no status published: %v", cm.Data)
 		}
-		return st
+		p, err := pol.ReadPublished(cm.Data[fleetswitch.KeyPolicies])
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, ok := p.Default()
+		if !ok {
+			t.Fatalf("no default policy published: %v", cm.Data)
+		}
+		return st, spec
 	}
-	st := published()
-	if fmt.Sprint(st.CycleSeconds) != "[600 900 1200]" || st.RebootTimeout != "30m0s" || st.SettleTime != "5m0s" {
-		t.Errorf("published cycles %v, reboot timeout %q, settle time %q; want [600 900 1200], 30m0s, 5m0s", st.CycleSeconds, st.RebootTimeout, st.SettleTime)
+	st, spec := published()
+	if fmt.Sprint(st.CycleSeconds) != "[600 900 1200]" || spec.RebootTimeout.Duration != 30*time.Minute || spec.Settle.Time.Duration != 5*time.Minute {
+		t.Errorf("published cycles %v, reboot timeout %s, settle time %s; want [600 900 1200], 30m0s, 5m0s", st.CycleSeconds, spec.RebootTimeout.Duration, spec.Settle.Time.Duration)
 	}
 	for i := range fleetswitch.MaxCycleSamples {
 		f.c.store.NoteCycle(time.Duration(i+1) * time.Minute)
 	}
-	if st := published(); len(st.CycleSeconds) != fleetswitch.MaxCycleSamples || st.CycleSeconds[0] != 60 || st.CycleSeconds[fleetswitch.MaxCycleSamples-1] != 1200 {
+	if st, _ := published(); len(st.CycleSeconds) != fleetswitch.MaxCycleSamples || st.CycleSeconds[0] != 60 || st.CycleSeconds[fleetswitch.MaxCycleSamples-1] != 1200 {
 		t.Errorf("after %d more: %v, want the newest %d", fleetswitch.MaxCycleSamples, st.CycleSeconds, fleetswitch.MaxCycleSamples)
 	}
 }

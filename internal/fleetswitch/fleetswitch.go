@@ -169,44 +169,25 @@ func ResumeFailuresPatch() []byte {
 
 func ptr(s string) *string { return &s }
 
-// Status is what the leading operator publishes under KeyStatus: its configuration as given (so the
-// status plugin can compute budgets and windows from the Nodes without knowing the flags) and the
-// fleet-wide blockers active now. It changes rarely; the operator writes it only when it changes.
+// Status is what the leading operator publishes under KeyStatus about itself and the fleet now: who
+// leads, its version, the fleet-wide blockers active now, the failed reboots of this roll-out and how
+// long the last cycles took. The settings it runs are not here: they are the policies it publishes
+// under KeyPolicies (package policy's Published), which the status plugin compiles. It changes rarely;
+// the operator writes it only when it changes.
+//
+// An older operator's Status also carried a copy of its settings (maxUnavailable, windows,
+// rebootTimeout, ...): ReadStatus ignores those fields (encoding/json skips unknown fields), so it
+// still reads.
 type Status struct {
 	Leader string `json:"leader,omitempty"`
 	// Version is the leading operator's own version (internal/version): the status view flags agents
 	// of another version.
 	Version string `json:"version,omitempty"`
-	// GroupLabel is --group-label ("" when budgets are not per group).
-	GroupLabel string `json:"groupLabel,omitempty"`
-	// MaxUnavailable, MaxUnavailablePerGroup, MaxUnavailableControlPlane as given (count or %).
-	MaxUnavailable             string `json:"maxUnavailable"`
-	MaxUnavailablePerGroup     string `json:"maxUnavailablePerGroup,omitempty"`
-	MaxUnavailableControlPlane string `json:"maxUnavailableControlPlane,omitempty"`
-	ControlPlaneOrder          string `json:"controlPlaneOrder,omitempty"`
-	// StallPolicy is --stall-policy: under "release" a node that stalled after its grant stops
-	// counting against the budget ("" reads as "hold").
-	StallPolicy string `json:"stallPolicy,omitempty"`
-	// Windows and Exclusions as given (--reboot-window, --reboot-exclusion).
-	Windows    []string `json:"windows,omitempty"`
-	Exclusions []string `json:"exclusions,omitempty"`
-	// FLUOWindow is FLUO's window (--reboot-window-start/-length/-timezone), nil when not set.
-	FLUOWindow *FLUOWindow `json:"fluoWindow,omitempty"`
 	// Blockers active now that hold every node (alerts, too few Ready nodes, cluster-wide pods).
 	Blockers []Blocker `json:"blockers,omitempty"`
-	// FailedReboots: nodes that stalled or came back unhealthy in this roll-out, of MaxFailedReboots.
-	FailedReboots    []string `json:"failedReboots,omitempty"`
-	MaxFailedReboots int      `json:"maxFailedReboots,omitempty"`
-	// CanaryNodes, CanaryBake (a Go duration) and MaxFailedPerVersion are --canary-nodes,
-	// --canary-bake and --max-failed-per-version (zero: off).
-	CanaryNodes         int    `json:"canaryNodes,omitempty"`
-	CanaryBake          string `json:"canaryBake,omitempty"`
-	MaxFailedPerVersion int    `json:"maxFailedPerVersion,omitempty"`
-	// RebootTimeout is --reboot-timeout and SettleTime --settle-time, as Go durations ("" none): how
-	// long a node may stay in one stage of its cycle before it is stalled (stall.Of), and how long a node
-	// that finished keeps its budget slots.
-	RebootTimeout string `json:"rebootTimeout,omitempty"`
-	SettleTime    string `json:"settleTime,omitempty"`
+	// FailedReboots: nodes that stalled or came back unhealthy in this roll-out (of the published
+	// policy's --max-failed-reboots).
+	FailedReboots []string `json:"failedReboots,omitempty"`
 	// CycleSeconds: how long the last cycles that finished took (cycle-started to the verified
 	// reboot), whole seconds, oldest first, at most MaxCycleSamples. A new leader goes on from the ones
 	// published.
@@ -215,13 +196,6 @@ type Status struct {
 
 // MaxCycleSamples is how many cycle durations Status.CycleSeconds keeps.
 const MaxCycleSamples = 20
-
-// FLUOWindow is FLUO's window as its flags give it (window.Parse reads it back).
-type FLUOWindow struct {
-	Start    string `json:"start"`    // "14:00" or "Thu 14:00"
-	Length   string `json:"length"`   // a Go duration
-	TimeZone string `json:"timeZone"` // an IANA name
-}
 
 // Blocker is one active reason not to start cycles.
 type Blocker struct {

@@ -57,22 +57,28 @@ func TestSwitch(t *testing.T) {
 	}
 }
 
-// The Status stays compatible both ways: what an older operator published reads with the new fields
-// empty (the view then shows no ETA or stall countdown), and a Status without them publishes the same
-// bytes as before, so an older view reads it unchanged.
+// The Status stays readable across versions: what an older operator published reads, its copy of the
+// settings (gone from the Status, now in the published policies) ignored, and the fields it lacks
+// empty (the view then shows no ETA or stall countdown); a Status round-trips.
 func TestStatusCompatible(t *testing.T) {
-	old := `{"leader":"op-1","maxUnavailable":"1","canaryNodes":1}`
+	old := `{"leader":"op-1","version":"v0.3.0","groupLabel":"zone","maxUnavailable":"1","maxUnavailablePerGroup":"1",` +
+		`"maxUnavailableControlPlane":"1","controlPlaneOrder":"none","stallPolicy":"hold","windows":["Sat 00:00-06:00"],` +
+		`"exclusions":["2026-12-24/2026-12-26"],"fluoWindow":{"start":"14:00","length":"1h","timeZone":"UTC"},` +
+		`"blockers":[{"name":"alerts","reason":"firing","since":"2026-11-23T08:50:00Z"}],"failedReboots":["n1"],` +
+		`"maxFailedReboots":3,"canaryNodes":1,"canaryBake":"10m0s","maxFailedPerVersion":1,"rebootTimeout":"30m0s","settleTime":"5m0s"}`
 	st, ok := ReadStatus(&corev1.ConfigMap{Data: map[string]string{KeyStatus: old}})
-	if !ok || st.Leader != "op-1" || st.RebootTimeout != "" || st.SettleTime != "" || st.CycleSeconds != nil {
+	if !ok || st.Leader != "op-1" || st.Version != "v0.3.0" || len(st.Blockers) != 1 || st.Blockers[0].Reason != "firing" ||
+		len(st.FailedReboots) != 1 || st.FailedReboots[0] != "n1" || st.CycleSeconds != nil {
 		t.Errorf("an older operator's status read as %+v (%v)", st, ok)
 	}
-	if b, _ := json.Marshal(st); string(b) != old {
-		t.Errorf("republished as %s, want %s", b, old)
+	want := `{"leader":"op-1","version":"v0.3.0","blockers":[{"name":"alerts","reason":"firing","since":"2026-11-23T08:50:00Z"}],"failedReboots":["n1"]}`
+	if b, _ := json.Marshal(st); string(b) != want {
+		t.Errorf("republished as %s, want %s", b, want)
 	}
-	st.RebootTimeout, st.SettleTime, st.CycleSeconds = "30m0s", "5m0s", []int{600, 900}
+	st.CycleSeconds = []int{600, 900}
 	b, _ := json.Marshal(st)
 	back, ok := ReadStatus(&corev1.ConfigMap{Data: map[string]string{KeyStatus: string(b)}})
-	if !ok || back.RebootTimeout != "30m0s" || back.SettleTime != "5m0s" || len(back.CycleSeconds) != 2 || back.CycleSeconds[1] != 900 {
+	if !ok || back.Leader != "op-1" || len(back.CycleSeconds) != 2 || back.CycleSeconds[1] != 900 {
 		t.Errorf("round trip of %s: %+v", b, back)
 	}
 }

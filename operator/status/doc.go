@@ -3,11 +3,13 @@
 //
 // It needs nothing but read access to Nodes and to the slipway-fleet ConfigMap (package fleetswitch) in the
 // operator's namespace: every fact comes from the Nodes themselves (protocol.Observe, Classify,
-// StageSince, the operator's annotations) and from the Status the leading operator publishes in that
-// ConfigMap (budgets and windows as given, fleet-wide blockers, failed reboots). So it works from any
-// laptop with a kubeconfig, and it shows what any operator replica would derive: no controller
-// internals, no second copy of the state. pause and resume flip the switch in the same ConfigMap
-// (fleet.PausePatch, fleet.ResumePatch), creating it when missing.
+// StageSince, the operator's annotations) and from what the leading operator publishes in that
+// ConfigMap: the policies it runs (key policies: budgets, windows, timeouts, compiled with
+// policy.Compile as the operator compiles them) and its Status (key status: leader, version, fleet-wide
+// blockers, failed reboots, cycle durations). So it works from any laptop with a kubeconfig, and it
+// shows what any operator replica would derive: no controller internals, no second copy of the state.
+// pause and resume flip the switch in the same ConfigMap (fleet.PausePatch, fleet.ResumePatch),
+// creating it when missing.
 //
 // The budget is counted as the operator counts it, by the same function (admission.Pools over
 // admission.Of): a node is unavailable when it is in its cycle, NotReady or cordoned, except one that
@@ -50,7 +52,9 @@
 //	       "do": "drain keeps failing: ..."}   // what to do or read
 //	    ],
 //	    "published": true,                     // the leading operator published its Status; when
-//	                                           // false, limits and windows are unknown (null/false)
+//	                                           // false, limits and windows are unknown (null/false),
+//	                                           // as they are without published policies (an older
+//	                                           // operator: schedule.error says so)
 //	    "leader": "update-operator-7c9d-x2",   // "" when not published
 //	    "lease": {"holder": "update-operator-7c9d-x2", "renewed": "2026-11-23T08:59:58Z",
 //	              "durationSeconds": 15, "live": true},  // Lease slipway-update-operator; null

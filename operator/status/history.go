@@ -51,8 +51,8 @@ func (c *client) history(ctx context.Context, w io.Writer, o options, e env) err
 			p.From, p.To = first.Add(-margin), last.Add(margin)
 		}
 		if fleet, err := c.fleetConfigMap(ctx, o.namespace); err == nil {
-			st, published := fleetswitch.ReadStatus(fleet)
-			if set := settingsOf(fleet, st, published); set.pol != nil {
+			_, published := fleetswitch.ReadStatus(fleet)
+			if set := settingsOf(fleet, published); set.pol != nil {
 				if set.pol.Schedule != nil {
 					p.Open = set.pol.Schedule.Open
 				}

@@ -31,6 +31,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/internal/version"
+	"github.com/slipway-dev/slipway/operator/policy"
 )
 
 // One real control plane (etcd + kube-apiserver) for the package, started by the first test that
@@ -198,29 +199,22 @@ func knownFleet(t *testing.T, c kubernetes.Interface, ns string) {
 	})
 	createNamespace(t, c, ns)
 	st := fleetswitch.Status{
-		Leader:                     "update-operator-6d5f9-x2x4q_3f9c2a1b",
-		Version:                    "v0.4.0",
-		GroupLabel:                 zoneKey,
-		MaxUnavailable:             "2",
-		MaxUnavailablePerGroup:     "1",
-		MaxUnavailableControlPlane: "1",
-		ControlPlaneOrder:          "workers-first",
-		RebootTimeout:              "30m0s",
-		SettleTime:                 "5m0s",
-		CycleSeconds:               []int{600, 840, 1200, 900},
-		Windows:                    []string{"Mon-Fri 22:00-05:00 Europe/Berlin", "Sat,Sun 00:00-24:00 Europe/Berlin"},
-		Exclusions:                 []string{"2026-12-24/2026-12-26 Europe/Berlin"},
-		Blockers:                   []fleetswitch.Blocker{{Name: "alerts", Reason: "1 alert firing: NodeFilesystemAlmostFull", Since: time.Date(2026, 11, 23, 8, 50, 0, 0, time.UTC)}},
-		FailedReboots:              []string{"node-x"},
-		MaxFailedReboots:           3,
+		Leader:        "update-operator-6d5f9-x2x4q_3f9c2a1b",
+		Version:       "v0.4.0",
+		CycleSeconds:  []int{600, 840, 1200, 900},
+		Blockers:      []fleetswitch.Blocker{{Name: "alerts", Reason: "1 alert firing: NodeFilesystemAlmostFull", Since: time.Date(2026, 11, 23, 8, 50, 0, 0, time.UTC)}},
+		FailedReboots: []string{"node-x"},
 	}
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName, Namespace: ns},
-		Data: map[string]string{
-			fleetswitch.KeyStatus:                   mustJSON(t, st),
-			fleetswitch.GroupPausePrefix + "zone-b": "AZ maintenance",
-		},
-	}
+	spec := policy.Defaults()
+	spec.GroupLabel, spec.MaxUnavailable, spec.MaxUnavailablePerGroup, spec.MaxUnavailableControlPlane = zoneKey, "2", "1", "1"
+	spec.ControlPlaneOrder = "workers-first"
+	spec.RebootTimeout, spec.Settle.Time = metav1.Duration{Duration: 30 * time.Minute}, metav1.Duration{Duration: 5 * time.Minute}
+	spec.Windows = []string{"Mon-Fri 22:00-05:00 Europe/Berlin", "Sat,Sun 00:00-24:00 Europe/Berlin"}
+	spec.Exclusions = []string{"2026-12-24/2026-12-26 Europe/Berlin"}
+	spec.MaxFailedReboots = 3
+	cm := fleetCM(t, st, spec)
+	cm.ObjectMeta = metav1.ObjectMeta{Name: fleetswitch.ConfigMapName, Namespace: ns}
+	cm.Data[fleetswitch.GroupPausePrefix+"zone-b"] = "AZ maintenance"
 	if _, err := c.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -448,8 +442,9 @@ NODE  STATE  FOR  OS  GROUP  LAST-REBOOT  DETAIL
 		t.Errorf("status after pause: %q", got)
 	}
 
-	// The operator's published Status stays untouched by the switch's patches.
-	cm.Data[fleetswitch.KeyStatus] = `{"maxUnavailable":"1"}`
+	// The operator's published Status and policies stay untouched by the switch's patches.
+	published := policy.Publish(policy.Named{Spec: policy.Defaults()})
+	cm.Data[fleetswitch.KeyStatus], cm.Data[fleetswitch.KeyPolicies] = `{"leader":"op-1"}`, published
 	if _, err := c.CoreV1().ConfigMaps(ns).Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +462,7 @@ NODE  STATE  FOR  OS  GROUP  LAST-REBOOT  DETAIL
 	}
 	do("group zone-b resumed (was paused: (no reason given))\n", "resume", "--group", "zone-b")
 	sw, cm = read()
-	if sw.Paused || len(sw.Groups) != 0 || cm.Data[fleetswitch.KeyStatus] != `{"maxUnavailable":"1"}` || len(cm.Data) != 1 {
+	if sw.Paused || len(sw.Groups) != 0 || cm.Data[fleetswitch.KeyStatus] != `{"leader":"op-1"}` || cm.Data[fleetswitch.KeyPolicies] != published || len(cm.Data) != 2 {
 		t.Errorf("after group resume: %+v, data %v", sw, cm.Data)
 	}
 	do("group zone-b is not paused\n", "resume", "--group", "zone-b")

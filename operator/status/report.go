@@ -235,7 +235,7 @@ func Build(nodes []corev1.Node, cm *corev1.ConfigMap, rec fleetrecord.Record, na
 func BuildWithPolicies(nodes []corev1.Node, cm *corev1.ConfigMap, rec fleetrecord.Record, rps []v1alpha1.RebootPolicy, namespace string, now time.Time) Report {
 	st, published := fleetswitch.ReadStatus(cm)
 	sw := fleetswitch.Read(cm)
-	set := settingsOf(cm, st, published)
+	set := settingsOf(cm, published)
 	ps := poolsOf(rps, set)
 	pol := set.pol
 	if pol == nil {

@@ -5,26 +5,32 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/operator/policy"
 )
 
 // settings are the operator's settings as the view needs them: its default policy, compiled with
-// policy.Compile from the policies it published (fleetswitch.KeyPolicies), or -- from an operator
-// that publishes none (before them, or one whose Config was not compiled from a Spec) -- from the copy
-// in its Status. pol is nil when they are unknown, and why says why.
+// policy.Compile from the policies it published (fleetswitch.KeyPolicies). pol is nil when they are
+// unknown, and why says why: no Status, no policies published (an operator older than the published
+// policies), or policies this build cannot read.
 type settings struct {
 	pol *policy.Policy
 	why string
 }
 
-func settingsOf(cm *corev1.ConfigMap, st fleetswitch.Status, published bool) settings {
+// noPolicies is why the settings are unknown when the operator published its Status but no policies.
+const noPolicies = "the operator published no policies: it is older than this kubectl slipway, or not running; upgrade it"
+
+// settingsOf reads the settings from the slipway-fleet ConfigMap cm; published: a Status is in it.
+func settingsOf(cm *corev1.ConfigMap, published bool) settings {
 	if !published {
 		return settings{why: "the operator has published no status"}
 	}
-	spec, err := publishedSpec(cm, st)
+	if cm == nil || cm.Data[fleetswitch.KeyPolicies] == "" {
+		return settings{why: noPolicies}
+	}
+	spec, err := publishedSpec(cm.Data[fleetswitch.KeyPolicies])
 	if err == nil {
 		var p *policy.Policy
 		if p, err = policy.Compile(spec); err == nil {
@@ -34,57 +40,16 @@ func settingsOf(cm *corev1.ConfigMap, st fleetswitch.Status, published bool) set
 	return settings{why: "the operator's published policy: " + err.Error()}
 }
 
-// publishedSpec is the default policy as published, or as the Status's copy says.
-func publishedSpec(cm *corev1.ConfigMap, st fleetswitch.Status) (policy.Spec, error) {
-	if cm != nil && cm.Data[fleetswitch.KeyPolicies] != "" {
-		raw := cm.Data[fleetswitch.KeyPolicies]
-		p, err := policy.ReadPublished(raw)
-		if err != nil {
-			return policy.Spec{}, err
-		}
-		if s, ok := p.Default(); ok {
-			return s, nil
-		}
-		return policy.Spec{}, fmt.Errorf("no default policy among %d published", len(p.Policies))
+// publishedSpec is the default policy among the published ones (raw).
+func publishedSpec(raw string) (policy.Spec, error) {
+	p, err := policy.ReadPublished(raw)
+	if err != nil {
+		return policy.Spec{}, err
 	}
-	return statusSpec(st)
-}
-
-// statusSpec reads the settings an operator without published policies copied into its Status (the
-// rest are the defaults: the view does not need them). Goes with that copy, one release after it.
-func statusSpec(st fleetswitch.Status) (policy.Spec, error) {
-	s := policy.Defaults()
-	s.MaxUnavailable, s.MaxUnavailablePerGroup, s.GroupLabel = st.MaxUnavailable, st.MaxUnavailablePerGroup, st.GroupLabel
-	if st.MaxUnavailableControlPlane != "" {
-		s.MaxUnavailableControlPlane = st.MaxUnavailableControlPlane
+	if s, ok := p.Default(); ok {
+		return s, nil
 	}
-	if st.ControlPlaneOrder != "" {
-		s.ControlPlaneOrder = st.ControlPlaneOrder
-	}
-	if st.StallPolicy != "" {
-		s.StallPolicy = st.StallPolicy
-	}
-	s.Windows, s.Exclusions = st.Windows, st.Exclusions
-	if w := st.FLUOWindow; w != nil {
-		s.FLUOWindow = policy.FLUOWindow{Start: w.Start, Length: w.Length, TimeZone: w.TimeZone}
-	}
-	s.MaxFailedReboots = st.MaxFailedReboots
-	s.Canary.Nodes, s.Canary.MaxFailedPerVersion = st.CanaryNodes, st.MaxFailedPerVersion
-	for _, d := range []struct {
-		v   string
-		dst *metav1.Duration
-	}{{st.CanaryBake, &s.Canary.Bake}, {st.RebootTimeout, &s.RebootTimeout}, {st.SettleTime, &s.Settle.Time}} {
-		*d.dst = metav1.Duration{}
-		if d.v == "" {
-			continue
-		}
-		t, err := time.ParseDuration(d.v)
-		if err != nil {
-			return s, fmt.Errorf("status: %w", err)
-		}
-		d.dst.Duration = t
-	}
-	return s, nil
+	return policy.Spec{}, fmt.Errorf("no default policy among %d published", len(p.Policies))
 }
 
 // publishedDuration is a published duration as the view shows it ("" none).

@@ -20,8 +20,8 @@ import (
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
-// The operator publishes FLUO's window as its String (window.Schedule.Specs); the view must read every
-// form of it back into the same window.
+// FLUO's window in a published policy, in every form window.Window.Spec writes it, reads back into the
+// same window.
 func TestFLUOWindowReadBack(t *testing.T) {
 	berlin, _ := time.LoadLocation("Europe/Berlin")
 	for _, c := range []struct {
@@ -37,9 +37,11 @@ func TestFLUOWindowReadBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// As the operator publishes it (fleetstate.go) and the view reads it back.
+		// Published in the policy and read back by the view.
 		start, length, zone := w.Spec()
-		set := settingsOf(nil, fleetswitch.Status{MaxUnavailable: "1", FLUOWindow: &fleetswitch.FLUOWindow{Start: start, Length: length, TimeZone: zone}}, true)
+		spec := policy.Defaults()
+		spec.FLUOWindow = policy.FLUOWindow{Start: start, Length: length, TimeZone: zone}
+		set := settingsOf(fleetCM(t, fleetswitch.Status{}, spec), true)
 		if set.pol == nil {
 			t.Fatalf("%q: %s", w.String(), set.why)
 		}
@@ -56,20 +58,30 @@ func TestFLUOWindowReadBack(t *testing.T) {
 			}
 		}
 	}
-	if set := settingsOf(nil, fleetswitch.Status{MaxUnavailable: "1", FLUOWindow: &fleetswitch.FLUOWindow{Start: "Moonday 14:00", Length: "1h", TimeZone: "UTC"}}, true); set.pol != nil {
+	bad := policy.Defaults()
+	bad.FLUOWindow = policy.FLUOWindow{Start: "Moonday 14:00", Length: "1h", TimeZone: "UTC"}
+	if set := settingsOf(fleetCM(t, fleetswitch.Status{}, bad), true); set.pol != nil {
 		t.Error("a bad published FLUO window must be an error, not a schedule")
 	}
 }
 
 func TestSchedule(t *testing.T) {
 	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC) // a Monday, 10:00 in Berlin
-	status := func(windows, exclusions []string) fleetswitch.Status {
-		return fleetswitch.Status{MaxUnavailable: "1", Windows: windows, Exclusions: exclusions}
+	published := func(windows, exclusions []string, fluo policy.FLUOWindow) *corev1.ConfigMap {
+		spec := policy.Defaults()
+		spec.Windows, spec.Exclusions = windows, exclusions
+		if fluo.Start != "" {
+			spec.FLUOWindow = fluo
+		}
+		return fleetCM(t, fleetswitch.Status{}, spec)
+	}
+	status := func(windows, exclusions []string) *corev1.ConfigMap {
+		return published(windows, exclusions, policy.FLUOWindow{})
 	}
 	at := func(s string) *time.Time { t, _ := time.Parse(time.RFC3339, s); return &t }
 	for _, c := range []struct {
 		name      string
-		st        fleetswitch.Status
+		cm        *corev1.ConfigMap
 		published bool
 		want      Schedule
 	}{
@@ -78,20 +90,21 @@ func TestSchedule(t *testing.T) {
 			Known: true, NextOpen: at("2026-11-23T21:00:00Z"), ClosedBy: "outside the reboot windows",
 		}},
 		{"open", status([]string{"Sat,Sun 00:00-24:00", "08:00-10:00 UTC"}, nil), true, Schedule{Known: true, Open: true}},
-		{"FLUO's window among them", fleetswitch.Status{MaxUnavailable: "1", Windows: []string{"Sat 00:00-01:00"},
-			FLUOWindow: &fleetswitch.FLUOWindow{Start: "08:30", Length: "1h", TimeZone: "UTC"}}, true, Schedule{Known: true, Open: true}},
-		{"FLUO's window alone, closed", fleetswitch.Status{MaxUnavailable: "1",
-			FLUOWindow: &fleetswitch.FLUOWindow{Start: "Tue 08:30", Length: "1h", TimeZone: "UTC"}}, true, Schedule{
+		{"FLUO's window among them", published([]string{"Sat 00:00-01:00"}, nil,
+			policy.FLUOWindow{Start: "08:30", Length: "1h", TimeZone: "UTC"}), true, Schedule{Known: true, Open: true}},
+		{"FLUO's window alone, closed", published(nil, nil,
+			policy.FLUOWindow{Start: "Tue 08:30", Length: "1h", TimeZone: "UTC"}), true, Schedule{
 			Known: true, NextOpen: at("2026-11-24T08:30:00Z"), ClosedBy: "outside the reboot windows",
 		}},
 		{"excluded", status(nil, []string{"2026-11-20/2026-11-24"}), true, Schedule{
 			Known: true, NextOpen: at("2026-11-25T00:00:00Z"), ClosedBy: "reboot exclusion 2026-11-20/2026-11-24 UTC",
 		}},
 		{"unparseable", status([]string{"whenever"}, nil), true, Schedule{Error: "the operator's published policy: reboot-window: window \"whenever\": "}},
-		{"not published", fleetswitch.Status{}, false, Schedule{Error: "the operator has published no status"}},
+		{"not published", nil, false, Schedule{Error: "the operator has published no status"}},
+		{"no policies published", &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: `{"leader":"op-1"}`}}, true, Schedule{Error: noPolicies}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := schedule(settingsOf(nil, c.st, c.published), now)
+			got := schedule(settingsOf(c.cm, c.published), now)
 			if got.Known != c.want.Known || got.Open != c.want.Open || got.ClosedBy != c.want.ClosedBy ||
 				(got.NextOpen == nil) != (c.want.NextOpen == nil) || got.NextOpen != nil && !got.NextOpen.Equal(*c.want.NextOpen) ||
 				!strings.HasPrefix(got.Error, c.want.Error) || (c.want.Error == "") != (got.Error == "") {
@@ -129,8 +142,9 @@ func TestBudgets(t *testing.T) {
 		mk("c1", "", true, false, map[string]string{protocol.FleetLockGroup: "fl"}, true),
 		mk("c2", "", true, false, nil, true),
 	}
-	st := fleetswitch.Status{GroupLabel: zone, MaxUnavailable: "50%", MaxUnavailablePerGroup: "1", MaxUnavailableControlPlane: "1"}
-	cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, st)}}
+	spec := policy.Defaults()
+	spec.GroupLabel, spec.MaxUnavailable, spec.MaxUnavailablePerGroup, spec.MaxUnavailableControlPlane = zone, "50%", "1", "1"
+	cm := fleetCM(t, fleetswitch.Status{}, spec)
 	r := Build(nodes, cm, fleetrecord.Record{}, "ns", time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
 	var got []string
 	for _, b := range r.Fleet.Budgets {
@@ -198,6 +212,16 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
+// fleetCM is the slipway-fleet ConfigMap of an operator that published st and runs spec (published as
+// its default policy under fleetswitch.KeyPolicies).
+func fleetCM(t *testing.T, st fleetswitch.Status, spec policy.Spec) *corev1.ConfigMap {
+	t.Helper()
+	return &corev1.ConfigMap{Data: map[string]string{
+		fleetswitch.KeyStatus:   mustJSON(t, st),
+		fleetswitch.KeyPolicies: policy.Publish(policy.Named{Spec: spec}),
+	}}
+}
+
 // Text the view prints from a Node is stripped of control characters: an agent (or anyone who can
 // annotate a Node) cannot move the cursor, clear the screen, set the clipboard (OSC 52) or reorder
 // text (bidi overrides) on the terminal of whoever runs kubectl slipway. Wide and narrow alike.
@@ -256,8 +280,9 @@ func TestVersions(t *testing.T) {
 	var rec fleetrecord.Record
 	rec.AddProof(fleetrecord.Proof{Node: "b1", UID: "uid-b1", Version: "B", At: now.Add(-2 * time.Minute)})
 	rec.AddFailure(fleetrecord.Failure{Node: "gone", UID: "uid-gone", Reason: fleetrecord.ReasonOldVersion, Version: "C", At: now.Add(-time.Hour), Budget: true})
-	st := fleetswitch.Status{MaxUnavailable: "1", CanaryNodes: 2, CanaryBake: "10m", MaxFailedPerVersion: 1}
-	cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, st)}}
+	spec := policy.Defaults()
+	spec.Canary = policy.Canary{Nodes: 2, Bake: metav1.Duration{Duration: 10 * time.Minute}, MaxFailedPerVersion: 1}
+	cm := fleetCM(t, fleetswitch.Status{}, spec)
 	r := Build(nodes, cm, rec, "ns", now)
 	var got []string
 	for _, v := range r.Fleet.Versions {
@@ -321,9 +346,9 @@ func TestProblems(t *testing.T) {
 		mk("undrainable", undrainable),
 		mk("zoned", held("paused: group zone-b paused: AZ maintenance", "2026-11-23T07:30:00Z")),
 	}
-	cm := &corev1.ConfigMap{Data: map[string]string{
-		fleetswitch.KeyStatus: mustJSON(t, fleetswitch.Status{MaxUnavailable: "1", MaxFailedPerVersion: 1}),
-	}}
+	spec := policy.Defaults()
+	spec.Canary.MaxFailedPerVersion = 1
+	cm := fleetCM(t, fleetswitch.Status{}, spec)
 	got := func(r Report) string {
 		var b strings.Builder
 		for _, p := range r.Fleet.Problems {
@@ -428,8 +453,8 @@ func TestVersionETA(t *testing.T) {
 	ask := map[string]string{protocol.NewVersion: "B", protocol.RebootNeeded: protocol.True}
 	cycling := map[string]string{protocol.NewVersion: "B", protocol.RebootNeeded: protocol.True, protocol.DrainStarted: "2026-11-23T08:59:00Z"}
 	nodes := []corev1.Node{mk("a1", "A", ask), mk("a2", "A", ask), mk("a3", "A", cycling), mk("b1", "B", nil)}
-	eta := func(st fleetswitch.Status, data map[string]string) map[string]string {
-		cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, st)}}
+	eta := func(st fleetswitch.Status, spec policy.Spec, data map[string]string) map[string]string {
+		cm := fleetCM(t, st, spec)
 		for k, v := range data {
 			cm.Data[k] = v
 		}
@@ -442,23 +467,26 @@ func TestVersionETA(t *testing.T) {
 		}
 		return out
 	}
-	st := fleetswitch.Status{MaxUnavailable: "2", CycleSeconds: []int{600}, SettleTime: "1m0s"}
+	st := fleetswitch.Status{CycleSeconds: []int{600}}
+	spec := policy.Defaults()
+	spec.MaxUnavailable, spec.Settle.Time = "2", metav1.Duration{Duration: time.Minute}
+	spec.RebootTimeout = metav1.Duration{} // none: the Cycles line below names --settle-time alone
 	// 3 left, 2 at a time: 2 rounds of 10m with 1m between.
-	if got := eta(st, nil); got["B"] != "21m0s" || got["A"] != "-" {
+	if got := eta(st, spec, nil); got["B"] != "21m0s" || got["A"] != "-" {
 		t.Errorf("open window: %v, want B 21m0s, A none left", got)
 	}
-	closed := st
+	closed := spec
 	closed.Windows = []string{"Mon 10:00-11:00 UTC"}
-	if got := eta(closed, nil); got["B"] != "1h21m0s" {
+	if got := eta(st, closed, nil); got["B"] != "1h21m0s" {
 		t.Errorf("window opening in 1h: %v, want B 1h21m0s", got)
 	}
-	if got := eta(st, map[string]string{fleetswitch.KeyPaused: "x"}); got["B"] != "-" {
+	if got := eta(st, spec, map[string]string{fleetswitch.KeyPaused: "x"}); got["B"] != "-" {
 		t.Errorf("paused fleet: %v, want no ETA", got)
 	}
 	none := st
 	none.CycleSeconds = nil
 	var out bytes.Buffer
-	cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, none)}}
+	cm := fleetCM(t, none, spec)
 	if err := WriteText(&out, Build(nodes, cm, fleetrecord.Record{}, "ns", now), TextOptions{Width: DefaultWidth}); err != nil {
 		t.Fatal(err)
 	}
@@ -503,8 +531,10 @@ func TestQueuePositions(t *testing.T) {
 		cordoned, cp, idle,
 	}
 	positions := func(order string) string {
-		st := fleetswitch.Status{MaxUnavailable: "1", GroupLabel: zone, ControlPlaneOrder: order}
-		cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, st), fleetswitch.GroupPausePrefix + "b": ""}}
+		spec := policy.Defaults()
+		spec.GroupLabel, spec.ControlPlaneOrder = zone, order
+		cm := fleetCM(t, fleetswitch.Status{}, spec)
+		cm.Data[fleetswitch.GroupPausePrefix+"b"] = ""
 		var got []string
 		for _, n := range Build(nodes, cm, fleetrecord.Record{}, "ns", now).Nodes {
 			if n.Queue > 0 {
@@ -513,7 +543,7 @@ func TestQueuePositions(t *testing.T) {
 		}
 		return strings.Join(got, " ")
 	}
-	if got, want := positions(""), "a-late=5 cordoned=1 cp=2 early=3 early-too=4 new=6"; got != want {
+	if got, want := positions("none"), "a-late=5 cordoned=1 cp=2 early=3 early-too=4 new=6"; got != want {
 		t.Errorf("queue %q\nwant  %q", got, want)
 	}
 	if got, want := positions("control-plane-first"), "cp=1"; got != want {
@@ -543,12 +573,13 @@ func TestStallsAt(t *testing.T) {
 		mk("stalled", drain("2026-11-23T08:00:00Z", protocol.Stalled, "drain-failing")),
 		mk("waiting", map[string]string{protocol.RebootNeeded: protocol.True}),
 	}
-	report := func(timeout string) Report {
-		cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, fleetswitch.Status{MaxUnavailable: "1", RebootTimeout: timeout})}}
-		return Build(nodes, cm, fleetrecord.Record{}, "ns", now)
+	report := func(timeout time.Duration) Report {
+		spec := policy.Defaults()
+		spec.RebootTimeout = metav1.Duration{Duration: timeout}
+		return Build(nodes, fleetCM(t, fleetswitch.Status{}, spec), fleetrecord.Record{}, "ns", now)
 	}
 	got := map[string]string{}
-	r := report("30m0s")
+	r := report(30 * time.Minute)
 	for _, n := range r.Nodes {
 		got[n.Name] = "-"
 		if n.StallsAt != nil {
@@ -568,7 +599,7 @@ func TestStallsAt(t *testing.T) {
 			t.Errorf("text without %q:\n%s", want, out.String())
 		}
 	}
-	for _, n := range report("").Nodes {
+	for _, n := range report(0).Nodes {
 		if n.StallsAt != nil {
 			t.Errorf("%s: stallsAt %v with no --reboot-timeout published", n.Name, n.StallsAt)
 		}
@@ -626,8 +657,9 @@ func TestNoAgent(t *testing.T) {
 	}
 }
 
-// The view reads the policies the operator published (typed, compiled with policy.Compile) before the
-// Status's copy of its settings; a format it does not know is an error it shows, not a guess.
+// The view reads the policies the operator published (typed, compiled with policy.Compile), never the
+// copy of its settings an older operator's Status carried; a format it does not know is an error it
+// shows, not a guess.
 func TestPublishedPoliciesWin(t *testing.T) {
 	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC) // a Monday
 	spec := policy.Defaults()
@@ -655,9 +687,55 @@ func TestPublishedPoliciesWin(t *testing.T) {
 	if b := r.Fleet.Budgets[0]; b.Limit != nil {
 		t.Errorf("unknown format: budget %+v has a limit", b)
 	}
-	delete(cm.Data, fleetswitch.KeyPolicies) // an operator from before: the Status's copy
-	if r = Build(nil, cm, fleetrecord.Record{}, "ns", now); r.Fleet.Budgets[0].Max != "1" || r.Fleet.RebootTimeout != "30m0s" || !r.Fleet.Schedule.Open {
-		t.Errorf("from the Status's copy: %+v %q %+v", r.Fleet.Budgets[0], r.Fleet.RebootTimeout, r.Fleet.Schedule)
+	delete(cm.Data, fleetswitch.KeyPolicies) // an operator from before: its Status's copy is not read
+	if r = Build(nil, cm, fleetrecord.Record{}, "ns", now); r.Fleet.Budgets[0].Max != "" || r.Fleet.Budgets[0].Limit != nil ||
+		r.Fleet.RebootTimeout != "" || r.Fleet.Schedule.Known || r.Fleet.Schedule.Error != noPolicies {
+		t.Errorf("without published policies: %+v %q %+v", r.Fleet.Budgets[0], r.Fleet.RebootTimeout, r.Fleet.Schedule)
+	}
+}
+
+// An operator from before the published policies (its Status still carries the copy of its settings,
+// and no policies are published): its Status reads (leader, version, blockers, failed reboots, cycles),
+// and the view says plainly why the settings are unknown instead of guessing them from the copy.
+func TestOlderOperatorWithoutPolicies(t *testing.T) {
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC) // a Monday
+	old := `{"leader":"op-1","version":"v0.3.0","groupLabel":"topology.kubernetes.io/zone","maxUnavailable":"2",` +
+		`"maxUnavailablePerGroup":"1","maxUnavailableControlPlane":"1","controlPlaneOrder":"workers-first","stallPolicy":"release",` +
+		`"windows":["Sat 00:00-06:00"],"exclusions":["2026-12-24/2026-12-26"],"fluoWindow":{"start":"14:00","length":"1h","timeZone":"UTC"},` +
+		`"blockers":[{"name":"alerts","reason":"1 alert firing","since":"2026-11-23T08:50:00Z"}],"failedReboots":["n1"],"maxFailedReboots":3,` +
+		`"canaryNodes":1,"canaryBake":"10m0s","maxFailedPerVersion":1,"rebootTimeout":"30m0s","settleTime":"5m0s","cycleSeconds":[600,900]}`
+	cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: old}}
+	st, ok := fleetswitch.ReadStatus(cm)
+	if !ok || st.Leader != "op-1" || st.Version != "v0.3.0" || len(st.Blockers) != 1 || st.Blockers[0].Name != "alerts" ||
+		fmt.Sprint(st.FailedReboots) != "[n1]" || fmt.Sprint(st.CycleSeconds) != "[600 900]" {
+		t.Fatalf("an older operator's Status read as %+v (ok %v)", st, ok)
+	}
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	r := Build([]corev1.Node{n}, cm, fleetrecord.Record{}, "ns", now)
+	if !r.Fleet.Published || r.Fleet.Leader != "op-1" || r.Fleet.OperatorVersion != "v0.3.0" || len(r.Fleet.Blockers) != 1 ||
+		r.Fleet.Cycles.Measured != 2 || fmt.Sprint(r.Fleet.FailedReboots.Nodes) != "[n1]" {
+		t.Errorf("what the Status says: %+v", r.Fleet)
+	}
+	if s := r.Fleet.Schedule; s.Known || s.Error != noPolicies || len(s.Windows) != 0 {
+		t.Errorf("schedule %+v: want unknown, saying why", s)
+	}
+	if b := r.Fleet.Budgets[0]; b.Max != "" || b.Limit != nil || r.Fleet.GroupLabel != "" || r.Fleet.RebootTimeout != "" ||
+		r.Fleet.SettleTime != "" || r.Fleet.FailedReboots.Max != 0 {
+		t.Errorf("settings read from the Status's copy: budget %+v, %+v", b, r.Fleet)
+	}
+	var out bytes.Buffer
+	if err := WriteText(&out, r, TextOptions{Width: DefaultWidth}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Windows:   unknown (the operator published no policies: it is older than this kubectl slipway, or not running; upgrade it)\n",
+		"Blockers:  alerts: 1 alert firing (for 10m)\n",
+		"Operator:  leader op-1 (v0.3.0) (as last published; its Lease was not read)\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("text without %q:\n%s", want, out.String())
+		}
 	}
 }
 
@@ -679,7 +757,7 @@ func TestOverBudget(t *testing.T) {
 	draining := func(at string) map[string]string {
 		return map[string]string{protocol.RebootNeeded: protocol.True, protocol.Cordoned: protocol.True, protocol.CycleStarted: at, protocol.DrainStarted: at}
 	}
-	cm := &corev1.ConfigMap{Data: map[string]string{fleetswitch.KeyStatus: mustJSON(t, fleetswitch.Status{MaxUnavailable: "1"})}}
+	cm := fleetCM(t, fleetswitch.Status{}, policy.Defaults()) // --max-unavailable 1
 	over := func(nodes ...corev1.Node) []string {
 		var out []string
 		for _, p := range Build(nodes, cm, fleetrecord.Record{}, "ns", now).Fleet.Problems {
