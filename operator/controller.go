@@ -294,15 +294,6 @@ func (c *Controller) nodeEvents() cache.ResourceEventHandlerFuncs {
 	}
 }
 
-// onAnyChange calls f on every add, update and delete.
-func onAnyChange(f func()) cache.ResourceEventHandlerFuncs {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(interface{}) { f() },
-		UpdateFunc: func(interface{}, interface{}) { f() },
-		DeleteFunc: func(interface{}) { f() },
-	}
-}
-
 // Run processes nodes until ctx ends with Config.Workers workers. Admissions see each other through
 // the index (decided one at a time, each reserved until its PATCH returned); every action is a single
 // quick PATCH (drains run in the background).

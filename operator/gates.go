@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/slipway-dev/slipway/internal/onchange"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/informers"
 	policylisters "k8s.io/client-go/listers/policy/v1"
@@ -59,7 +60,7 @@ func newGates(cfg Config, look func(node string), settling func() []string) (*ga
 		pdbs := g.factory.Policy().V1().PodDisruptionBudgets()
 		g.pdbs = pdbs.Lister()
 		// A PDB recovering ends the settling of the nodes whose drain consumed it.
-		if _, err := pdbs.Informer().AddEventHandler(onAnyChange(func() {
+		if _, err := pdbs.Informer().AddEventHandler(onchange.Any(func() {
 			for _, name := range settling() {
 				look(name)
 			}

@@ -29,6 +29,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/history"
+	"github.com/slipway-dev/slipway/internal/onchange"
 )
 
 // Defaults of Config's intervals.
@@ -145,26 +146,17 @@ func New(cfg Config) (*Store, error) {
 	s.switchFactory = byName(fleetswitch.ConfigMapName)
 	s.switchInf = s.switchFactory.Core().V1().ConfigMaps().Informer()
 	s.switches = s.switchFactory.Core().V1().ConfigMaps().Lister()
-	if _, err := s.switchInf.AddEventHandler(onAnyChange(func() { cfg.OnSync(0); cfg.OnRelease() })); err != nil {
+	if _, err := s.switchInf.AddEventHandler(onchange.Any(func() { cfg.OnSync(0); cfg.OnRelease() })); err != nil {
 		return nil, err
 	}
 	// The fleet record, likewise by name: a person's resume lands there.
 	s.recordFactory = byName(fleetrecord.ConfigMapName)
 	s.recordInf = s.recordFactory.Core().V1().ConfigMaps().Informer()
 	s.records = s.recordFactory.Core().V1().ConfigMaps().Lister()
-	if _, err := s.recordInf.AddEventHandler(onAnyChange(func() { cfg.OnSync(0) })); err != nil {
+	if _, err := s.recordInf.AddEventHandler(onchange.Any(func() { cfg.OnSync(0) })); err != nil {
 		return nil, err
 	}
 	return s, nil
-}
-
-// onAnyChange calls f on every add, update and delete.
-func onAnyChange(f func()) cache.ResourceEventHandlerFuncs {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(interface{}) { f() },
-		UpdateFunc: func(interface{}, interface{}) { f() },
-		DeleteFunc: func(interface{}) { f() },
-	}
 }
 
 // Start starts the informers and waits for them; Shutdown stops them.

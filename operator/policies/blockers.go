@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/slipway-dev/slipway/internal/onchange"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/blocker"
@@ -134,11 +135,7 @@ func (b *Blockers) podInformer() blocker.PodSource {
 	defer b.podsMu.Unlock()
 	if b.pods == nil {
 		b.pods = blocker.NewPodInformer(b.Client)
-		_, _ = b.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(interface{}) { b.OnChange() },
-			UpdateFunc: func(interface{}, interface{}) { b.OnChange() },
-			DeleteFunc: func(interface{}) { b.OnChange() },
-		})
+		_, _ = b.pods.AddEventHandler(onchange.Any(b.OnChange))
 		if b.ctx != nil {
 			go b.pods.Run(b.ctx.Done())
 		}

@@ -1,12 +1,16 @@
 package policies
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/slipway-dev/slipway/api/v1alpha1"
 	"github.com/slipway-dev/slipway/internal/protocol"
@@ -67,3 +71,44 @@ func TestForResolvesOneWay(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The flags' blockers, all from one builder, in the order their verdicts are read: alerts, health
+// checks, pods on the node, pods in the cluster, min-ready, the steering-label conflict; one REST
+// mapper and one pod informer however many ask. Without a dynamic client health checks are refused.
+func TestFlagsBlockers(t *testing.T) {
+	s := policy.Defaults()
+	s.Alerts.PrometheusURL = "http://prometheus:9090"
+	s.HealthChecks = []string{"deployments.apps/web@shop: object.status.availableReplicas >= object.spec.replicas"}
+	s.BlockingPodSelectors = []string{"app=backup"}
+	s.BlockingPodSelectorsInCluster = []string{"app=migration"}
+	s.MinReadyNodes = "2"
+	s.Steering.PreLabels = []string{"maintenance=true"}
+	p := policy.MustCompile(s)
+	client := fake.NewSimpleClientset()
+	b := &Blockers{Client: client, Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), Nodes: func() []*corev1.Node { return nil },
+		WaitsUnder: func(*corev1.Node) *policy.Policy { return p }, OnChange: func() {}}
+	bs, err := b.Flags(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, x := range bs {
+		names = append(names, x.Name())
+	}
+	want := []string{"prometheus-alerts", "health", "pods-on-node", "pods-in-cluster", "min-ready-nodes", "steering-label"}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("blockers %v, want %v", names, want)
+	}
+	pods, mapper := b.pods, b.mapper
+	pool := &policy.Pool{Name: "web", HealthChecks: p.HealthChecks, PodSelectors: []string{"app=db"}, Policy: p}
+	if _, err := b.Pool(pool); err != nil {
+		t.Fatal(err)
+	}
+	if b.pods != pods || b.mapper != mapper || pods == nil || mapper == nil {
+		t.Errorf("a pool's blockers made a second pod informer or REST mapper")
+	}
+	b.Dynamic = nil
+	if _, err := b.Pool(pool); err == nil || !strings.Contains(err.Error(), "dynamic client") {
+		t.Errorf("health checks without a dynamic client: %v", err)
+	}
+}

@@ -261,13 +261,10 @@ func TestPrometheusFailsClosedByDefault(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		for _, b := range cfg.Blockers {
-			if a, ok := b.(*blocker.Alerts); ok {
-				return a.Required(), nil
-			}
+		if cfg.Alerts == nil { // the alerts blocker is built from it (policies.Blockers.Flags)
+			t.Fatal("no alerts blocker")
 		}
-		t.Fatal("no alerts blocker")
-		return nil, nil
+		return cfg.Alerts.Required(), nil
 	}
 	for _, k := range []struct {
 		args []string
