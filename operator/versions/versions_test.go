@@ -42,7 +42,7 @@ func TestMatches(t *testing.T) {
 	}{
 		{"4459.2.1", "4459.2.1", true},
 		{"4459.2.1", "4459.2.2", false},
-		{"4459.2.1", "4459.2.1+dev-1", false},     // exact is exact
+		{"4459.2.1", "4459.2.1+dev-1", false},      // exact is exact
 		{"4459.2.1+dev-1", "4459.2.1-dev-1", true}, // the label's sanitized form is the same version
 		{">=4459.2.0 <4500.0.0", "4459.2.0", true},
 		{">=4459.2.0 <4500.0.0", "4459.2.1+dev-1", true}, // build metadata left out of a range
