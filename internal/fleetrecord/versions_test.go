@@ -1,0 +1,62 @@
+package fleetrecord
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// The earliest sighting of a version wins, whatever order leaders learn them in; merging converges;
+// the document round-trips; what cannot be read is an error, never the empty document.
+func TestVersionsFirstSeen(t *testing.T) {
+	var a, b Versions
+	a.See("4459.2.1", "n2", at(10))
+	a.See("4459.2.1", "n3", at(20))
+	b.See("4459.2.1", "n1", at(5))
+	b.See("4500.0.0", "n1", at(30))
+	if got := a.FirstSeen("4459.2.1"); !got.Equal(at(10)) {
+		t.Errorf("a later sighting moved the first: %s", got)
+	}
+	ab, ba := a, b
+	ab.Seen, ba.Seen = append([]Seen(nil), a.Seen...), append([]Seen(nil), b.Seen...)
+	ab.Merge(b)
+	ba.Merge(a)
+	if ab.Encode() != ba.Encode() {
+		t.Errorf("merge depends on order:\n%s\n%s", ab.Encode(), ba.Encode())
+	}
+	if !ab.FirstSeen("4459.2.1").Equal(at(5)) || !ab.FirstSeen("4500.0.0").Equal(at(30)) || !ab.FirstSeen("1.0.0").IsZero() {
+		t.Errorf("merged: %s", ab.Encode())
+	}
+	if ab.Merge(ba) {
+		t.Error("merging what it holds changed it")
+	}
+	back, err := DecodeVersions(ab.Encode())
+	if err != nil || back.Encode() != ab.Encode() {
+		t.Errorf("round trip: %v %s", err, back.Encode())
+	}
+	if v, err := DecodeVersions(`{"seen":[{"version":"1.0.0","at":"2026-11-27T10:00:00Z"}],"halts":[]}`); err != nil || v.FirstSeen("1.0.0").IsZero() {
+		t.Errorf("a field of a later release is not read past: %v", err)
+	}
+	for _, bad := range []string{`{`, `{"seen":[{"version":"","at":"2026-11-27T10:00:00Z"}]}`, `{"seen":[{"version":"1.0.0"}]}`} {
+		if _, err := DecodeVersions(bad); err == nil {
+			t.Errorf("%s read without an error", bad)
+		}
+	}
+}
+
+// Past MaxSeen the earliest first-seen are forgotten: a minimum age then only waits longer.
+func TestVersionsBound(t *testing.T) {
+	var v Versions
+	for i := 0; i < MaxSeen+10; i++ {
+		v.See(fmt.Sprintf("%d.0.0", i), "n", at(i))
+	}
+	if len(v.Seen) != MaxSeen || !v.FirstSeen("0.0.0").IsZero() || v.FirstSeen(fmt.Sprintf("%d.0.0", MaxSeen+9)).IsZero() {
+		t.Fatalf("%d kept; oldest %v", len(v.Seen), v.Seen[0])
+	}
+	if n := len(v.Encode()); n > 64*1024 {
+		t.Errorf("a full document is %d bytes", n)
+	}
+	if !strings.HasPrefix(v.Encode(), `{"seen":[`) {
+		t.Error(v.Encode()[:20])
+	}
+}
