@@ -578,6 +578,10 @@ func (c *Controller) reindex(name string) {
 	}
 	if seen != nil {
 		c.noteNodeFailures(seen, entry)
+		if entry.State == protocol.NeedsReboot && entry.AskedVersion != "" {
+			// The fleet's first sighting of a staged version: a policy's minimum age counts from it.
+			c.store.See(protocol.NormalVersion(entry.AskedVersion), seen.Name, now)
+		}
 	}
 }
 

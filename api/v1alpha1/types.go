@@ -78,6 +78,11 @@ type RebootPolicySpec struct {
 	// others follow. Unset: the flags' --canary-nodes and --canary-bake.
 	// +optional
 	Canary *Canary `json:"canary,omitempty"`
+	// Versions: which OS versions this pool's nodes may reboot into; a node that staged another is held
+	// (blocked-by version) and takes no budget. Unset: the flags' (--allow-version, --deny-version,
+	// --version-min-age).
+	// +optional
+	Versions *Versions `json:"versions,omitempty"`
 	// HealthChecks: more gates for this pool's nodes, each as --health-check takes it
 	// ('RESOURCE.GROUP/NAME[@NAMESPACE]: CEL'); no node of the pool starts a cycle unless every one holds.
 	// They add to the flags' (which guard every node); the operator needs get on the objects.
@@ -165,6 +170,29 @@ type Drain struct {
 	// +optional
 	// +kubebuilder:validation:Enum=retry;skip;force
 	FailurePolicy *string `json:"failurePolicy,omitempty"`
+}
+
+// Versions is a pool's --allow-version, --deny-version and --version-min-age. Each entry is an exact
+// version (4459.2.1) or a range of comparators joined by spaces (">=4459.2.0 <4500.0.0"); the
+// operator's parser checks them (Accepted=False when it refuses one).
+type Versions struct {
+	// Allow: the versions the pool's nodes may reboot into. Unset: the flags'; an empty list: any
+	// version not denied.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=256
+	Allow []string `json:"allow,omitempty"`
+	// Deny: versions they may not reboot into; wins over allow. They add to the flags' (a version
+	// denied there is denied in every pool).
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=256
+	Deny []string `json:"deny,omitempty"`
+	// MinAge: a version may be rebooted into only this long after the fleet first saw it staged.
+	// Unset: the flags' --version-min-age.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="a duration, e.g. 72h"
+	MinAge *metav1.Duration `json:"minAge,omitempty"`
 }
 
 // Canary is a pool's --canary-nodes and --canary-bake.

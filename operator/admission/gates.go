@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/versions"
 )
 
 // Schedule says when new cycles may start (reboot windows minus exclusions); window.Schedule is one.
@@ -49,6 +50,8 @@ type Rules struct {
 	Schedule Schedule
 	// Canary: per-version canaries and halts (zero: off).
 	Canary Canary
+	// Versions: which OS versions its nodes may reboot into (empty: any; DeclaredVersionGate).
+	Versions versions.Rules
 	// UndrainableRetry: how long a node whose drain failed under --drain-failure-policy=skip waits
 	// before it is admitted again.
 	UndrainableRetry time.Duration
@@ -145,7 +148,7 @@ func (c Chain) Run(ctx context.Context, in Input) Verdict {
 // Gates is the chain every decision runs, in order; docs/concepts.md's gate table is generated from
 // it (TestGateTable).
 var Gates = Chain{PolicyGate, WindowGate, PauseGate, RebootPausedGate, AgentProtocolGate, FailedVersionGate, UndrainableGate,
-	VersionGate, FleetBlockersGate, PoolBlockersGate, OrderGate, BudgetGate, NodeBlockersGate}
+	DeclaredVersionGate, VersionGate, FleetBlockersGate, PoolBlockersGate, OrderGate, BudgetGate, NodeBlockersGate}
 
 // PolicyGate holds a node whose reboot policy is not clear: two RebootPolicies of the same priority
 // match it, or its policy's spec did not compile. Never admitted under a policy that failed to compile.

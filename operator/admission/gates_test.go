@@ -14,6 +14,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/budget"
+	"github.com/slipway-dev/slipway/operator/versions"
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
@@ -213,7 +214,7 @@ func TestKinds(t *testing.T) {
 		}
 	}
 	for _, k := range Kinds {
-		if k.Quiet() != (k == KindBudget || k == KindSettling || k == KindCanary || k == KindWindow || k == KindOrder) {
+		if k.Quiet() != (k == KindBudget || k == KindSettling || k == KindCanary || k == KindWindow || k == KindOrder || k == KindVersion) {
 			t.Errorf("%s quiet = %v", k, k.Quiet())
 		}
 	}
@@ -296,5 +297,48 @@ func TestAgentProtocolGate(t *testing.T) {
 	n.Annotations = map[string]string{protocol.AgentProtocol: "7"}
 	if e := Of(n, "", ""); e.AgentProtocol != "7" {
 		t.Errorf("announced 7: %q", e.AgentProtocol)
+	}
+}
+
+// seenSwitch is a Switch that remembers when each version was first seen staged.
+type seenSwitch struct {
+	fleetswitch.Switch
+	seen map[string]time.Time
+}
+
+func (s seenSwitch) VersionFirstSeen(v string) time.Time { return s.seen[v] }
+
+// A staged version its policy does not let the node reboot into holds it, naming the version, the
+// rule and the policy; minAge counts from the fleet's first sighting and says when it ends; a node
+// whose agent names no version is held when there are rules to judge it by.
+func TestDeclaredVersionGate(t *testing.T) {
+	rules, err := versions.Compile([]string{">=4459.2.0 <4500.0.0"}, []string{"4459.2.3"}, 72*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := seenSwitch{seen: map[string]time.Time{"4459.2.1": t0.Add(-100 * time.Hour), "4459.2.2": t0.Add(-24 * time.Hour)}}
+	for _, c := range []struct {
+		name, version string
+		rules         versions.Rules
+		pool          string
+		want          string
+		retry         time.Duration
+	}{
+		{"no rules", "9999.0.0", versions.Rules{}, "", "", 0},
+		{"no rules, no version", "", versions.Rules{}, "", "", 0},
+		{"allowed and old enough", "4459.2.1", rules, "prod", "", 0},
+		{"denied", "4459.2.3", rules, "prod", "version: 4459.2.3 denied by rp/prod (deny: 4459.2.3)", 0},
+		{"not allowed, the flags'", "4500.1.0", rules, "", "version: 4500.1.0 not allowed by the flags (allow: >=4459.2.0 <4500.0.0)", 0},
+		{"too young: until its age", "4459.2.2", rules, "prod", "version: 4459.2.2 allowed from 2026-11-21T09:00:00Z (minAge 72h0m0s, rp/prod)", 48*time.Hour + 10*time.Millisecond},
+		{"never seen: from now", "4459.2.4", rules, "prod", "version: 4459.2.4 allowed from 2026-11-22T09:00:00Z (minAge 72h0m0s, rp/prod)", 72*time.Hour + 10*time.Millisecond},
+		{"no version named", "", rules, "prod", "version: its agent does not say which version it staged, and rp/prod says which versions it may reboot into", 0},
+	} {
+		_, f := fleetOf(nil, sw)
+		e := waiting
+		e.AskedVersion = c.version
+		v := DeclaredVersionGate.Check(context.Background(), Input{Name: "a", Node: e, Now: t0, Fleet: f, Policy: &Rules{Name: c.pool, Versions: c.rules}})
+		if v.String() != c.want || v.Retry != c.retry {
+			t.Errorf("%s: %q retry %s, want %q retry %s", c.name, v, v.Retry, c.want, c.retry)
+		}
 	}
 }

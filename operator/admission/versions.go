@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/slipway-dev/slipway/internal/protocol"
 )
 
 // Canary configures per-version canaries and halts: for each OS version nodes ask for, the first
@@ -177,6 +179,55 @@ func versionCheck(e Node, c Canary, sw Switch, now time.Time, stats map[string]*
 	s = WithMemory(s, v, mem)
 	return versionVerdict(v, CanaryOf(s, c, resumed, now, extra[v]), c, now)
 }
+
+// FirstSeen is the part of the fleet's memory that knows when each OS version was first seen staged
+// (fleetrecord.Versions); a Switch that has it gives it to DeclaredVersionGate.
+type FirstSeen interface {
+	VersionFirstSeen(version string) time.Time
+}
+
+// DeclaredVersionGate holds a node whose staged OS version its policy does not let it reboot into:
+// denied, not allowed, or younger than the policy's minimum age since the fleet first saw it staged.
+// A version the node's agent does not name cannot be judged and is held too. It takes no budget (a
+// waiting node never does); a policy edit or the age reached lets the node go.
+var DeclaredVersionGate = Gate{Name: "declared-version", Scope: ScopeNode, Plan: PlanFilter,
+	Doc: "the OS version it staged is one its policy does not let it reboot into yet (`--deny-version`, `--allow-version`, `--version-min-age`, a RebootPolicy's `versions`)",
+	Check: func(_ context.Context, in Input) Verdict {
+		p := in.pol()
+		if p.Versions.Empty() {
+			return Pass
+		}
+		who := "the flags"
+		if p.Name != "" {
+			who = "rp/" + p.Name
+		}
+		v := in.Node.AskedVersion
+		if v == "" {
+			return Held(KindVersion, "its agent does not say which version it staged, and "+who+" says which versions it may reboot into", 0)
+		}
+		var first time.Time
+		if m, ok := in.Fleet.Switch.(FirstSeen); ok {
+			first = m.VersionFirstSeen(protocol.NormalVersion(v))
+		}
+		d := p.Versions.Decide(v, first, in.Now)
+		if d.Allowed {
+			return Pass
+		}
+		var retry time.Duration
+		if !d.Until.IsZero() {
+			retry = d.Until.Sub(in.Now) + 10*time.Millisecond
+		}
+		var why string
+		switch d.Rule {
+		case "deny":
+			why = fmt.Sprintf("%s denied by %s (deny: %s)", v, who, d.Matched)
+		case "allow":
+			why = fmt.Sprintf("%s not allowed by %s (allow: %s)", v, who, d.Matched)
+		default:
+			why = fmt.Sprintf("%s allowed from %s (minAge %s, %s)", v, d.Until.UTC().Format(time.RFC3339), p.Versions.MinAge, who)
+		}
+		return Held(KindVersion, why, retry)
+	}}
 
 // VersionGate holds a node asking for a halted version whatever the budget says, so the reason it
 // shows is the halt; the plan also asks it about each node the budget has room for, where a version

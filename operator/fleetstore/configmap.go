@@ -12,16 +12,16 @@ import (
 // storeRetries: how often storeConfigMap reads a ConfigMap again after losing a race for it.
 const storeRetries = 3
 
-// storeConfigMap writes one key of ConfigMap name in Slipway's namespace, the fleet's memory (the
-// fleet record, the history): decide gets the ConfigMap as stored (nil: there is none) and returns
-// the key's new value, or write false to leave it as it is. The write is conditional on the
+// storeConfigMap writes keys of ConfigMap name in Slipway's namespace, the fleet's memory (the fleet
+// record and its versions, the history): decide gets the ConfigMap as stored (nil: there is none) and
+// returns the keys to set and their values (none: leave it as it is); other keys are kept. The write is conditional on the
 // resourceVersion decide saw, and a create when there was none; one that lost a race (changed,
 // created or deleted meanwhile) reads the ConfigMap again and asks decide again, so what another
 // leader or a person wrote is merged, never overwritten. cm is what the caller holds; unknown says
 // it must be read first. It returns the ConfigMap as stored now, as far as it knows: what it wrote, or
 // what decide last saw when it wrote nothing.
-func (s *Store) storeConfigMap(ctx context.Context, name, key string, cm *corev1.ConfigMap, unknown bool,
-	decide func(stored *corev1.ConfigMap) (value string, write bool, err error)) (*corev1.ConfigMap, error) {
+func (s *Store) storeConfigMap(ctx context.Context, name string, cm *corev1.ConfigMap, unknown bool,
+	decide func(stored *corev1.ConfigMap) (values map[string]string, err error)) (*corev1.ConfigMap, error) {
 	cms := s.cfg.Client.CoreV1().ConfigMaps(s.cfg.Namespace)
 	read := func() (*corev1.ConfigMap, error) {
 		got, err := cms.Get(ctx, name, metav1.GetOptions{})
@@ -40,23 +40,25 @@ func (s *Store) storeConfigMap(ctx context.Context, name, key string, cm *corev1
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		value, write, err := decide(cm)
+		values, err := decide(cm)
 		if err != nil {
 			return nil, err
 		}
-		if !write {
+		if len(values) == 0 {
 			return cm, nil
 		}
 		var out *corev1.ConfigMap
 		if cm == nil {
 			out, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.cfg.Namespace,
-				Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}}, Data: map[string]string{key: value}}, metav1.CreateOptions{})
+				Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}}, Data: values}, metav1.CreateOptions{})
 		} else {
 			next := cm.DeepCopy()
 			if next.Data == nil {
 				next.Data = map[string]string{}
 			}
-			next.Data[key] = value
+			for k, v := range values {
+				next.Data[k] = v
+			}
 			out, err = cms.Update(ctx, next, metav1.UpdateOptions{}) // conditional on cm.ResourceVersion
 		}
 		if err == nil {

@@ -43,19 +43,19 @@ func (s *Store) WriteHistory(ctx context.Context, force bool) (wait time.Duratio
 		return due.Sub(now), nil
 	}
 	var written []history.Cycle
-	out, err := s.storeConfigMap(ctx, history.ConfigMapName, history.Key, cm, cm == nil, func(cm *corev1.ConfigMap) (string, bool, error) {
+	out, err := s.storeConfigMap(ctx, history.ConfigMapName, cm, cm == nil, func(cm *corev1.ConfigMap) (map[string]string, error) {
 		var stored history.Record
 		if cm != nil {
 			var err error
 			if stored, err = history.Decode(cm.Data[history.Key]); err != nil {
-				return "", false, fmt.Errorf("ConfigMap %s/%s: %w; not overwriting it (mend or delete it: it holds only the history)", s.cfg.Namespace, history.ConfigMapName, err)
+				return nil, fmt.Errorf("ConfigMap %s/%s: %w; not overwriting it (mend or delete it: it holds only the history)", s.cfg.Namespace, history.ConfigMapName, err)
 			}
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		written = slices.Clone(s.hist.Cycles)
 		stored.Merge(s.hist)
-		return stored.Encode(), true, nil
+		return map[string]string{history.Key: stored.Encode()}, nil
 	})
 	if err != nil {
 		return 0, err

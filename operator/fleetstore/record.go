@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -18,8 +19,13 @@ import (
 // yet (the first leader of this version) the resumes the fleet switch recorded before the record
 // existed are taken over.
 func (s *Store) Load(marks []fleetrecord.Failure) {
-	stored, broken := decodeRecord(s.recordConfigMap())
-	if s.recordConfigMap() == nil {
+	cm := s.recordConfigMap()
+	stored, broken := decodeRecord(cm)
+	vers, versBroken := decodeVersions(cm)
+	if versBroken != "" {
+		s.cfg.Log.Error(errors.New(versBroken), "the fleet's versions cannot be read; minimum ages count from this leader's own sightings")
+	}
+	if cm == nil {
 		sw := s.Switch()
 		const by = "ConfigMap " + fleetswitch.ConfigMapName + " (before the fleet record)"
 		if !sw.FailuresResetAt.IsZero() {
@@ -34,8 +40,21 @@ func (s *Store) Load(marks []fleetrecord.Failure) {
 	}
 	s.mu.Lock()
 	s.rec.Merge(stored)
+	s.vers.Merge(vers)
 	s.recBroken = broken
 	s.mu.Unlock()
+}
+
+// See records that node staged version at at: the first sighting of a version is kept (a pool's
+// minimum age counts from it) and written with the record.
+func (s *Store) See(version, node string, at time.Time) {
+	s.mu.Lock()
+	changed := s.vers.See(version, node, at)
+	s.mu.Unlock()
+	if changed {
+		s.cfg.OnMemory()
+		s.cfg.OnSync(0)
+	}
 }
 
 // recordConfigMap is the fleet record's ConfigMap (nil: none yet, or no namespace): the informer's, or
@@ -66,6 +85,18 @@ func newerRV(a, b string) bool {
 	return errA == nil && errB == nil && x > y
 }
 
+// decodeVersions reads the versions document in cm (nil or none: empty), and why it cannot ("" it can).
+func decodeVersions(cm *corev1.ConfigMap) (fleetrecord.Versions, string) {
+	if cm == nil {
+		return fleetrecord.Versions{}, ""
+	}
+	v, err := fleetrecord.DecodeVersions(cm.Data[fleetrecord.VersionsKey])
+	if err != nil {
+		return fleetrecord.Versions{}, fmt.Sprintf("ConfigMap %s/%s key %s: %v", cm.Namespace, cm.Name, fleetrecord.VersionsKey, err)
+	}
+	return v, ""
+}
+
 // decodeRecord reads the record in cm (nil: none yet, the empty record), and why it cannot ("" it can).
 func decodeRecord(cm *corev1.ConfigMap) (fleetrecord.Record, string) {
 	if cm == nil {
@@ -88,30 +119,41 @@ func (s *Store) WriteRecord(ctx context.Context, now bool) (lazy bool, err error
 	if s.cfg.Namespace == "" {
 		return false, nil
 	}
-	stored, err := s.storeConfigMap(ctx, fleetrecord.ConfigMapName, fleetrecord.Key, s.recordConfigMap(), false, func(cm *corev1.ConfigMap) (string, bool, error) {
+	stored, err := s.storeConfigMap(ctx, fleetrecord.ConfigMapName, s.recordConfigMap(), false, func(cm *corev1.ConfigMap) (map[string]string, error) {
 		rec, broken := decodeRecord(cm)
+		vers, versBroken := decodeVersions(cm)
 		s.mu.Lock()
 		wasBroken := s.recBroken != ""
 		s.recBroken = broken
 		learned := s.rec.Merge(rec) // a person's resume, another leader's entries
+		learned = versBroken == "" && s.vers.Merge(vers) || learned
 		s.rec.Bound()
-		want := s.rec.Encode()
+		want, wantVers := s.rec.Encode(), s.vers.Encode()
 		onlyProofs := s.rec.SameButProofs(rec)
+		haveVers := len(s.vers.Seen) > 0
 		s.mu.Unlock()
 		if learned || wasBroken != (broken != "") {
 			s.cfg.OnRelease() // a resume may release waiting nodes; a broken record holds them
 		}
+		if broken != "" {
+			return nil, errors.New("not writing the fleet record over one it cannot read: " + broken)
+		}
+		if versBroken != "" {
+			s.cfg.Log.Error(errors.New(versBroken), "not writing the fleet's versions over a document it cannot read; minimum ages count from this leader's own sightings")
+		}
+		out := map[string]string{}
+		lazy = false
 		switch {
-		case broken != "":
-			return "", false, errors.New("not writing the fleet record over one it cannot read: " + broken)
 		case cm != nil && cm.Data[fleetrecord.Key] == want:
-			return "", false, nil
 		case cm != nil && !now && onlyProofs:
 			lazy = true
-			return "", false, nil
+		default:
+			out[fleetrecord.Key] = want
 		}
-		lazy = false
-		return want, true, nil
+		if versBroken == "" && haveVers && (cm == nil || cm.Data[fleetrecord.VersionsKey] != wantVers) {
+			out[fleetrecord.VersionsKey] = wantVers
+		}
+		return out, nil
 	})
 	s.mu.Lock()
 	switch {

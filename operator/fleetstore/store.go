@@ -94,6 +94,9 @@ type Store struct {
 	// recBroken says why the stored record cannot be read ("" it can): admissions hold until a person
 	// mends it, since reading it as empty would lift every halt it holds.
 	recBroken string
+	// vers: when the fleet first saw each OS version staged (fleetrecord.Versions), kept beside the
+	// record in its ConfigMap.
+	vers fleetrecord.Versions
 	// recWritten: the record's ConfigMap as this leader last wrote it (recordConfigMap).
 	recWritten *corev1.ConfigMap
 	failed     []string                       // nodes that failed in this roll-out, as last published (sorted)
@@ -252,7 +255,7 @@ func (s *Store) Remembered() (halted []string, failed int) {
 func (s *Store) View() View {
 	sw := s.Switch()
 	s.mu.Lock()
-	v := View{Switch: sw, rec: s.rec.Clone(), broken: s.recBroken}
+	v := View{Switch: sw, rec: s.rec.Clone(), broken: s.recBroken, seen: append([]fleetrecord.Seen(nil), s.vers.Seen...)}
 	s.mu.Unlock()
 	if max := s.cfg.MaxFailedReboots; max > 0 && !sw.FailuresPaused {
 		if failed := v.rec.BudgetFailures(); len(failed) >= max {
@@ -268,6 +271,7 @@ type View struct {
 	fleetswitch.Switch
 	rec    fleetrecord.Record
 	broken string
+	seen   []fleetrecord.Seen
 }
 
 // Holds holds every node while the fleet record cannot be read, then as the switch says.
@@ -278,7 +282,10 @@ func (v View) Holds(group string) (bool, string) {
 	return v.Switch.Holds(group)
 }
 
-func (v View) VersionResumedAt(ver string) time.Time  { return v.rec.VersionResumedAt(ver) }
+func (v View) VersionResumedAt(ver string) time.Time { return v.rec.VersionResumedAt(ver) }
+func (v View) VersionFirstSeen(ver string) time.Time {
+	return fleetrecord.Versions{Seen: v.seen}.FirstSeen(ver)
+}
 func (v View) VersionFailures(ver string) []time.Time { return v.rec.VersionFailures(ver) }
 func (v View) VersionStalls(ver string) []time.Time   { return v.rec.VersionStalls(ver) }
 func (v View) VersionProofs(ver string, inCycle func(string) bool) []time.Time {

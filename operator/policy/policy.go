@@ -19,6 +19,7 @@ import (
 	"github.com/slipway-dev/slipway/operator/health"
 	"github.com/slipway-dev/slipway/operator/stall"
 	"github.com/slipway-dev/slipway/operator/steer"
+	"github.com/slipway-dev/slipway/operator/versions"
 	"github.com/slipway-dev/slipway/operator/window"
 )
 
@@ -36,6 +37,8 @@ type Policy struct {
 	// Schedule: windows, FLUO's window and exclusions (nil: always open).
 	Schedule admission.Schedule
 	Canary   admission.Canary
+	// Versions: which OS versions a node may reboot into (package versions).
+	Versions versions.Rules
 	Settle   SettleConfig
 	Drain    DrainConfig
 	Steer    steer.Config
@@ -54,7 +57,7 @@ type Policy struct {
 
 // Admission is what admission reads of the policy.
 func (p *Policy) Admission() *admission.Rules {
-	return &admission.Rules{Schedule: p.Schedule, Canary: p.Canary, UndrainableRetry: p.Drain.UndrainableRetry}
+	return &admission.Rules{Schedule: p.Schedule, Canary: p.Canary, Versions: p.Versions, UndrainableRetry: p.Drain.UndrainableRetry}
 }
 
 // DefaultAlertRequire is the alert --prometheus-url requires unless --alert-require names others or
@@ -147,6 +150,9 @@ func Compile(s Spec) (*Policy, error) {
 		return nil, errors.New("canary-bake needs --canary-nodes")
 	}
 	p.Canary = admission.Canary{Nodes: c.Nodes, Bake: c.Bake.Duration, MaxFailed: c.MaxFailedPerVersion}
+	if p.Versions, err = versions.Compile(s.Versions.Allow, s.Versions.Deny, s.Versions.MinAge.Duration); err != nil {
+		return nil, fmt.Errorf("allow-version/deny-version/version-min-age: %w", err)
+	}
 	if d.UndrainableRetry.Duration <= 0 {
 		return nil, fmt.Errorf("undrainable-retry %s must be positive", d.UndrainableRetry.Duration)
 	}

@@ -68,6 +68,14 @@ func MergeSpec(def Spec, spec v1alpha1.RebootPolicySpec) Spec {
 			s.Canary.Bake = *c.Bake
 		}
 	}
+	if v := spec.Versions; v != nil {
+		if v.Allow != nil {
+			s.Versions.Allow = v.Allow
+		}
+		// A version denied by the flags is denied everywhere: a pool adds its own.
+		s.Versions.Deny = append(append([]string(nil), def.Versions.Deny...), v.Deny...)
+		setIf(&s.Versions.MinAge, v.MinAge)
+	}
 	if st := spec.Settle; st != nil {
 		setIf(&s.Settle.Time, st.Time)
 		setIf(&s.Settle.PDBs, st.PDBs)

@@ -36,8 +36,9 @@ type Spec struct {
 	// Hooks are --before-reboot-annotations and --after-reboot-annotations.
 	Hooks Hooks `json:"hooks,omitzero"`
 
-	Canary Canary `json:"canary,omitzero"`
-	Settle Settle `json:"settle"`
+	Canary   Canary   `json:"canary,omitzero"`
+	Versions Versions `json:"versions,omitzero"`
+	Settle   Settle   `json:"settle"`
 
 	// HealthChecks are --health-check, one entry per flag.
 	HealthChecks []string `json:"healthChecks,omitempty"`
@@ -78,6 +79,14 @@ type Canary struct {
 	Nodes               int             `json:"nodes,omitempty"`
 	Bake                metav1.Duration `json:"bake,omitzero"`
 	MaxFailedPerVersion int             `json:"maxFailedPerVersion,omitempty"`
+}
+
+// Versions is --allow-version, --deny-version and --version-min-age: which OS versions a node may
+// reboot into (package versions).
+type Versions struct {
+	Allow  []string        `json:"allow,omitempty"`
+	Deny   []string        `json:"deny,omitempty"`
+	MinAge metav1.Duration `json:"minAge,omitzero"`
 }
 
 // Settle is --settle-time, --settle-pdbs, --settle-timeout and --settle-timeout-policy.

@@ -184,6 +184,8 @@ type Verdict struct {
 	// >=4500.0.0", "not allowed (allow: >=4459.2.0 <4500.0.0)", "allowed from 2026-12-03T10:00:00Z
 	// (minAge 72h0m0s)". Rule is "deny", "allow" or "minAge" (the metric's reason).
 	Reason, Rule string
+	// Matched: the deny rule that matched, or the allow list it is not in (comma-separated).
+	Matched string
 	// Until: when only time holds it (minAge), the moment it is allowed; zero otherwise.
 	Until time.Time
 }
@@ -193,7 +195,7 @@ type Verdict struct {
 func (r Rules) Decide(v string, firstSeen, now time.Time) Verdict {
 	for _, d := range r.Deny {
 		if d.Matches(v) {
-			return Verdict{Reason: "denied by " + d.String(), Rule: "deny"}
+			return Verdict{Reason: "denied by " + d.String(), Rule: "deny", Matched: d.String()}
 		}
 	}
 	if len(r.Allow) > 0 {
@@ -204,7 +206,8 @@ func (r Rules) Decide(v string, firstSeen, now time.Time) Verdict {
 			names = append(names, a.String())
 		}
 		if !in {
-			return Verdict{Reason: "not allowed (allow: " + strings.Join(names, ", ") + ")", Rule: "allow"}
+			list := strings.Join(names, ", ")
+			return Verdict{Reason: "not allowed (allow: " + list + ")", Rule: "allow", Matched: list}
 		}
 	}
 	if r.MinAge > 0 {
