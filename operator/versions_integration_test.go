@@ -8,9 +8,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/slipway-dev/slipway/api/v1alpha1"
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testsupport/simnode"
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/policy"
 )
@@ -93,4 +96,43 @@ func TestVersionMinAgeOutlivesOperatorAndNode(t *testing.T) {
 		t.Fatalf("after a new operator and a deleted node: %q, want the first sighting's %q", got, why)
 	}
 	waitNode(t, second.Name, minAge+60*time.Second, "finished once the version is old enough", finished)
+}
+
+// A pool's versions: its deny holds its node with the policy named; an edit of the policy releases
+// the held node at once; a node admitted before the edit keeps its decision for its cycle (pinned)
+// and finishes on a version the edit denies.
+func TestPoolVersionsEditReleasesAndPinHolds(t *testing.T) {
+	dyn := needPools(t)
+	cleanNodes(t)
+	sns := simNodes(t, "pv", 2)
+	for _, sn := range sns {
+		label(t, sn.Name, map[string]string{"pool": "prod"})
+	}
+	createPolicy(t, dyn, "prod", v1alpha1.RebootPolicySpec{NodeSelector: selector("pool", "prod"), MaxUnavailable: ptr(intstr.FromInt32(2)),
+		Versions: &v1alpha1.Versions{Deny: []string{"4600.2.0"}}})
+	hold := "example.com/hold"
+	startOperator(t, opOptions{max: "2", before: []string{hold}, tweak: func(c *operator.Config) { c.Dynamic = dyn }})
+	waitPolicy(t, dyn, "prod", "counted its nodes", func(rp *v1alpha1.RebootPolicy) bool { return rp.Status.Nodes == 2 })
+	held, pinned := sns[0], sns[1]
+	stageVersion(t, held, "4600.2.0")
+	waitNode(t, held.Name, 30*time.Second, "held by its pool's deny", func(n *corev1.Node) bool {
+		return n.Annotations[protocol.BlockedBy] == "version: 4600.2.0 denied by rp/prod (deny: 4600.2.0)"
+	})
+	stageVersion(t, pinned, "4600.2.1")
+	waitNode(t, pinned.Name, 30*time.Second, "admitted, waiting for its hook", func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
+	// The edit: 4600.2.0 allowed, 4600.2.1 denied.
+	patchPolicy(t, dyn, "prod", map[string]interface{}{"spec": map[string]interface{}{"versions": map[string]interface{}{"deny": []string{"4600.2.1"}}}})
+	waitNode(t, held.Name, 30*time.Second, "released by the edit", func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
+	for _, sn := range sns {
+		annotate(t, sn.Name, map[string]*string{hold: ptr(protocol.True)})
+	}
+	for _, c := range []struct {
+		sn      *simnode.Node
+		version string
+	}{{held, "4600.2.0"}, {pinned, "4600.2.1"}} {
+		n := waitNode(t, c.sn.Name, 60*time.Second, "finished", finished)
+		if n.Labels[protocol.Version] != c.version {
+			t.Errorf("%s back on %q, want %s", c.sn.Name, n.Labels[protocol.Version], c.version)
+		}
+	}
 }
