@@ -149,19 +149,19 @@ type Controller struct {
 	// the workqueue never hands one node to two workers, so a sync.Map needs no lock of ours.
 	malformed sync.Map
 
-	// waiting: a pass that puts every waiting node in the queue is due (lookAtWaiting). One slot: many
-	// changes in a burst collapse into one pass.
-	waiting chan struct{}
-
 	running      atomic.Bool    // Run is processing the queue (this instance leads)
 	synced       atomic.Bool    // the informer has synced
 	syncStarted  []atomic.Int64 // per worker: unix nanos its sync in progress started, 0 when none
 	lastProgress atomic.Int64   // unix nanos the last sync finished (or the controller started)
 }
 
-// fleetKey, the one work queue key besides node names (which cannot contain '/'): write the fleet
-// record, the history and the published Status (fleetstore.Store.Sync).
-const fleetKey = "/fleet"
+// Work queue keys besides node names (which cannot contain '/').
+const (
+	// fleetKey: write the fleet record, the history and the published Status (fleetstore.Store.Sync).
+	fleetKey = "/fleet"
+	// waitingKey: put every waiting node in the queue (waitingPass).
+	waitingKey = "/waiting"
+)
 
 // New builds a Controller; Run starts it.
 func New(cfg Config) (*Controller, error) {
@@ -187,7 +187,7 @@ func New(cfg Config) (*Controller, error) {
 	}
 	cfg.Recorder = newDedupRecorder(cfg.Recorder, 10*time.Minute, cfg.Now)
 	c := &Controller{cfg: cfg, overlay: nodes.NewOverlay(), index: admission.NewIndex(), log: cfg.Log,
-		syncStarted: make([]atomic.Int64, cfg.Workers), waiting: make(chan struct{}, 1)}
+		syncStarted: make([]atomic.Int64, cfg.Workers)}
 	// The queue's own limiter (client-go's default for controllers) paces retries of failed syncs;
 	// a failed drain is retried on the drainer's backoff (--drain-retry-*), by AddAfter.
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -346,7 +346,6 @@ func (c *Controller) Run(ctx context.Context) error {
 		<-ctx.Done()
 		c.queue.ShutDown()
 	}()
-	go c.waitingPasses(ctx)
 	var workers sync.WaitGroup
 	for i := 0; i < c.cfg.Workers; i++ {
 		workers.Add(1)
@@ -375,6 +374,8 @@ func (c *Controller) processNext(ctx context.Context, slot int) bool {
 	switch name {
 	case fleetKey:
 		err = c.store.Sync(ctx)
+	case waitingKey:
+		c.waitingPass()
 	default:
 		retryAfter, err = c.sync(ctx, name)
 	}
@@ -397,31 +398,19 @@ func (c *Controller) processNext(ctx context.Context, slot int) bool {
 	return true
 }
 
-// lookAtWaiting asks for a pass over the waiting nodes (waitingPasses).
-func (c *Controller) lookAtWaiting() {
-	select {
-	case c.waiting <- struct{}{}:
-	default: // one is due already
-	}
-}
+// lookAtWaiting puts every waiting node in the queue once, through waitingKey: many changes in a
+// burst collapse into one pass, run by a worker after the nodes queued before it.
+func (c *Controller) lookAtWaiting() { c.queue.Add(waitingKey) }
 
-// waitingPasses puts every waiting node in the queue once per lookAtWaiting (a burst: once), until
-// ctx ends.
-func (c *Controller) waitingPasses(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.waiting:
-		}
-		for _, n := range c.index.WaitingNames() {
-			// A node whose last sync failed has its retry scheduled with backoff (AddRateLimited):
-			// adding it now would retry at once, and an admission the API server keeps refusing
-			// (a webhook or policy) would freeze the slot and PATCH again ~100 times a second, each
-			// failure freeing the slot that starts the next waiting pass.
-			if c.queue.NumRequeues(n) == 0 {
-				c.queue.Add(n)
-			}
+// waitingPass puts every waiting node in the queue.
+func (c *Controller) waitingPass() {
+	for _, n := range c.index.WaitingNames() {
+		// A node whose last sync failed has its retry scheduled with backoff (AddRateLimited):
+		// adding it now would retry at once, and an admission the API server keeps refusing
+		// (a webhook or policy) would freeze the slot and PATCH again ~100 times a second, each
+		// failure freeing the slot that starts the next waiting pass.
+		if c.queue.NumRequeues(n) == 0 {
+			c.queue.Add(n)
 		}
 	}
 }
