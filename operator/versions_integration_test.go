@@ -118,6 +118,12 @@ func TestPoolVersionsEditReleasesAndPinHolds(t *testing.T) {
 	waitNode(t, held.Name, 30*time.Second, "held by its pool's deny", func(n *corev1.Node) bool {
 		return n.Annotations[protocol.BlockedBy] == "version: 4600.2.0 denied by rp/prod (deny: 4600.2.0)"
 	})
+	rp := waitPolicy(t, dyn, "prod", "reports the held version", func(rp *v1alpha1.RebootPolicy) bool {
+		return condition(rp, "VersionsAllowed") == metav1.ConditionFalse
+	})
+	if len(rp.Status.Versions) != 1 || rp.Status.Versions[0].Version != "4600.2.0" || rp.Status.Versions[0].Held != "denied by 4600.2.0" {
+		t.Errorf("status versions %+v, want 4600.2.0 held: denied by 4600.2.0", rp.Status.Versions)
+	}
 	stageVersion(t, pinned, "4600.2.1")
 	waitNode(t, pinned.Name, 30*time.Second, "admitted, waiting for its hook", func(n *corev1.Node) bool { return n.Labels[protocol.BeforeReboot] == protocol.True })
 	// The edit: 4600.2.0 allowed, 4600.2.1 denied.

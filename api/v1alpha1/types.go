@@ -256,6 +256,9 @@ type VersionStatus struct {
 	// empty when canaries and halts are off).
 	Asking int32  `json:"asking"`
 	Canary string `json:"canary,omitempty"`
+	// Held: why the pool's versions rules hold its nodes off this version now ("" they do not):
+	// denied, not allowed, or younger than minAge (with the time it may go).
+	Held string `json:"held,omitempty"`
 }
 
 // RebootPolicyList is a list of RebootPolicies.

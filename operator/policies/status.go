@@ -177,7 +177,7 @@ func policyStatus(p *policy.Pool, old v1alpha1.RebootPolicyStatus, mine []admiss
 	} else {
 		cond("Progressing", false, "Idle", "")
 	}
-	halted := []string{}
+	halted, held := []string{}, []string{}
 	// The versions the pool's nodes ask for; where their canaries stand is the fleet's (canary proof and
 	// places are counted over every node, as admission counts them).
 	stats := admission.VersionsOf(mine)
@@ -206,7 +206,22 @@ func policyStatus(p *policy.Pool, old v1alpha1.RebootPolicyStatus, mine []admiss
 				halted = append(halted, v)
 			}
 		}
+		if rules := a.Versions; s.Asking > 0 && !rules.Empty() {
+			var first time.Time
+			if m, ok := sw.(admission.FirstSeen); ok {
+				first = m.VersionFirstSeen(v)
+			}
+			if d := rules.Decide(v, first, now); !d.Allowed {
+				vs.Held = d.Reason
+				held = append(held, v+" "+d.Reason)
+			}
+		}
 		st.Versions = append(st.Versions, vs)
+	}
+	if len(held) > 0 {
+		cond("VersionsAllowed", false, "VersionsHeld", fmt.Sprintf("nodes asking for a version the policy's versions rules hold back wait (blocked-by version): %s", strings.Join(held, "; ")))
+	} else {
+		cond("VersionsAllowed", true, "AllAllowed", "every version the pool's nodes ask for is allowed")
 	}
 	if len(halted) > 0 {
 		cond("Halted", true, "VersionHalted", "halted: "+strings.Join(halted, ", ")+" (kubectl slipway resume --version V)")
