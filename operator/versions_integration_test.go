@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/slipway-dev/slipway/api/v1alpha1"
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
@@ -141,4 +142,50 @@ func TestPoolVersionsEditReleasesAndPinHolds(t *testing.T) {
 			t.Errorf("%s back on %q, want %s", c.sn.Name, n.Labels[protocol.Version], c.version)
 		}
 	}
+}
+
+// A person's halt of a version (as kubectl slipway pause --version writes it) holds the nodes that
+// staged it whatever the policy says, naming who and why; a resume of the version (as resume
+// --version writes it) lets them go.
+func TestPersonHaltsAVersion(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	const ns = "slipway-halts"
+	ctx := context.Background()
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	_ = client.CoreV1().ConfigMaps(ns).Delete(ctx, fleetrecord.ConfigMapName, metav1.DeleteOptions{})
+	t.Cleanup(func() {
+		_ = client.CoreV1().ConfigMaps(ns).Delete(context.Background(), fleetrecord.ConfigMapName, metav1.DeleteOptions{})
+	})
+	halted := time.Now().UTC().Truncate(time.Second)
+	var vers fleetrecord.Versions
+	vers.AddHalt(fleetrecord.Halt{Version: "4600.3.0", By: "alice", At: halted, Why: "kernel regression"})
+	if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetrecord.ConfigMapName},
+		Data: map[string]string{fleetrecord.VersionsKey: vers.Encode()}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sn := simNodes(t, "halt", 1)[0]
+	startOperator(t, opOptions{max: "1", tweak: func(c *operator.Config) { c.Namespace = ns }})
+	stageVersion(t, sn, "4600.3.0")
+	want := "version-halted: 4600.3.0 halted by alice at " + halted.Format(time.RFC3339) + ": kernel regression; kubectl slipway resume --version 4600.3.0 releases it"
+	waitNode(t, sn.Name, 30*time.Second, "held by the person's halt", func(n *corev1.Node) bool { return n.Annotations[protocol.BlockedBy] == want })
+	// resume --version: a resume in the record, after the halt.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		rec, err := fleetrecord.Decode(cm.Data[fleetrecord.Key])
+		if err != nil {
+			return false, err
+		}
+		rec.AddResume(fleetrecord.Resume{Version: "4600.3.0", By: "bob", At: halted.Add(time.Second), Why: "fixed upstream"})
+		cm.Data[fleetrecord.Key] = rec.Encode()
+		_, err = client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+		return err == nil, nil // a conflict with the operator's own write: read again
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, sn.Name, 60*time.Second, "finished once the version is resumed", finished)
 }

@@ -19,9 +19,53 @@ const VersionsKey = "versions"
 const MaxSeen = 500
 
 // Versions is what the fleet remembers per OS version, apart from failures and proofs: when it first
-// saw each one staged (a pool's minAge counts from there, across restarts and deleted Nodes).
+// saw each one staged (a pool's minAge counts from there, across restarts and deleted Nodes), and the
+// halts people set (kubectl slipway pause --version), each lifted by a later resume of the version in
+// the record (Resume).
 type Versions struct {
-	Seen []Seen `json:"seen,omitempty"`
+	Seen  []Seen `json:"seen,omitempty"`
+	Halts []Halt `json:"halts,omitempty"`
+}
+
+// Halt is a person's halt of one OS version: no node is admitted for it until a resume of the
+// version later than At.
+type Halt struct {
+	Version string    `json:"version"`
+	By      string    `json:"by"`
+	At      time.Time `json:"at"` // the API server's clock, never the client's
+	Why     string    `json:"why,omitempty"`
+}
+
+// MaxHalts bounds the halts kept (the newest).
+const MaxHalts = 100
+
+// AddHalt records h (once) and reports whether it was new.
+func (v *Versions) AddHalt(h Halt) bool {
+	if h.Version == "" || h.At.IsZero() {
+		return false
+	}
+	h.Why = clip(h.Why, MaxWhy)
+	for _, x := range v.Halts {
+		if x.Version == h.Version && x.At.Equal(h.At) && x.By == h.By {
+			return false
+		}
+	}
+	v.Halts = append(v.Halts, h)
+	v.sort()
+	if len(v.Halts) > MaxHalts {
+		v.Halts = append([]Halt(nil), v.Halts[len(v.Halts)-MaxHalts:]...)
+	}
+	return true
+}
+
+// HaltOf is version's newest halt set after resumedAt (the version's last resume), if any.
+func (v Versions) HaltOf(version string, resumedAt time.Time) (Halt, bool) {
+	for i := len(v.Halts) - 1; i >= 0; i-- {
+		if h := v.Halts[i]; h.Version == version && h.At.After(resumedAt) {
+			return h, true
+		}
+	}
+	return Halt{}, false
 }
 
 // Seen is the first time the fleet saw Version staged, and on which node.
@@ -45,6 +89,11 @@ func DecodeVersions(s string) (Versions, error) {
 	for _, x := range v.Seen {
 		if x.Version == "" || x.At.IsZero() {
 			return Versions{}, fmt.Errorf("fleet versions: an entry without version or time (%+v)", x)
+		}
+	}
+	for _, h := range v.Halts {
+		if h.Version == "" || h.At.IsZero() {
+			return Versions{}, fmt.Errorf("fleet versions: a halt without version or time (%+v)", h)
 		}
 	}
 	v.sort()
@@ -89,11 +138,15 @@ func (v *Versions) See(version, node string, at time.Time) bool {
 	return true
 }
 
-// Merge takes o's sightings in (the earliest of each version wins) and reports whether v changed.
+// Merge takes o's sightings (the earliest of each version wins) and halts in and reports whether v
+// changed.
 func (v *Versions) Merge(o Versions) bool {
 	changed := false
 	for _, x := range o.Seen {
 		changed = v.See(x.Version, x.Node, x.At) || changed
+	}
+	for _, h := range o.Halts {
+		changed = v.AddHalt(h) || changed
 	}
 	return changed
 }
@@ -107,6 +160,12 @@ func (v *Versions) bound() {
 }
 
 func (v *Versions) sort() {
+	sort.SliceStable(v.Halts, func(i, j int) bool {
+		if !v.Halts[i].At.Equal(v.Halts[j].At) {
+			return v.Halts[i].At.Before(v.Halts[j].At)
+		}
+		return v.Halts[i].Version+v.Halts[i].By < v.Halts[j].Version+v.Halts[j].By
+	})
 	sort.SliceStable(v.Seen, func(i, j int) bool {
 		if !v.Seen[i].At.Equal(v.Seen[j].At) {
 			return v.Seen[i].At.Before(v.Seen[j].At)

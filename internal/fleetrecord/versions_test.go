@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The earliest sighting of a version wins, whatever order leaders learn them in; merging converges;
@@ -34,7 +35,7 @@ func TestVersionsFirstSeen(t *testing.T) {
 	if err != nil || back.Encode() != ab.Encode() {
 		t.Errorf("round trip: %v %s", err, back.Encode())
 	}
-	if v, err := DecodeVersions(`{"seen":[{"version":"1.0.0","at":"2026-11-27T10:00:00Z"}],"halts":[]}`); err != nil || v.FirstSeen("1.0.0").IsZero() {
+	if v, err := DecodeVersions(`{"seen":[{"version":"1.0.0","at":"2026-11-27T10:00:00Z"}],"later":[]}`); err != nil || v.FirstSeen("1.0.0").IsZero() {
 		t.Errorf("a field of a later release is not read past: %v", err)
 	}
 	for _, bad := range []string{`{`, `{"seen":[{"version":"","at":"2026-11-27T10:00:00Z"}]}`, `{"seen":[{"version":"1.0.0"}]}`} {
@@ -58,5 +59,41 @@ func TestVersionsBound(t *testing.T) {
 	}
 	if !strings.HasPrefix(v.Encode(), `{"seen":[`) {
 		t.Error(v.Encode()[:20])
+	}
+}
+
+// A person's halt holds its version until a resume of the version later than it; halts merge like
+// the rest, once each, and the newest halt after the last resume is the one in force.
+func TestVersionHalts(t *testing.T) {
+	var v Versions
+	if !v.AddHalt(Halt{Version: "4600.0.0", By: "alice", At: at(10), Why: "kernel regression"}) || v.AddHalt(Halt{Version: "4600.0.0", By: "alice", At: at(10)}) {
+		t.Fatal("a halt is added once")
+	}
+	if h, ok := v.HaltOf("4600.0.0", time.Time{}); !ok || h.By != "alice" {
+		t.Errorf("halt not in force: %+v %v", h, ok)
+	}
+	if _, ok := v.HaltOf("4600.0.0", at(11)); ok {
+		t.Error("a resume after the halt did not lift it")
+	}
+	var o Versions
+	o.AddHalt(Halt{Version: "4600.0.0", By: "bob", At: at(20), Why: "again"})
+	if !v.Merge(o) || v.Merge(o) {
+		t.Error("merge of a new halt")
+	}
+	if h, ok := v.HaltOf("4600.0.0", at(11)); !ok || h.By != "bob" {
+		t.Errorf("a halt after the resume holds again: %+v %v", h, ok)
+	}
+	back, err := DecodeVersions(v.Encode())
+	if err != nil || back.Encode() != v.Encode() {
+		t.Errorf("round trip: %v", err)
+	}
+	if _, err := DecodeVersions(`{"halts":[{"version":"","by":"x","at":"2026-11-27T10:00:00Z"}]}`); err == nil {
+		t.Error("a halt without a version read")
+	}
+	for i := 0; i < MaxHalts+5; i++ {
+		v.AddHalt(Halt{Version: "1.0.0", By: "x", At: at(100 + i)})
+	}
+	if len(v.Halts) != MaxHalts {
+		t.Errorf("%d halts kept", len(v.Halts))
 	}
 }

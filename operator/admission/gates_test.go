@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/budget"
@@ -303,10 +304,15 @@ func TestAgentProtocolGate(t *testing.T) {
 // seenSwitch is a Switch that remembers when each version was first seen staged.
 type seenSwitch struct {
 	fleetswitch.Switch
-	seen map[string]time.Time
+	seen  map[string]time.Time
+	halts map[string]fleetrecord.Halt
 }
 
 func (s seenSwitch) VersionFirstSeen(v string) time.Time { return s.seen[v] }
+func (s seenSwitch) VersionHalt(v string) (fleetrecord.Halt, bool) {
+	h, ok := s.halts[v]
+	return h, ok
+}
 
 // A staged version its policy does not let the node reboot into holds it, naming the version, the
 // rule and the policy; minAge counts from the fleet's first sighting and says when it ends; a node
@@ -316,7 +322,8 @@ func TestDeclaredVersionGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sw := seenSwitch{seen: map[string]time.Time{"4459.2.1": t0.Add(-100 * time.Hour), "4459.2.2": t0.Add(-24 * time.Hour)}}
+	sw := seenSwitch{seen: map[string]time.Time{"4459.2.1": t0.Add(-100 * time.Hour), "4459.2.2": t0.Add(-24 * time.Hour)},
+		halts: map[string]fleetrecord.Halt{"4459.2.5": {Version: "4459.2.5", By: "alice", At: t0.Add(-time.Hour), Why: "kernel regression"}}}
 	for _, c := range []struct {
 		name, version string
 		rules         versions.Rules
@@ -331,6 +338,7 @@ func TestDeclaredVersionGate(t *testing.T) {
 		{"not allowed, the flags'", "4500.1.0", rules, "", "version: 4500.1.0 not allowed by the flags (allow: >=4459.2.0 <4500.0.0)", 0},
 		{"too young: until its age", "4459.2.2", rules, "prod", "version: 4459.2.2 allowed from 2026-11-21T09:00:00Z (minAge 72h0m0s, rp/prod)", 48*time.Hour + 10*time.Millisecond},
 		{"never seen: from now", "4459.2.4", rules, "prod", "version: 4459.2.4 allowed from 2026-11-22T09:00:00Z (minAge 72h0m0s, rp/prod)", 72*time.Hour + 10*time.Millisecond},
+		{"halted by a person, with no rules", "4459.2.5", versions.Rules{}, "", "version-halted: 4459.2.5 halted by alice at 2026-11-19T08:00:00Z: kernel regression; kubectl slipway resume --version 4459.2.5 releases it", 0},
 		{"no version named", "", rules, "prod", "version: its agent does not say which version it staged, and rp/prod says which versions it may reboot into", 0},
 	} {
 		_, f := fleetOf(nil, sw)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/protocol"
 )
 
@@ -186,14 +187,31 @@ type FirstSeen interface {
 	VersionFirstSeen(version string) time.Time
 }
 
-// DeclaredVersionGate holds a node whose staged OS version its policy does not let it reboot into:
+// Halts is the part of the fleet's memory that knows the halts people set (kubectl slipway pause
+// --version) and not yet resumed.
+type Halts interface {
+	VersionHalt(version string) (fleetrecord.Halt, bool)
+}
+
+// DeclaredVersionGate holds a node whose staged OS version a person halted (kubectl slipway pause
+// --version, until resume --version), or its policy does not let it reboot into:
 // denied, not allowed, or younger than the policy's minimum age since the fleet first saw it staged.
 // A version the node's agent does not name cannot be judged and is held too. It takes no budget (a
 // waiting node never does); a policy edit or the age reached lets the node go.
 var DeclaredVersionGate = Gate{Name: "declared-version", Scope: ScopeNode, Plan: PlanFilter,
-	Doc: "the OS version it staged is one its policy does not let it reboot into yet (`--deny-version`, `--allow-version`, `--version-min-age`, a RebootPolicy's `versions`)",
+	Doc: "the OS version it staged is halted by a person (`kubectl slipway pause --version`), or one its policy does not let it reboot into yet (`--deny-version`, `--allow-version`, `--version-min-age`, a RebootPolicy's `versions`)",
 	Check: func(_ context.Context, in Input) Verdict {
 		p := in.pol()
+		if m, ok := in.Fleet.Switch.(Halts); ok && in.Node.AskedVersion != "" {
+			v := protocol.NormalVersion(in.Node.AskedVersion)
+			if h, ok := m.VersionHalt(v); ok {
+				why := ""
+				if h.Why != "" {
+					why = ": " + h.Why
+				}
+				return Held(KindVersionHalted, fmt.Sprintf("%s halted by %s at %s%s; kubectl slipway resume --version %s releases it", v, h.By, h.At.UTC().Format(time.RFC3339), why, v), 0)
+			}
+		}
 		if p.Versions.Empty() {
 			return Pass
 		}

@@ -15,6 +15,7 @@ package fleetstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -255,7 +256,8 @@ func (s *Store) Remembered() (halted []string, failed int) {
 func (s *Store) View() View {
 	sw := s.Switch()
 	s.mu.Lock()
-	v := View{Switch: sw, rec: s.rec.Clone(), broken: s.recBroken, seen: append([]fleetrecord.Seen(nil), s.vers.Seen...)}
+	v := View{Switch: sw, rec: s.rec.Clone(), broken: s.recBroken,
+		vers: fleetrecord.Versions{Seen: slices.Clone(s.vers.Seen), Halts: slices.Clone(s.vers.Halts)}}
 	s.mu.Unlock()
 	if max := s.cfg.MaxFailedReboots; max > 0 && !sw.FailuresPaused {
 		if failed := v.rec.BudgetFailures(); len(failed) >= max {
@@ -271,7 +273,7 @@ type View struct {
 	fleetswitch.Switch
 	rec    fleetrecord.Record
 	broken string
-	seen   []fleetrecord.Seen
+	vers   fleetrecord.Versions
 }
 
 // Holds holds every node while the fleet record cannot be read, then as the switch says.
@@ -283,8 +285,12 @@ func (v View) Holds(group string) (bool, string) {
 }
 
 func (v View) VersionResumedAt(ver string) time.Time { return v.rec.VersionResumedAt(ver) }
-func (v View) VersionFirstSeen(ver string) time.Time {
-	return fleetrecord.Versions{Seen: v.seen}.FirstSeen(ver)
+func (v View) VersionFirstSeen(ver string) time.Time { return v.vers.FirstSeen(ver) }
+
+// VersionHalt is a person's halt of ver in force (kubectl slipway pause --version): set after the
+// version's last resume.
+func (v View) VersionHalt(ver string) (fleetrecord.Halt, bool) {
+	return v.vers.HaltOf(ver, v.rec.VersionResumedAt(ver))
 }
 func (v View) VersionFailures(ver string) []time.Time { return v.rec.VersionFailures(ver) }
 func (v View) VersionStalls(ver string) []time.Time   { return v.rec.VersionStalls(ver) }

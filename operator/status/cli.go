@@ -52,7 +52,7 @@ const (
 
 const usage = `Usage:
   %[1]s [status] [-o text|wide|json] [--group GROUP] [--policy NAME] [--state STATE] [--all] [-w [--interval D]]
-  %[1]s pause [--group GROUP | --policy NAME | --nodes NODES [--except NODES]] [--reason TEXT]
+  %[1]s pause [--group GROUP | --policy NAME | --nodes NODES [--except NODES] | --version V] [--reason TEXT]
   %[1]s resume [--group GROUP | --policy NAME | --nodes NODES [--except NODES] | --failures | --version V] [--reason TEXT]
   %[1]s history [NODE] [--since D] [--svg FILE]
   %[1]s version
@@ -66,6 +66,9 @@ Commands:
            error, last reboot
   pause    stop new reboot cycles in the whole fleet, or in one budget group; nodes already in
            their cycle finish it. Records who (the kubeconfig user, else $USER) and when.
+           --version V: no node is admitted to reboot into OS version V (blocked-by
+           version-halted) until resume --version V; kept in the fleet record with who (the API
+           server's view of you), when (its clock) and --reason
   resume   let the fleet (or the group) start cycles again; --failures: clear the pause the
            operator set when --max-failed-reboots was spent and start a new count (a person's
            pause and resume never touch that one); --version V: release OS version V's halt
@@ -101,7 +104,8 @@ Flags:
       --since D            history: how far back (default 24h)
       --svg FILE           history: write the timeline as SVG to FILE instead of the table
       --failures           resume: the failure budget's pause, and a new count of failed reboots
-      --version V          resume: OS version V's halt, and a new count of its failures
+      --version V          pause: halt OS version V; resume: lift its halts (a person's and
+                           --max-failed-per-version's), and a new count of its failures
       --kubeconfig PATH    kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the
                            pod's service account)
       --context NAME       kubeconfig context (default: the current one)
@@ -269,7 +273,7 @@ func parseArgs(args []string) (string, options, error) {
 	}
 	for _, err := range []error{
 		only("o", "status"), only("output", "status"),
-		only("group", "status", "pause", "resume"), only("policy", "status", "pause", "resume"), only("reason", "pause", "resume"), only("failures", "resume"), only("version", "resume"),
+		only("group", "status", "pause", "resume"), only("policy", "status", "pause", "resume"), only("reason", "pause", "resume"), only("failures", "resume"), only("version", "pause", "resume"),
 		only("nodes", "pause", "resume"), only("except", "pause", "resume"),
 		only("state", "status"), only("all", "status"), only("watch", "status"), only("since", "history"), only("svg", "history"), only("w", "status"), only("interval", "status"),
 	} {
@@ -656,6 +660,9 @@ func (c *client) pause(ctx context.Context, w io.Writer, o options, e env) error
 	if o.policy != "" {
 		return c.pausePolicy(ctx, w, o, true)
 	}
+	if o.version != "" {
+		return c.haltVersion(ctx, w, o, e)
+	}
 	if len(o.nodes) > 0 {
 		return c.pauseNodes(ctx, w, o, e)
 	}
@@ -778,6 +785,56 @@ func (c *client) resume(ctx context.Context, w io.Writer, o options, e env) erro
 	}
 }
 
+// haltVersion writes a person's halt of --version into the fleet's versions (key
+// fleetrecord.VersionsKey of the record's ConfigMap, beside the record): who (the API server's answer
+// to "who am I"), when (the API server's clock) and why. Conditional on what it read; the record's
+// own key is left as it is.
+func (c *client) haltVersion(ctx context.Context, w io.Writer, o options, e env) error {
+	by := c.whoAmI(ctx, o, e)
+	cms := c.cs.CoreV1().ConfigMaps(o.namespace)
+	what := "the fleet record ConfigMap " + o.namespace + "/" + fleetrecord.ConfigMapName
+	for attempt := 0; ; attempt++ {
+		cm, err := cms.Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return c.explain("reading "+what, err)
+		}
+		at, ok := c.clock.last()
+		if !ok {
+			return fmt.Errorf("reading %s: the API server's answer carried no Date header, and a halt is never stamped with this machine's clock", what)
+		}
+		var vers fleetrecord.Versions
+		if err == nil {
+			if vers, err = fleetrecord.DecodeVersions(cm.Data[fleetrecord.VersionsKey]); err != nil {
+				return fmt.Errorf("%s key %s cannot be read (%v): mend it first; nothing was written", what, fleetrecord.VersionsKey, err)
+			}
+		}
+		vers.AddHalt(fleetrecord.Halt{Version: o.version, By: by, At: at, Why: o.reason})
+		if apierrors.IsNotFound(err) || cm == nil {
+			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetrecord.ConfigMapName, Namespace: o.namespace,
+				Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}}, Data: map[string]string{fleetrecord.VersionsKey: vers.Encode()}}, metav1.CreateOptions{})
+		} else {
+			cm = cm.DeepCopy()
+			if cm.Data == nil {
+				cm.Data = map[string]string{}
+			}
+			cm.Data[fleetrecord.VersionsKey] = vers.Encode()
+			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{}) // conditional on the resourceVersion read
+		}
+		if (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && attempt < 5 {
+			continue // the operator or a colleague wrote it meanwhile: read again
+		}
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("namespace %s does not exist: is Slipway installed there? (see -n)", o.namespace)
+		}
+		if err != nil {
+			return c.explain("writing "+what, err)
+		}
+		fmt.Fprintf(w, "version %s halted by %s at %s (API server time): %s\nNo node is admitted to reboot into it; nodes in their cycle finish it. Undo: resume --version %s.\n",
+			o.version, by, at.UTC().Format(time.RFC3339), orUnsaid(o.reason), o.version)
+		return nil
+	}
+}
+
 // remember writes a resume of --version or --failures into the fleet record: who (the API server's
 // answer to "who am I"), when (the API server's clock, from the answer to the read the write is
 // conditional on) and why. The failures recorded before it no longer count for what it resumes.
@@ -805,13 +862,16 @@ func (c *client) remember(ctx context.Context, w io.Writer, o options, e env) er
 			before = len(rec.BudgetFailures())
 		}
 		rec.AddResume(fleetrecord.Resume{Version: o.version, By: by, At: at, Why: o.reason})
-		data := map[string]string{fleetrecord.Key: rec.Encode()}
 		if apierrors.IsNotFound(err) || cm == nil {
 			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetrecord.ConfigMapName, Namespace: o.namespace,
-				Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}}, Data: data}, metav1.CreateOptions{})
+				Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}}, Data: map[string]string{fleetrecord.Key: rec.Encode()}}, metav1.CreateOptions{})
 		} else {
+			// Only the record's key: the others (the fleet's versions) are the operator's, kept as read.
 			cm = cm.DeepCopy()
-			cm.Data = data
+			if cm.Data == nil {
+				cm.Data = map[string]string{}
+			}
+			cm.Data[fleetrecord.Key] = rec.Encode()
 			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{}) // conditional on the resourceVersion read
 		}
 		if (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && attempt < 5 {

@@ -5,14 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/slipway-dev/slipway/api/v1alpha1"
-	"github.com/slipway-dev/slipway/internal/testsupport/syncbuf"
 	"io"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,13 +19,17 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/slipway-dev/slipway/api/v1alpha1"
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/history"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/testsupport/syncbuf"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/internal/version"
 	"github.com/slipway-dev/slipway/operator/policy"
@@ -540,6 +541,12 @@ NODE  STATE  FOR  OS  GROUP  LAST-REBOOT  DETAIL
 	// resume --version V: a new count of V's failures, the halt (--max-failed-per-version) released;
 	// a version with a + (update_engine's builds) is a version like any other, kept in the version
 	// label's form as the operator compares it.
+	// The operator's other key in the record's ConfigMap (the fleet's versions) stays as it is.
+	const sightings = `{"seen":[{"version":"4600.0.0","at":"2026-11-27T10:00:00Z","node":"a"}]}`
+	if _, err := c.CoreV1().ConfigMaps(ns).Patch(context.Background(), fleetrecord.ConfigMapName, types.MergePatchType,
+		[]byte(`{"data":{"`+fleetrecord.VersionsKey+`":`+strconv.Quote(sightings)+`}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	for v, kept := range map[string]string{"4600.0.0": "4600.0.0", "4600.0.0+dev-1": "4600.0.0-dev-1"} {
 		before := time.Now()
 		out, errOut, code := cli(append([]string{"resume", "--version", v}, base...)...)
@@ -555,10 +562,43 @@ NODE  STATE  FOR  OS  GROUP  LAST-REBOOT  DETAIL
 	if r := record(); len(r.Resumes) != 4 {
 		t.Errorf("the record keeps every resume: %+v", r.Resumes)
 	}
+	if cm, err := c.CoreV1().ConfigMaps(ns).Get(context.Background(), fleetrecord.ConfigMapName, metav1.GetOptions{}); err != nil || cm.Data[fleetrecord.VersionsKey] != sightings {
+		t.Errorf("resume --version dropped the fleet's versions: %v %q", err, cm.Data[fleetrecord.VersionsKey])
+	}
+	// pause --version V: a person's halt, with who and when by the API server and why, beside the
+	// sightings; a later resume --version lifts it.
+	before = time.Now()
+	out, errOut, code = cli(append([]string{"pause", "--version", "4600.0.0+dev-1", "--reason", "kernel regression"}, base...)...)
+	if code != ExitOK || errOut != "" || !strings.HasPrefix(out, "version 4600.0.0-dev-1 halted by "+who+" at ") || !strings.Contains(out, "Undo: resume --version 4600.0.0-dev-1.") {
+		t.Fatalf("pause --version: exit %d\n%s\n%s", code, out, errOut)
+	}
+	vers := func() fleetrecord.Versions {
+		t.Helper()
+		cm, err := c.CoreV1().ConfigMaps(ns).Get(context.Background(), fleetrecord.ConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := fleetrecord.DecodeVersions(cm.Data[fleetrecord.VersionsKey])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	h, ok := vers().HaltOf("4600.0.0-dev-1", record().VersionResumedAt("4600.0.0-dev-1"))
+	if !ok || h.By != who || h.Why != "kernel regression" || vers().FirstSeen("4600.0.0").IsZero() {
+		t.Errorf("halt %+v %v; sightings kept: %v", h, ok, vers().Seen)
+	}
+	serverTime(h.At, before, time.Now())
+	if _, _, code := cli(append([]string{"resume", "--version", "4600.0.0-dev-1"}, base...)...); code != ExitOK {
+		t.Fatalf("resume --version after a halt: exit %d", code)
+	}
+	if h, ok := vers().HaltOf("4600.0.0-dev-1", record().VersionResumedAt("4600.0.0-dev-1")); ok {
+		t.Errorf("resume --version left the halt in force: %+v", h)
+	}
 	if _, _, code := cli(append([]string{"resume", "--reason", "x"}, base...)...); code != ExitUsage {
 		t.Errorf("resume --reason without --failures or --version: exit %d, want %d", code, ExitUsage)
 	}
-	for _, bad := range [][]string{{"resume", "--version", "4600.0.0", "--failures"}, {"resume", "--version", "a b"}, {"resume", "--version", "4600/0"}, {"pause", "--version", "1"}} {
+	for _, bad := range [][]string{{"resume", "--version", "4600.0.0", "--failures"}, {"resume", "--version", "a b"}, {"resume", "--version", "4600/0"}, {"pause", "--version", "a b"}, {"pause", "--version", "4600.0.0", "--group", "a"}} {
 		if _, _, code := cli(append(bad, base...)...); code != ExitUsage {
 			t.Errorf("%v: exit %d, want %d", bad, code, ExitUsage)
 		}
