@@ -169,7 +169,7 @@ func TestPersonHaltsAVersion(t *testing.T) {
 	stageVersion(t, sn, "4600.3.0")
 	want := "version-halted: 4600.3.0 halted by alice at " + halted.Format(time.RFC3339) + ": kernel regression; kubectl slipway resume --version 4600.3.0 releases it"
 	waitNode(t, sn.Name, 30*time.Second, "held by the person's halt", func(n *corev1.Node) bool { return n.Annotations[protocol.BlockedBy] == want })
-	// resume --version: a resume in the record, after the halt.
+	// resume --version: a resume in the record, and the halt lifted, in one write.
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{})
 		if err != nil {
@@ -180,7 +180,12 @@ func TestPersonHaltsAVersion(t *testing.T) {
 			return false, err
 		}
 		rec.AddResume(fleetrecord.Resume{Version: "4600.3.0", By: "bob", At: halted.Add(time.Second), Why: "fixed upstream"})
-		cm.Data[fleetrecord.Key] = rec.Encode()
+		v, err := fleetrecord.DecodeVersions(cm.Data[fleetrecord.VersionsKey])
+		if err != nil {
+			return false, err
+		}
+		v.Lift("4600.3.0", "bob", halted.Add(time.Second))
+		cm.Data[fleetrecord.Key], cm.Data[fleetrecord.VersionsKey] = rec.Encode(), v.Encode()
 		_, err = client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
 		return err == nil, nil // a conflict with the operator's own write: read again
 	})

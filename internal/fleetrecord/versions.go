@@ -20,33 +20,55 @@ const MaxSeen = 500
 
 // Versions is what the fleet remembers per OS version, apart from failures and proofs: when it first
 // saw each one staged (a pool's minAge counts from there, across restarts and deleted Nodes), and the
-// halts people set (kubectl slipway pause --version), each lifted by a later resume of the version in
-// the record (Resume).
+// halts people set (kubectl slipway pause --version) and lifted (resume --version).
 type Versions struct {
 	Seen  []Seen `json:"seen,omitempty"`
 	Halts []Halt `json:"halts,omitempty"`
 }
 
-// Halt is a person's halt of one OS version: no node is admitted for it until a resume of the
-// version later than At.
+// Seen is the first time the fleet saw Version staged, and on which node.
+type Seen struct {
+	Version string    `json:"version"`
+	At      time.Time `json:"at"`
+	Node    string    `json:"node,omitempty"`
+}
+
+// Halt is a person's halt of one OS version: no node is admitted for it until a person lifts it
+// (kubectl slipway resume --version, which lifts every halt of the version it saw, in the same write
+// as its resume: no clock decides which came first, so a halt and a resume in one second cannot
+// cross).
 type Halt struct {
 	Version string    `json:"version"`
 	By      string    `json:"by"`
 	At      time.Time `json:"at"` // the API server's clock, never the client's
 	Why     string    `json:"why,omitempty"`
+	Lifted  *Lift     `json:"lifted,omitempty"`
+}
+
+// Lift is who lifted a halt, and when.
+type Lift struct {
+	By string    `json:"by"`
+	At time.Time `json:"at"`
 }
 
 // MaxHalts bounds the halts kept (the newest).
 const MaxHalts = 100
 
-// AddHalt records h (once) and reports whether it was new.
+func sameHalt(a, b Halt) bool { return a.Version == b.Version && a.At.Equal(b.At) && a.By == b.By }
+
+// AddHalt records h (once; a lift merges into the one recorded) and reports whether v changed.
 func (v *Versions) AddHalt(h Halt) bool {
 	if h.Version == "" || h.At.IsZero() {
 		return false
 	}
 	h.Why = clip(h.Why, MaxWhy)
-	for _, x := range v.Halts {
-		if x.Version == h.Version && x.At.Equal(h.At) && x.By == h.By {
+	for i, x := range v.Halts {
+		if sameHalt(x, h) {
+			if x.Lifted == nil && h.Lifted != nil {
+				l := *h.Lifted
+				v.Halts[i].Lifted = &l
+				return true
+			}
 			return false
 		}
 	}
@@ -58,21 +80,26 @@ func (v *Versions) AddHalt(h Halt) bool {
 	return true
 }
 
-// HaltOf is version's newest halt set after resumedAt (the version's last resume), if any.
-func (v Versions) HaltOf(version string, resumedAt time.Time) (Halt, bool) {
+// Lift lifts every halt of version in force, as by at, and says how many.
+func (v *Versions) Lift(version, by string, at time.Time) int {
+	n := 0
+	for i := range v.Halts {
+		if v.Halts[i].Version == version && v.Halts[i].Lifted == nil {
+			v.Halts[i].Lifted = &Lift{By: by, At: at}
+			n++
+		}
+	}
+	return n
+}
+
+// HaltOf is version's newest halt in force (not lifted), if any.
+func (v Versions) HaltOf(version string) (Halt, bool) {
 	for i := len(v.Halts) - 1; i >= 0; i-- {
-		if h := v.Halts[i]; h.Version == version && h.At.After(resumedAt) {
+		if h := v.Halts[i]; h.Version == version && h.Lifted == nil {
 			return h, true
 		}
 	}
 	return Halt{}, false
-}
-
-// Seen is the first time the fleet saw Version staged, and on which node.
-type Seen struct {
-	Version string    `json:"version"`
-	At      time.Time `json:"at"`
-	Node    string    `json:"node,omitempty"`
 }
 
 // DecodeVersions reads a versions document; "" is the empty one. Unknown fields are read past (a

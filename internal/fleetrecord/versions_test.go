@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 )
 
 // The earliest sighting of a version wins, whatever order leaders learn them in; merging converges;
@@ -62,26 +61,38 @@ func TestVersionsBound(t *testing.T) {
 	}
 }
 
-// A person's halt holds its version until a resume of the version later than it; halts merge like
-// the rest, once each, and the newest halt after the last resume is the one in force.
+// A person's halt holds its version until it is lifted; halts and lifts merge like the rest (a lift
+// wins over the same halt unlifted, whatever order leaders learn them in), once each; the newest halt
+// in force is the one shown.
 func TestVersionHalts(t *testing.T) {
 	var v Versions
 	if !v.AddHalt(Halt{Version: "4600.0.0", By: "alice", At: at(10), Why: "kernel regression"}) || v.AddHalt(Halt{Version: "4600.0.0", By: "alice", At: at(10)}) {
 		t.Fatal("a halt is added once")
 	}
-	if h, ok := v.HaltOf("4600.0.0", time.Time{}); !ok || h.By != "alice" {
+	unlifted := v
+	unlifted.Halts = []Halt{v.Halts[0]}
+	if h, ok := v.HaltOf("4600.0.0"); !ok || h.By != "alice" {
 		t.Errorf("halt not in force: %+v %v", h, ok)
 	}
-	if _, ok := v.HaltOf("4600.0.0", at(11)); ok {
-		t.Error("a resume after the halt did not lift it")
+	if n := v.Lift("4600.0.0", "bob", at(10)); n != 1 {
+		t.Errorf("lifted %d", n)
+	}
+	if _, ok := v.HaltOf("4600.0.0"); ok {
+		t.Error("a lifted halt is in force")
+	}
+	if unlifted.Merge(v); func() bool { _, ok := unlifted.HaltOf("4600.0.0"); return ok }() {
+		t.Error("merging the lift into the unlifted halt left it in force")
+	}
+	if v.Merge(Versions{Halts: []Halt{{Version: "4600.0.0", By: "alice", At: at(10)}}}) {
+		t.Error("an unlifted copy changed the lifted halt")
 	}
 	var o Versions
-	o.AddHalt(Halt{Version: "4600.0.0", By: "bob", At: at(20), Why: "again"})
+	o.AddHalt(Halt{Version: "4600.0.0", By: "carol", At: at(20), Why: "again"})
 	if !v.Merge(o) || v.Merge(o) {
 		t.Error("merge of a new halt")
 	}
-	if h, ok := v.HaltOf("4600.0.0", at(11)); !ok || h.By != "bob" {
-		t.Errorf("a halt after the resume holds again: %+v %v", h, ok)
+	if h, ok := v.HaltOf("4600.0.0"); !ok || h.By != "carol" {
+		t.Errorf("a new halt holds again: %+v %v", h, ok)
 	}
 	back, err := DecodeVersions(v.Encode())
 	if err != nil || back.Encode() != v.Encode() {

@@ -287,11 +287,9 @@ func (v View) Holds(group string) (bool, string) {
 func (v View) VersionResumedAt(ver string) time.Time { return v.rec.VersionResumedAt(ver) }
 func (v View) VersionFirstSeen(ver string) time.Time { return v.vers.FirstSeen(ver) }
 
-// VersionHalt is a person's halt of ver in force (kubectl slipway pause --version): set after the
-// version's last resume.
-func (v View) VersionHalt(ver string) (fleetrecord.Halt, bool) {
-	return v.vers.HaltOf(ver, v.rec.VersionResumedAt(ver))
-}
+// VersionHalt is a person's halt of ver in force (kubectl slipway pause --version, not yet lifted by
+// resume --version).
+func (v View) VersionHalt(ver string) (fleetrecord.Halt, bool) { return v.vers.HaltOf(ver) }
 func (v View) VersionFailures(ver string) []time.Time { return v.rec.VersionFailures(ver) }
 func (v View) VersionStalls(ver string) []time.Time   { return v.rec.VersionStalls(ver) }
 func (v View) VersionProofs(ver string, inCycle func(string) bool) []time.Time {

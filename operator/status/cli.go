@@ -862,16 +862,30 @@ func (c *client) remember(ctx context.Context, w io.Writer, o options, e env) er
 			before = len(rec.BudgetFailures())
 		}
 		rec.AddResume(fleetrecord.Resume{Version: o.version, By: by, At: at, Why: o.reason})
+		data := map[string]string{fleetrecord.Key: rec.Encode()}
+		lifted, versErr := 0, error(nil)
+		if o.version != "" && cm != nil {
+			// The halts people set on the version are lifted in the same write: no clock decides
+			// whether a halt came before this resume.
+			var vers fleetrecord.Versions
+			if vers, versErr = fleetrecord.DecodeVersions(cm.Data[fleetrecord.VersionsKey]); versErr == nil {
+				if lifted = vers.Lift(o.version, by, at); lifted > 0 {
+					data[fleetrecord.VersionsKey] = vers.Encode()
+				}
+			}
+		}
 		if apierrors.IsNotFound(err) || cm == nil {
 			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetrecord.ConfigMapName, Namespace: o.namespace,
-				Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}}, Data: map[string]string{fleetrecord.Key: rec.Encode()}}, metav1.CreateOptions{})
+				Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}}, Data: data}, metav1.CreateOptions{})
 		} else {
-			// Only the record's key: the others (the fleet's versions) are the operator's, kept as read.
+			// Only these keys: the others are the operator's, kept as read.
 			cm = cm.DeepCopy()
 			if cm.Data == nil {
 				cm.Data = map[string]string{}
 			}
-			cm.Data[fleetrecord.Key] = rec.Encode()
+			for k, v := range data {
+				cm.Data[k] = v
+			}
 			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{}) // conditional on the resourceVersion read
 		}
 		if (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && attempt < 5 {
@@ -886,6 +900,12 @@ func (c *client) remember(ctx context.Context, w io.Writer, o options, e env) er
 		stamp := at.UTC().Format(time.RFC3339)
 		if o.version != "" {
 			fmt.Fprintf(w, "version %s resumed by %s at %s (API server time): its %d failed reboots recorded before then no longer count for its halt (--max-failed-per-version) or its canaries\n", o.version, by, stamp, before)
+			if lifted > 0 {
+				fmt.Fprintf(w, "%d halt(s) of %s lifted (pause --version)\n", lifted, o.version)
+			}
+			if versErr != nil {
+				fmt.Fprintf(w, "the fleet's versions (key %s) cannot be read (%v): a halt of %s set with pause --version stays; mend the key\n", fleetrecord.VersionsKey, versErr, o.version)
+			}
 		} else {
 			fmt.Fprintf(w, "failure budget reset by %s at %s (API server time): the %d nodes' failed reboots recorded before then no longer count\n", by, stamp, before)
 		}

@@ -584,15 +584,15 @@ NODE  STATE  FOR  OS  GROUP  LAST-REBOOT  DETAIL
 		}
 		return v
 	}
-	h, ok := vers().HaltOf("4600.0.0-dev-1", record().VersionResumedAt("4600.0.0-dev-1"))
+	h, ok := vers().HaltOf("4600.0.0-dev-1")
 	if !ok || h.By != who || h.Why != "kernel regression" || vers().FirstSeen("4600.0.0").IsZero() {
 		t.Errorf("halt %+v %v; sightings kept: %v", h, ok, vers().Seen)
 	}
 	serverTime(h.At, before, time.Now())
-	if _, _, code := cli(append([]string{"resume", "--version", "4600.0.0-dev-1"}, base...)...); code != ExitOK {
-		t.Fatalf("resume --version after a halt: exit %d", code)
+	if out, _, code := cli(append([]string{"resume", "--version", "4600.0.0-dev-1"}, base...)...); code != ExitOK || !strings.HasSuffix(out, "1 halt(s) of 4600.0.0-dev-1 lifted (pause --version)\n") {
+		t.Fatalf("resume --version after a halt: exit %d\n%s", code, out)
 	}
-	if h, ok := vers().HaltOf("4600.0.0-dev-1", record().VersionResumedAt("4600.0.0-dev-1")); ok {
+	if h, ok := vers().HaltOf("4600.0.0-dev-1"); ok {
 		t.Errorf("resume --version left the halt in force: %+v", h)
 	}
 	if _, _, code := cli(append([]string{"resume", "--reason", "x"}, base...)...); code != ExitUsage {
