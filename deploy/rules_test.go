@@ -273,9 +273,10 @@ func TestAlertRules(t *testing.T) {
 		{"the rebooting alert waits", "SlipwayNodeRebooting", "> 0", "> 0 unless on() (vector(time()) < 300)"},
 		{"paused group ignored", "SlipwayFleetPaused", "max without (instance, pod) (slipway_operator_fleet_paused)", `max without (instance, pod) (slipway_operator_fleet_paused{group=""})`},
 		{"paused fires early", "SlipwayFleetPaused", "2h", "1h"},
-		{"waiting on a window counts as blocked", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|paused`, `budget|order|settling|canary|paused`},
-		{"a pause counts as blocked too", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|paused`, `budget|window|order|settling|canary`},
-		{"a canary bake counts as blocked", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|paused`, `budget|window|order|settling|paused`},
+		{"waiting on a window counts as blocked", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|version|paused`, `budget|order|settling|canary|version|paused`},
+		{"a pause counts as blocked too", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|version|paused`, `budget|window|order|settling|canary|version`},
+		{"a canary bake counts as blocked", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|version|paused`, `budget|window|order|settling|version|paused`},
+		{"a version its policy holds back counts as blocked", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|version|paused`, `budget|window|order|settling|canary|paused`},
 		{"no leader while nothing is scraped goes unnoticed", "SlipwayOperatorNoLeader", " or absent(slipway_operator_is_leader)", ""},
 		{"one replica's 0 fires", "SlipwayOperatorNoLeader", "sum without (instance, pod) (slipway_operator_is_leader) == 0", "min without (instance, pod) (slipway_operator_is_leader) == 0"},
 	} {

@@ -290,8 +290,8 @@ func (v View) VersionFirstSeen(ver string) time.Time { return v.vers.FirstSeen(v
 // VersionHalt is a person's halt of ver in force (kubectl slipway pause --version, not yet lifted by
 // resume --version).
 func (v View) VersionHalt(ver string) (fleetrecord.Halt, bool) { return v.vers.HaltOf(ver) }
-func (v View) VersionFailures(ver string) []time.Time { return v.rec.VersionFailures(ver) }
-func (v View) VersionStalls(ver string) []time.Time   { return v.rec.VersionStalls(ver) }
+func (v View) VersionFailures(ver string) []time.Time          { return v.rec.VersionFailures(ver) }
+func (v View) VersionStalls(ver string) []time.Time            { return v.rec.VersionStalls(ver) }
 func (v View) VersionProofs(ver string, inCycle func(string) bool) []time.Time {
 	return v.rec.VersionProofs(ver, inCycle)
 }
