@@ -55,6 +55,7 @@ const usage = `Usage:
   %[1]s pause [--group GROUP | --policy NAME | --nodes NODES [--except NODES] | --version V] [--reason TEXT]
   %[1]s resume [--group GROUP | --policy NAME | --nodes NODES [--except NODES] | --failures | --version V] [--reason TEXT]
   %[1]s history [NODE] [--since D] [--svg FILE]
+  %[1]s versions [-o text|json]
   %[1]s version
 
 Commands:
@@ -75,6 +76,10 @@ Commands:
            (--max-failed-per-version): its failures recorded before now no longer count. Both
            are kept in the fleet record with who (the API server's view of your identity), when
            (the API server's clock) and --reason
+  versions every OS version the fleet has seen: when first seen staged, nodes on it, staged,
+           held by a version rule or a halt, cycles finished and failed, and which policy's
+           rules hold it back (--allow-version, --deny-version, --version-min-age, a
+           RebootPolicy's versions) or who halted it
   pause --nodes, resume --nodes
            hold single nodes (FLUO's reboot-paused annotation, with update.slipway.dev/paused-by
            saying who, when and why): pause --nodes all --except node-7 lets one node try an
@@ -187,6 +192,8 @@ func run(ctx context.Context, prog string, args []string, stdout, stderr io.Writ
 			err = c.pause(ctx, stdout, o, e)
 		case "history":
 			err = c.history(ctx, stdout, o, e)
+		case "versions":
+			err = c.versions(ctx, stdout, o, e)
 		case "resume":
 			err = c.resume(ctx, stdout, o, e)
 		}
@@ -267,12 +274,12 @@ func parseArgs(args []string) (string, options, error) {
 		return nil
 	}
 	switch cmd {
-	case "status", "pause", "resume", "history", "help", "version":
+	case "status", "pause", "resume", "history", "versions", "help", "version":
 	default:
-		return "", o, fmt.Errorf("unknown command %q: want status, pause, resume, history or version", cmd)
+		return "", o, fmt.Errorf("unknown command %q: want status, pause, resume, history, versions or version", cmd)
 	}
 	for _, err := range []error{
-		only("o", "status"), only("output", "status"),
+		only("o", "status", "versions"), only("output", "status", "versions"),
 		only("group", "status", "pause", "resume"), only("policy", "status", "pause", "resume"), only("reason", "pause", "resume"), only("failures", "resume"), only("version", "pause", "resume"),
 		only("nodes", "pause", "resume"), only("except", "pause", "resume"),
 		only("state", "status"), only("all", "status"), only("watch", "status"), only("since", "history"), only("svg", "history"), only("w", "status"), only("interval", "status"),

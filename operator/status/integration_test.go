@@ -1080,3 +1080,64 @@ Mon 11-23 07:31  db-0   4593.2.5  failed    19m0s  12m0s   8m0s   11m0s   old-ve
 		}
 	}
 }
+
+// kubectl slipway versions on a real API server: a Node staging a version the published policy
+// denies, the fleet's first sighting of it, a person's halt of another version; text and JSON.
+func TestVersionsCommand(t *testing.T) {
+	cp, c := controlPlane(t)
+	const ns = "slipway-versions"
+	createNamespace(t, c, ns)
+	ctx := context.Background()
+	base := []string{"--kubeconfig", cp.Kubeconfig, "-n", ns}
+	spec := policy.Defaults()
+	spec.Versions.Deny = []string{"4600.9.9"}
+	if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName},
+		Data: map[string]string{fleetswitch.KeyStatus: `{"leader":"op-a"}`, fleetswitch.KeyPolicies: policy.Publish(policy.Named{Spec: spec})}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var vers fleetrecord.Versions
+	vers.See("4600.9.9", "vers-0", fixedNow.Add(-time.Hour))
+	vers.AddHalt(fleetrecord.Halt{Version: "4600.8.8", By: "alice", At: fixedNow, Why: "kernel regression"})
+	if _, err := c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetrecord.ConfigMapName},
+		Data: map[string]string{fleetrecord.VersionsKey: vers.Encode()}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := testenv.CreateNode(ctx, c, "vers-0", "boot-a", map[string]string{protocol.Version: "4600.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.CoreV1().Nodes().Delete(context.Background(), n.Name, metav1.DeleteOptions{}) })
+	patch := `{"metadata":{"annotations":{"` + protocol.RebootNeeded + `":"true","` + protocol.Status + `":"UPDATE_STATUS_UPDATED_NEED_REBOOT","` +
+		protocol.NewVersion + `":"4600.9.9","` + protocol.BlockedBy + `":"version: 4600.9.9 denied by the flags (deny: 4600.9.9)"}}}`
+	if _, err := c.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := cli(append([]string{"versions", "-o", "json"}, base...)...)
+	if code != ExitOK || errOut != "" {
+		t.Fatalf("versions -o json: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var doc struct{ Versions []VersionRow }
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]VersionRow{}
+	for _, r := range doc.Versions {
+		rows[r.Version] = r
+	}
+	if r := rows["4600.9.9"]; r.Staged != 1 || r.Held != 1 || strings.Join(r.HeldBy, "; ") != "the flags: denied by 4600.9.9" || r.FirstSeen == nil {
+		t.Errorf("4600.9.9: %+v", r)
+	}
+	if r := rows["4600.8.8"]; r.Halt != "by alice at 2026-11-23T09:00:00Z: kernel regression" {
+		t.Errorf("4600.8.8: %+v", r)
+	}
+	if r := rows["4600.0.0"]; r.On < 1 {
+		t.Errorf("4600.0.0: %+v", r)
+	}
+	out, _, code = cli(append([]string{"versions"}, base...)...)
+	if code != ExitOK || !strings.HasPrefix(out, "VERSION") || !strings.Contains(out, "halted by alice at 2026-11-23T09:00:00Z: kernel regression") {
+		t.Errorf("versions:\n%s", out)
+	}
+	if _, _, code := cli(append([]string{"versions", "--group", "a"}, base...)...); code != ExitUsage {
+		t.Errorf("versions --group: exit %d, want %d", code, ExitUsage)
+	}
+}

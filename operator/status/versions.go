@@ -1,0 +1,198 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slipway-dev/slipway/internal/fleetrecord"
+	"github.com/slipway-dev/slipway/internal/fleetswitch"
+	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/admission"
+	"github.com/slipway-dev/slipway/operator/policy"
+	versionrules "github.com/slipway-dev/slipway/operator/versions"
+)
+
+// VersionRow is one OS version the fleet has seen (kubectl slipway versions).
+type VersionRow struct {
+	Version string `json:"version"`
+	// FirstSeen: when the fleet first saw it staged (a policy's minAge counts from here); nil unknown.
+	FirstSeen *time.Time `json:"firstSeen,omitempty"`
+	On        int        `json:"on"`     // nodes running it (their version label)
+	Staged    int        `json:"staged"` // nodes asking to reboot into it
+	// Held: of those, the nodes a version rule or a halt holds (blocked-by version, version-halted).
+	Held int `json:"held"`
+	// Finished: cycles the operator finished on it (the fleet record's proofs); Failed: failures
+	// recorded for it since its last resume.
+	Finished int `json:"finished"`
+	Failed   int `json:"failed"`
+	// Halt: a person's halt in force ("" none).
+	Halt string `json:"halt,omitempty"`
+	// HeldBy: each policy whose versions rules hold it back now, with why ("the flags: denied by ...");
+	// only for versions staged now or seen staged.
+	HeldBy []string `json:"heldBy,omitempty"`
+}
+
+// VersionRows lists every version the Nodes, the record and the fleet's versions name, newest first.
+// rules are the policies' versions rules by who they are ("the flags", "rp/NAME").
+func VersionRows(nodes []corev1.Node, rec fleetrecord.Record, vers fleetrecord.Versions, rules map[string]versionrules.Rules, now time.Time) []VersionRow {
+	rows := map[string]*VersionRow{}
+	row := func(v string) *VersionRow {
+		v = protocol.NormalVersion(v)
+		if rows[v] == nil {
+			rows[v] = &VersionRow{Version: v}
+		}
+		return rows[v]
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		if v := n.Labels[protocol.Version]; v != "" {
+			row(v).On++
+		}
+		e := admission.Of(n, "", "")
+		if e.State == protocol.NeedsReboot && e.AskedVersion != "" {
+			r := row(e.AskedVersion)
+			r.Staged++
+			if k := admission.KindOf(n.Annotations[protocol.BlockedBy]); k == admission.KindVersion || k == admission.KindVersionHalted {
+				r.Held++
+			}
+		}
+	}
+	for _, s := range vers.Seen {
+		row(s.Version)
+	}
+	for _, p := range rec.Proofs {
+		row(p.Version).Finished++
+	}
+	for _, f := range rec.Failures {
+		if f.Version != "" {
+			row(f.Version)
+		}
+	}
+	for _, h := range vers.Halts {
+		if h.Lifted == nil {
+			row(h.Version)
+		}
+	}
+	names := make([]string, 0, len(rules))
+	for name := range rules {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	out := make([]VersionRow, 0, len(rows))
+	for v, r := range rows {
+		if t := vers.FirstSeen(v); !t.IsZero() {
+			t := t.UTC()
+			r.FirstSeen = &t
+		}
+		r.Failed = len(rec.VersionFailures(v))
+		if h, ok := vers.HaltOf(v); ok {
+			r.Halt = fmt.Sprintf("by %s at %s", h.By, h.At.UTC().Format(time.RFC3339))
+			if h.Why != "" {
+				r.Halt += ": " + h.Why
+			}
+		}
+		for _, name := range names {
+			if r.Staged == 0 && r.FirstSeen == nil {
+				break // never staged: nothing to judge (a version nodes only run is not rebooted into)
+			}
+			if d := rules[name].Decide(v, vers.FirstSeen(v), now); !d.Allowed {
+				r.HeldBy = append(r.HeldBy, name+": "+d.Reason)
+			}
+		}
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool { return protocol.CompareVersions(out[i].Version, out[j].Version) > 0 })
+	return out
+}
+
+// versions prints VersionRows: from the Nodes, the fleet record and its versions, and the rules of the
+// policies the operator published and of every RebootPolicy.
+func (c *client) versions(ctx context.Context, w io.Writer, o options, e env) error {
+	nodes, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return c.explain("listing Nodes", err)
+	}
+	rec, err := c.record(ctx, o.namespace)
+	if err != nil {
+		return err
+	}
+	var vers fleetrecord.Versions
+	cm, err := c.cs.CoreV1().ConfigMaps(o.namespace).Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return c.explain("reading ConfigMap "+o.namespace+"/"+fleetrecord.ConfigMapName, err)
+	default:
+		if vers, err = fleetrecord.DecodeVersions(cm.Data[fleetrecord.VersionsKey]); err != nil {
+			return fmt.Errorf("ConfigMap %s/%s key %s: %w", o.namespace, fleetrecord.ConfigMapName, fleetrecord.VersionsKey, err)
+		}
+	}
+	rules := map[string]versionrules.Rules{}
+	var notes []string
+	fleet, err := c.fleetConfigMap(ctx, o.namespace)
+	if err != nil {
+		return err
+	}
+	_, published := fleetswitch.ReadStatus(fleet)
+	set := settingsOf(fleet, published)
+	if set.pol == nil {
+		notes = append(notes, "the flags' rules are unknown: "+set.why)
+	} else {
+		rules["the flags"] = set.pol.Versions
+		rps, err := c.policies(ctx)
+		if err != nil {
+			notes = append(notes, err.Error()+": RebootPolicies' rules left out")
+		}
+		for i := range rps {
+			p := policy.CompilePool(set.pol.Spec, &rps[i])
+			if p.Err != "" {
+				notes = append(notes, "rp/"+rps[i].Name+" is not accepted ("+p.Err+"): its nodes are held whatever their version")
+				continue
+			}
+			rules["rp/"+rps[i].Name] = p.Policy.Versions
+		}
+	}
+	rows := VersionRows(nodes.Items, rec, vers, rules, e.now())
+	if o.output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Versions []VersionRow `json:"versions"`
+			Notes    []string     `json:"notes,omitempty"`
+		}{rows, notes})
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VERSION\tFIRST SEEN\tON\tSTAGED\tHELD\tFINISHED\tFAILED\tHALT / HELD BY")
+	for _, r := range rows {
+		first := "-"
+		if r.FirstSeen != nil {
+			first = r.FirstSeen.Format(time.RFC3339)
+		}
+		why := append([]string(nil), r.HeldBy...)
+		if r.Halt != "" {
+			why = append([]string{"halted " + r.Halt}, why...)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.Version, first, r.On, r.Staged, r.Held, r.Finished, r.Failed, strings.Join(why, "; "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(w, "note: "+n)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "no OS version seen yet (no Node carries a version label, nothing staged or recorded)")
+	}
+	return nil
+}
+
