@@ -195,4 +195,3 @@ func (c *client) versions(ctx context.Context, w io.Writer, o options, e env) er
 	}
 	return nil
 }
-
