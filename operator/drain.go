@@ -274,12 +274,15 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// drain starts or follows a drain attempt of the node's current cycle. A failed attempt is reported
+// drain starts or follows a drain attempt of the node's current cycle (the one place besides the
+// view that reads the drain result: right before it may start another attempt). A failed attempt is reported
 // once on the Node (drain-error annotation + Event) and retried after a per-node exponential backoff.
 func (c *Controller) drain(ctx context.Context, v view, log klog.Logger) (time.Duration, error) {
 	n := v.n
 	cycle := n.Annotations[protocol.DrainStarted]
-	if r := v.drain; v.drained && r.err != nil {
+	// Read again right before a new attempt may start: an attempt that failed since the sync's view
+	// was gathered (its writes take round trips) is reported and backed off, never overwritten.
+	if r, ok := c.drains.result(n.Name, cycle); ok && r.err != nil {
 		if !r.reported {
 			var p nodes.Patch
 			msg := fmt.Sprintf("%s: attempt %d: %v", r.at.UTC().Format(time.RFC3339), r.failures, r.err)

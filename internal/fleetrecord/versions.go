@@ -3,6 +3,7 @@ package fleetrecord
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -51,7 +52,7 @@ type Lift struct {
 	At time.Time `json:"at"`
 }
 
-// MaxHalts bounds the halts kept (the newest).
+// MaxHalts bounds the lifted halts kept (the newest); halts in force are all kept.
 const MaxHalts = 100
 
 func sameHalt(a, b Halt) bool { return a.Version == b.Version && a.At.Equal(b.At) && a.By == b.By }
@@ -74,10 +75,28 @@ func (v *Versions) AddHalt(h Halt) bool {
 	}
 	v.Halts = append(v.Halts, h)
 	v.sort()
-	if len(v.Halts) > MaxHalts {
-		v.Halts = append([]Halt(nil), v.Halts[len(v.Halts)-MaxHalts:]...)
+	// Past MaxHalts the oldest lifted halts go; a halt in force is never dropped (it holds a version
+	// that may brick nodes until a person lifts it).
+	for len(v.Halts) > MaxHalts {
+		i := slices.IndexFunc(v.Halts, func(x Halt) bool { return x.Lifted != nil })
+		if i < 0 {
+			break
+		}
+		v.Halts = slices.Delete(v.Halts, i, i+1)
 	}
 	return true
+}
+
+// InForce are the versions with a halt in force, sorted.
+func (v Versions) InForce() []string {
+	var out []string
+	for _, h := range v.Halts {
+		if h.Lifted == nil && !slices.Contains(out, h.Version) {
+			out = append(out, h.Version)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Lift lifts every halt of version in force, as by at, and says how many.

@@ -102,9 +102,15 @@ func TestVersionHalts(t *testing.T) {
 		t.Error("a halt without a version read")
 	}
 	for i := 0; i < MaxHalts+5; i++ {
-		v.AddHalt(Halt{Version: "1.0.0", By: "x", At: at(100 + i)})
+		v.AddHalt(Halt{Version: "1.0.0", By: "x", At: at(100 + i), Lifted: &Lift{By: "y", At: at(100 + i)}})
 	}
 	if len(v.Halts) != MaxHalts {
 		t.Errorf("%d halts kept", len(v.Halts))
+	}
+	if h, ok := v.HaltOf("4600.0.0"); !ok || h.By != "carol" {
+		t.Errorf("the bound dropped a halt in force: %+v %v", h, ok)
+	}
+	if got := v.InForce(); len(got) != 1 || got[0] != "4600.0.0" {
+		t.Errorf("in force: %v", got)
 	}
 }

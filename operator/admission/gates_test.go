@@ -313,6 +313,13 @@ func (s seenSwitch) VersionHalt(v string) (fleetrecord.Halt, bool) {
 	h, ok := s.halts[v]
 	return h, ok
 }
+func (s seenSwitch) HaltsInForce() []string {
+	var out []string
+	for v := range s.halts {
+		out = append(out, v)
+	}
+	return out
+}
 
 // A staged version its policy does not let the node reboot into holds it, naming the version, the
 // rule and the policy; minAge counts from the fleet's first sighting and says when it ends; a node
@@ -339,9 +346,14 @@ func TestDeclaredVersionGate(t *testing.T) {
 		{"too young: until its age", "4459.2.2", rules, "prod", "version: 4459.2.2 allowed from 2026-11-21T09:00:00Z (minAge 72h0m0s, rp/prod)", 48*time.Hour + 10*time.Millisecond},
 		{"never seen: from now", "4459.2.4", rules, "prod", "version: 4459.2.4 allowed from 2026-11-22T09:00:00Z (minAge 72h0m0s, rp/prod)", 72*time.Hour + 10*time.Millisecond},
 		{"halted by a person, with no rules", "4459.2.5", versions.Rules{}, "", "version-halted: 4459.2.5 halted by alice at 2026-11-19T08:00:00Z: kernel regression; kubectl slipway resume --version 4459.2.5 releases it", 0},
+		{"no version named while a version is halted", "", versions.Rules{}, "", "version-halted: its agent does not say which version it staged, and versions are halted: 4459.2.5", 0},
 		{"no version named", "", rules, "prod", "version: its agent does not say which version it staged, and rp/prod says which versions it may reboot into", 0},
 	} {
-		_, f := fleetOf(nil, sw)
+		s := sw
+		if c.version == "" && !strings.Contains(c.name, "halted") {
+			s = seenSwitch{seen: sw.seen} // no halt in force
+		}
+		_, f := fleetOf(nil, s)
 		e := waiting
 		e.AskedVersion = c.version
 		v := DeclaredVersionGate.Check(context.Background(), Input{Name: "a", Node: e, Now: t0, Fleet: f, Policy: &Rules{Name: c.pool, Versions: c.rules}})

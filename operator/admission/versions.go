@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
@@ -191,6 +192,7 @@ type FirstSeen interface {
 // --version) and not yet resumed.
 type Halts interface {
 	VersionHalt(version string) (fleetrecord.Halt, bool)
+	HaltsInForce() []string
 }
 
 // DeclaredVersionGate holds a node whose staged OS version a person halted (kubectl slipway pause
@@ -202,14 +204,24 @@ var DeclaredVersionGate = Gate{Name: "declared-version", Scope: ScopeNode, Plan:
 	Doc: "the OS version it staged is halted by a person (`kubectl slipway pause --version`), or one its policy does not let it reboot into yet (`--deny-version`, `--allow-version`, `--version-min-age`, a RebootPolicy's `versions`)",
 	Check: func(_ context.Context, in Input) Verdict {
 		p := in.pol()
-		if m, ok := in.Fleet.Switch.(Halts); ok && in.Node.AskedVersion != "" {
-			v := protocol.NormalVersion(in.Node.AskedVersion)
-			if h, ok := m.VersionHalt(v); ok {
-				why := ""
-				if h.Why != "" {
-					why = ": " + h.Why
+		if m, ok := in.Fleet.Switch.(Halts); ok {
+			if in.Node.AskedVersion == "" {
+				// Whatever it staged may be a halted version: held while any halt is in force.
+				if halted := m.HaltsInForce(); len(halted) > 0 {
+					return Held(KindVersionHalted, "its agent does not say which version it staged, and versions are halted: "+strings.Join(halted, ", "), 0)
 				}
-				return Held(KindVersionHalted, fmt.Sprintf("%s halted by %s at %s%s; kubectl slipway resume --version %s releases it", v, h.By, h.At.UTC().Format(time.RFC3339), why, v), 0)
+			} else {
+				v := protocol.NormalVersion(in.Node.AskedVersion)
+				if h, ok := m.VersionHalt(v); ok {
+					why, at := "", ""
+					if h.Why != "" {
+						why = ": " + h.Why
+					}
+					if !h.At.IsZero() {
+						at = " at " + h.At.UTC().Format(time.RFC3339)
+					}
+					return Held(KindVersionHalted, fmt.Sprintf("%s halted by %s%s%s; kubectl slipway resume --version %s releases it", v, h.By, at, why, v), 0)
+				}
 			}
 		}
 		if p.Versions.Empty() {

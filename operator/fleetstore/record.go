@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,9 +24,9 @@ func (s *Store) Load(marks []fleetrecord.Failure) {
 	stored, broken := decodeRecord(cm)
 	vers, versBroken := decodeVersions(cm)
 	if versBroken != "" {
-		s.cfg.Log.Error(errors.New(versBroken), "the fleet's versions cannot be read; minimum ages count from this leader's own sightings")
+		s.cfg.Log.Error(errors.New(versBroken), "the fleet's versions cannot be read: nodes asking for a version are held until it is mended")
 	}
-	if cm == nil {
+	if cm == nil || strings.TrimSpace(cm.Data[fleetrecord.Key]) == "" {
 		sw := s.Switch()
 		const by = "ConfigMap " + fleetswitch.ConfigMapName + " (before the fleet record)"
 		if !sw.FailuresResetAt.IsZero() {
@@ -41,7 +42,7 @@ func (s *Store) Load(marks []fleetrecord.Failure) {
 	s.mu.Lock()
 	s.rec.Merge(stored)
 	s.vers.Merge(vers)
-	s.recBroken = broken
+	s.recBroken, s.versBroken = broken, versBroken
 	s.mu.Unlock()
 }
 
@@ -123,23 +124,23 @@ func (s *Store) WriteRecord(ctx context.Context, now bool) (lazy bool, err error
 		rec, broken := decodeRecord(cm)
 		vers, versBroken := decodeVersions(cm)
 		s.mu.Lock()
-		wasBroken := s.recBroken != ""
-		s.recBroken = broken
+		wasBroken := s.recBroken != "" || s.versBroken != ""
+		s.recBroken, s.versBroken = broken, versBroken
 		learned := s.rec.Merge(rec) // a person's resume, another leader's entries
 		learned = versBroken == "" && s.vers.Merge(vers) || learned
 		s.rec.Bound()
 		want, wantVers := s.rec.Encode(), s.vers.Encode()
 		onlyProofs := s.rec.SameButProofs(rec)
-		haveVers := len(s.vers.Seen) > 0
+		haveVers := len(s.vers.Seen) > 0 || len(s.vers.Halts) > 0
 		s.mu.Unlock()
-		if learned || wasBroken != (broken != "") {
+		if learned || wasBroken != (broken != "" || versBroken != "") {
 			s.cfg.OnRelease() // a resume may release waiting nodes; a broken record holds them
 		}
 		if broken != "" {
 			return nil, errors.New("not writing the fleet record over one it cannot read: " + broken)
 		}
 		if versBroken != "" {
-			s.cfg.Log.Error(errors.New(versBroken), "not writing the fleet's versions over a document it cannot read; minimum ages count from this leader's own sightings")
+			s.cfg.Log.Error(errors.New(versBroken), "not writing the fleet's versions over a document it cannot read; nodes asking for a version are held until it is mended")
 		}
 		out := map[string]string{}
 		lazy = false

@@ -93,8 +93,9 @@ type Store struct {
 	// Nothing is ever removed from it but by a person's resume (and Bound).
 	rec fleetrecord.Record
 	// recBroken says why the stored record cannot be read ("" it can): admissions hold until a person
-	// mends it, since reading it as empty would lift every halt it holds.
-	recBroken string
+	// mends it, since reading it as empty would lift every halt it holds. versBroken likewise for
+	// the versions beside it (a person's halts are there): nodes asking for a version are held.
+	recBroken, versBroken string
 	// vers: when the fleet first saw each OS version staged (fleetrecord.Versions), kept beside the
 	// record in its ConfigMap.
 	vers fleetrecord.Versions
@@ -256,7 +257,7 @@ func (s *Store) Remembered() (halted []string, failed int) {
 func (s *Store) View() View {
 	sw := s.Switch()
 	s.mu.Lock()
-	v := View{Switch: sw, rec: s.rec.Clone(), broken: s.recBroken,
+	v := View{Switch: sw, rec: s.rec.Clone(), broken: s.recBroken, versBroken: s.versBroken,
 		vers: fleetrecord.Versions{Seen: slices.Clone(s.vers.Seen), Halts: slices.Clone(s.vers.Halts)}}
 	s.mu.Unlock()
 	if max := s.cfg.MaxFailedReboots; max > 0 && !sw.FailuresPaused {
@@ -271,9 +272,10 @@ func (s *Store) View() View {
 // (admission.Switch and admission.Memory).
 type View struct {
 	fleetswitch.Switch
-	rec    fleetrecord.Record
-	broken string
-	vers   fleetrecord.Versions
+	rec        fleetrecord.Record
+	broken     string
+	versBroken string
+	vers       fleetrecord.Versions
 }
 
 // Holds holds every node while the fleet record cannot be read, then as the switch says.
@@ -288,10 +290,24 @@ func (v View) VersionResumedAt(ver string) time.Time { return v.rec.VersionResum
 func (v View) VersionFirstSeen(ver string) time.Time { return v.vers.FirstSeen(ver) }
 
 // VersionHalt is a person's halt of ver in force (kubectl slipway pause --version, not yet lifted by
-// resume --version).
-func (v View) VersionHalt(ver string) (fleetrecord.Halt, bool) { return v.vers.HaltOf(ver) }
-func (v View) VersionFailures(ver string) []time.Time          { return v.rec.VersionFailures(ver) }
-func (v View) VersionStalls(ver string) []time.Time            { return v.rec.VersionStalls(ver) }
+// resume --version). While the versions cannot be read every version is held: a halt may be in them.
+func (v View) VersionHalt(ver string) (fleetrecord.Halt, bool) {
+	if v.versBroken != "" {
+		return fleetrecord.Halt{Version: ver, By: "the operator", Why: "the fleet's versions cannot be read (" + v.versBroken + "): a halt may be in them; mend the key"}, true
+	}
+	return v.vers.HaltOf(ver)
+}
+
+// HaltsInForce are the versions a person halted and nobody lifted ("*" while the versions cannot be
+// read).
+func (v View) HaltsInForce() []string {
+	if v.versBroken != "" {
+		return []string{"*"}
+	}
+	return v.vers.InForce()
+}
+func (v View) VersionFailures(ver string) []time.Time { return v.rec.VersionFailures(ver) }
+func (v View) VersionStalls(ver string) []time.Time   { return v.rec.VersionStalls(ver) }
 func (v View) VersionProofs(ver string, inCycle func(string) bool) []time.Time {
 	return v.rec.VersionProofs(ver, inCycle)
 }

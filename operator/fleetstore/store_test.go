@@ -2,6 +2,7 @@ package fleetstore
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,4 +82,39 @@ func (s *Store) StartPausedForTest(ctx context.Context) error {
 	_, err := s.cfg.Client.CoreV1().ConfigMaps(s.cfg.Namespace).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: fleetswitch.ConfigMapName, Namespace: s.cfg.Namespace}}, metav1.CreateOptions{})
 	return err
+}
+
+// Versions the store cannot read (a hand edit gone wrong) hold every version and are never written
+// over: read as empty they would lift every halt a person set in them.
+func TestUnreadableVersionsHold(t *testing.T) {
+	const bad = `{"seen":[{"version":"4600.0.0"}],"halts":[{"version":"4600.1.0","by":"alice","at":"2026-11-27T10:00:00Z"}]}`
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetrecord.ConfigMapName, Namespace: "slipway-system", ResourceVersion: "5"},
+		Data: map[string]string{fleetrecord.VersionsKey: bad}}
+	client := fake.NewSimpleClientset(cm)
+	s, err := New(Config{Client: client, Namespace: "slipway-system", Log: klog.Background(), Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Seed(cm); err != nil {
+		t.Fatal(err)
+	}
+	s.Load(nil)
+	v := s.View()
+	if h, ok := v.VersionHalt("4700.0.0"); !ok || !strings.Contains(h.Why, "cannot be read") {
+		t.Errorf("an unreadable versions key held nothing: %+v %v", h, ok)
+	}
+	if got := v.HaltsInForce(); len(got) != 1 {
+		t.Errorf("halts in force: %v", got)
+	}
+	s.See("4800.0.0", "n1", t0)
+	if _, err := s.WriteRecord(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	got, err := client.CoreV1().ConfigMaps("slipway-system").Get(context.Background(), fleetrecord.ConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Data[fleetrecord.VersionsKey] != bad {
+		t.Errorf("the unreadable versions were written over: %s", got.Data[fleetrecord.VersionsKey])
+	}
 }

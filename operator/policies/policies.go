@@ -100,9 +100,7 @@ func New(cfg Config) *Runtime {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Runtime{cfg: cfg, tombstones: map[string]tombstone{},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "rebootpolicies"})}
+	return &Runtime{cfg: cfg, tombstones: map[string]tombstone{}}
 }
 
 // Start starts the RebootPolicy informer when the resource is there and waits for it, so the first
@@ -112,6 +110,10 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if r.cfg.Dynamic == nil {
 		return nil
 	}
+	// Made here, not in New: a standby (or an operator without the dynamic client) runs no queue.
+	// Nothing adds to it before the first compile, which runs after this.
+	r.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "rebootpolicies"})
 	go func() { <-ctx.Done(); r.queue.ShutDown() }()
 	go func() {
 		for r.processNext(ctx) {

@@ -348,14 +348,18 @@ func parseArgs(args []string) (string, options, error) {
 	if o.failures && o.group != "" {
 		return "", o, errors.New("--failures and --group: the failure budget pauses the whole fleet; give one of them")
 	}
-	if o.version != "" {
+	if set["version"] {
 		if o.failures || o.group != "" {
 			return "", o, errors.New("--version with --failures or --group: give one of them")
 		}
 		if err := protocol.ValidVersion(o.version); err != nil {
 			return "", o, fmt.Errorf("--version %q: %w", o.version, err)
 		}
+		raw := o.version
 		o.version = protocol.NormalVersion(o.version) // as the operator keeps it: 4593.2.5+dev-1 is 4593.2.5-dev-1
+		if strings.Trim(o.version, "._-") == "" {
+			return "", o, fmt.Errorf("--version %q names no version", raw)
+		}
 	}
 	return cmd, o, nil
 }

@@ -598,7 +598,7 @@ NODE  STATE  FOR  OS  GROUP  LAST-REBOOT  DETAIL
 	if _, _, code := cli(append([]string{"resume", "--reason", "x"}, base...)...); code != ExitUsage {
 		t.Errorf("resume --reason without --failures or --version: exit %d, want %d", code, ExitUsage)
 	}
-	for _, bad := range [][]string{{"resume", "--version", "4600.0.0", "--failures"}, {"resume", "--version", "a b"}, {"resume", "--version", "4600/0"}, {"pause", "--version", "a b"}, {"pause", "--version", "4600.0.0", "--group", "a"}} {
+	for _, bad := range [][]string{{"resume", "--version", "4600.0.0", "--failures"}, {"resume", "--version", "a b"}, {"resume", "--version", "4600/0"}, {"pause", "--version", "a b"}, {"pause", "--version", "4600.0.0", "--group", "a"}, {"pause", "--version", "._"}, {"resume", "--version", ""}} {
 		if _, _, code := cli(append(bad, base...)...); code != ExitUsage {
 			t.Errorf("%v: exit %d, want %d", bad, code, ExitUsage)
 		}
@@ -673,7 +673,7 @@ func TestErrors(t *testing.T) {
 		{"unreachable, watching: the first frame must work", []string{"-w", "--interval", "10ms"}, []string{"KUBECONFIG=" + unreachable}, ExitError, fmt.Sprintf("kubectl slipway status: cannot reach the API server at https://127.0.0.1:%d (listing Nodes): ", port)},
 		{"unreachable pause", []string{"pause", "--kubeconfig", unreachable}, nil, ExitError, fmt.Sprintf("kubectl slipway pause: cannot reach the API server at https://127.0.0.1:%d", port)},
 		{"bad -o", []string{"-o", "yaml", "--kubeconfig", cp.Kubeconfig}, nil, ExitUsage, "kubectl slipway: unknown output format \"yaml\": want text, wide or json\nRun 'kubectl slipway --help' for usage.\n"},
-		{"unknown command", []string{"reboot"}, nil, ExitUsage, "kubectl slipway: unknown command \"reboot\": want status, pause, resume, history or version\n"},
+		{"unknown command", []string{"reboot"}, nil, ExitUsage, "kubectl slipway: unknown command \"reboot\": want status, pause, resume, history, versions or version\n"},
 		{"bad --state", []string{"--state", "asleep"}, nil, ExitUsage, "kubectl slipway: --state \"asleep\": want one of"},
 		{"--state on pause", []string{"pause", "--state", "idle"}, nil, ExitUsage, "kubectl slipway: --state is not a flag of pause\n"},
 		{"flag of another command", []string{"status", "--reason", "x"}, nil, ExitUsage, "kubectl slipway: --reason is not a flag of status\n"},

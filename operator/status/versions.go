@@ -94,7 +94,12 @@ func VersionRows(nodes []corev1.Node, rec fleetrecord.Record, vers fleetrecord.V
 			t := t.UTC()
 			r.FirstSeen = &t
 		}
-		r.Failed = len(rec.VersionFailures(v))
+		resumed := rec.VersionResumedAt(v)
+		for _, at := range rec.VersionFailures(v) {
+			if !at.Before(resumed) {
+				r.Failed++
+			}
+		}
 		if h, ok := vers.HaltOf(v); ok {
 			r.Halt = fmt.Sprintf("by %s at %s", h.By, h.At.UTC().Format(time.RFC3339))
 			if h.Why != "" {

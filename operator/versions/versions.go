@@ -49,7 +49,11 @@ func Parse(s string) (Rule, error) {
 		if err := protocol.ValidVersion(text); err != nil {
 			return Rule{}, fmt.Errorf("%q: %w", text, err)
 		}
-		return Rule{text: text, exact: protocol.NormalVersion(text)}, nil
+		exact := protocol.NormalVersion(text)
+		if exact == "" || strings.Trim(exact, "._-") == "" {
+			return Rule{}, fmt.Errorf("%q names no version", text)
+		}
+		return Rule{text: text, exact: exact}, nil
 	}
 	r := Rule{text: text}
 	for _, f := range strings.Fields(text) {
@@ -117,6 +121,9 @@ func compare(a, b [3]uint64) int {
 func (r Rule) Matches(v string) bool {
 	if r.exact != "" {
 		return protocol.NormalVersion(v) == r.exact
+	}
+	if len(r.cmps) == 0 {
+		return false // never made by Parse: a rule of nothing matches nothing
 	}
 	rel, err := release(v, false)
 	if err != nil {
@@ -193,9 +200,14 @@ type Verdict struct {
 // Decide judges version v, which the fleet first saw staged at firstSeen (zero: now, the first time),
 // at now. Deny wins over allow; minAge applies to what the lists let through.
 func (r Rules) Decide(v string, firstSeen, now time.Time) Verdict {
+	_, notRelease := release(v, false)
 	for _, d := range r.Deny {
 		if d.Matches(v) {
 			return Verdict{Reason: "denied by " + d.String(), Rule: "deny", Matched: d.String()}
+		}
+		if notRelease != nil && d.exact == "" {
+			// A deny range cannot clear what it cannot compare: held rather than let through.
+			return Verdict{Reason: "not a major.minor.patch release, so deny range " + d.String() + " cannot clear it", Rule: "deny", Matched: d.String()}
 		}
 	}
 	if len(r.Allow) > 0 {

@@ -22,6 +22,8 @@ func TestParseRefuses(t *testing.T) {
 		{"~4459.2.0", "character"},
 		{"4459.2.1 <4500.0.0", "has no comparator"},
 		{strings.Repeat("1", 300), "at most 256"},
+		{"+", "names no version"},
+		{"._-", "names no version"},
 	} {
 		if _, err := Parse(c.in); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Parse(%q): %v, want an error saying %q", c.in, err, c.want)
@@ -83,6 +85,7 @@ func TestDecide(t *testing.T) {
 		{"4459.2.1", t0.Add(-24 * time.Hour), false, "allowed from 2026-11-29T10:00:00Z (minAge 72h0m0s)", "minAge"},
 		{"4459.2.1", time.Time{}, false, "allowed from 2026-11-30T10:00:00Z (minAge 72h0m0s)", "minAge"},
 		{"4459.2.1", t0.Add(-72 * time.Hour), true, "", ""},
+		{"4460.0", t0.Add(-1000 * time.Hour), false, "not allowed (allow: >=4459.2.0 <4500.0.0)", "allow"},
 	} {
 		got := rules.Decide(c.v, c.firstSeen, t0)
 		if got.Allowed != c.allowed || got.Reason != c.reason || got.Rule != c.rule {
@@ -126,5 +129,22 @@ func TestDecideProperties(t *testing.T) {
 				t.Fatalf("%s: held until %s, but the verdict turns at another time", v, d.Until)
 			}
 		}
+	}
+}
+
+// A deny range fails closed: a version it cannot compare (not major.minor.patch) is held by it.
+func TestDenyRangeFailsClosed(t *testing.T) {
+	rules, err := Compile(nil, []string{">=4600.0.0"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"4600.0", "4600.0.0.1", "99999999999.0.0"} {
+		if d := rules.Decide(v, time.Time{}, t0); d.Allowed || d.Rule != "deny" {
+			t.Errorf("%s escaped the deny range: %+v", v, d)
+		}
+	}
+	exact, _ := Compile(nil, []string{"4600.0.1"}, 0)
+	if d := exact.Decide("4600.0", time.Time{}, t0); !d.Allowed {
+		t.Errorf("an exact deny held another version: %+v", d)
 	}
 }
