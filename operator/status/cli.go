@@ -796,100 +796,32 @@ func (c *client) resume(ctx context.Context, w io.Writer, o options, e env) erro
 	}
 }
 
-// haltVersion writes a person's halt of --version into the fleet's versions (key
-// fleetrecord.VersionsKey of the record's ConfigMap, beside the record): who (the API server's answer
-// to "who am I"), when (the API server's clock) and why. Conditional on what it read; the record's
-// own key is left as it is.
-func (c *client) haltVersion(ctx context.Context, w io.Writer, o options, e env) error {
-	by := c.whoAmI(ctx, o, e)
-	cms := c.cs.CoreV1().ConfigMaps(o.namespace)
-	what := "the fleet record ConfigMap " + o.namespace + "/" + fleetrecord.ConfigMapName
+// writeRecordKeys sets keys of the fleet record's ConfigMap (others are kept as read), creating it
+// when there is none, conditional on what it read and read again after a conflict: change gets the
+// ConfigMap as read (nil: none) and the API server's clock from that read (never this machine's),
+// and returns the keys to set. It returns that clock.
+func (c *client) writeRecordKeys(ctx context.Context, ns string, change func(cm *corev1.ConfigMap, at time.Time) (map[string]string, error)) (time.Time, error) {
+	cms := c.cs.CoreV1().ConfigMaps(ns)
+	what := "the fleet record ConfigMap " + ns + "/" + fleetrecord.ConfigMapName
 	for attempt := 0; ; attempt++ {
 		cm, err := cms.Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return c.explain("reading "+what, err)
-		}
-		at, ok := c.clock.last()
-		if !ok {
-			return fmt.Errorf("reading %s: the API server's answer carried no Date header, and a halt is never stamped with this machine's clock", what)
-		}
-		var vers fleetrecord.Versions
-		if err == nil {
-			if vers, err = fleetrecord.DecodeVersions(cm.Data[fleetrecord.VersionsKey]); err != nil {
-				return fmt.Errorf("%s key %s cannot be read (%v): mend it first; nothing was written", what, fleetrecord.VersionsKey, err)
-			}
-		}
-		vers.AddHalt(fleetrecord.Halt{Version: o.version, By: by, At: at, Why: o.reason})
-		if apierrors.IsNotFound(err) || cm == nil {
-			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetrecord.ConfigMapName, Namespace: o.namespace,
-				Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}}, Data: map[string]string{fleetrecord.VersionsKey: vers.Encode()}}, metav1.CreateOptions{})
-		} else {
-			cm = cm.DeepCopy()
-			if cm.Data == nil {
-				cm.Data = map[string]string{}
-			}
-			cm.Data[fleetrecord.VersionsKey] = vers.Encode()
-			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{}) // conditional on the resourceVersion read
-		}
-		if (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && attempt < 5 {
-			continue // the operator or a colleague wrote it meanwhile: read again
-		}
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("namespace %s does not exist: is Slipway installed there? (see -n)", o.namespace)
-		}
-		if err != nil {
-			return c.explain("writing "+what, err)
-		}
-		fmt.Fprintf(w, "version %s halted by %s at %s (API server time): %s\nNo node is admitted to reboot into it; nodes in their cycle finish it. Undo: resume --version %s.\n",
-			o.version, by, at.UTC().Format(time.RFC3339), orUnsaid(o.reason), o.version)
-		return nil
-	}
-}
-
-// remember writes a resume of --version or --failures into the fleet record: who (the API server's
-// answer to "who am I"), when (the API server's clock, from the answer to the read the write is
-// conditional on) and why. The failures recorded before it no longer count for what it resumes.
-func (c *client) remember(ctx context.Context, w io.Writer, o options, e env) error {
-	by := c.whoAmI(ctx, o, e)
-	cms := c.cs.CoreV1().ConfigMaps(o.namespace)
-	what := "the fleet record ConfigMap " + o.namespace + "/" + fleetrecord.ConfigMapName
-	for attempt := 0; ; attempt++ {
-		cm, err := cms.Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return c.explain("reading "+what, err)
+			cm = nil
+		} else if err != nil {
+			return time.Time{}, c.explain("reading "+what, err)
 		}
 		at, ok := c.clock.last()
 		if !ok {
-			return fmt.Errorf("reading %s: the API server's answer carried no Date header, and a resume is never stamped with this machine's clock", what)
+			return time.Time{}, fmt.Errorf("reading %s: the API server's answer carried no Date header, and nothing is stamped with this machine's clock", what)
 		}
-		var rec fleetrecord.Record
-		if err == nil {
-			if rec, err = fleetrecord.Decode(cm.Data[fleetrecord.Key]); err != nil {
-				return fmt.Errorf("%s cannot be read (%v): mend it first; nothing was written", what, err)
-			}
+		data, err := change(cm, at)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%s: %w", what, err)
 		}
-		before := len(rec.VersionFailures(o.version))
-		if o.failures {
-			before = len(rec.BudgetFailures())
-		}
-		rec.AddResume(fleetrecord.Resume{Version: o.version, By: by, At: at, Why: o.reason})
-		data := map[string]string{fleetrecord.Key: rec.Encode()}
-		lifted, versErr := 0, error(nil)
-		if o.version != "" && cm != nil {
-			// The halts people set on the version are lifted in the same write: no clock decides
-			// whether a halt came before this resume.
-			var vers fleetrecord.Versions
-			if vers, versErr = fleetrecord.DecodeVersions(cm.Data[fleetrecord.VersionsKey]); versErr == nil {
-				if lifted = vers.Lift(o.version, by, at); lifted > 0 {
-					data[fleetrecord.VersionsKey] = vers.Encode()
-				}
-			}
-		}
-		if apierrors.IsNotFound(err) || cm == nil {
-			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetrecord.ConfigMapName, Namespace: o.namespace,
+		if cm == nil {
+			_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetrecord.ConfigMapName, Namespace: ns,
 				Labels: map[string]string{"app.kubernetes.io/part-of": "slipway"}}, Data: data}, metav1.CreateOptions{})
 		} else {
-			// Only these keys: the others are the operator's, kept as read.
 			cm = cm.DeepCopy()
 			if cm.Data == nil {
 				cm.Data = map[string]string{}
@@ -903,25 +835,89 @@ func (c *client) remember(ctx context.Context, w io.Writer, o options, e env) er
 			continue // the operator or a colleague wrote it meanwhile: read again
 		}
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("namespace %s does not exist: is Slipway installed there? (see -n)", o.namespace)
+			return time.Time{}, fmt.Errorf("namespace %s does not exist: is Slipway installed there? (see -n)", ns)
 		}
 		if err != nil {
-			return c.explain("writing "+what, err)
+			return time.Time{}, c.explain("writing "+what, err)
 		}
-		stamp := at.UTC().Format(time.RFC3339)
-		if o.version != "" {
-			fmt.Fprintf(w, "version %s resumed by %s at %s (API server time): its %d failed reboots recorded before then no longer count for its halt (--max-failed-per-version) or its canaries\n", o.version, by, stamp, before)
-			if lifted > 0 {
-				fmt.Fprintf(w, "%d halt(s) of %s lifted (pause --version)\n", lifted, o.version)
+		return at, nil
+	}
+}
+
+// haltVersion writes a person's halt of --version into the fleet's versions (key
+// fleetrecord.VersionsKey of the record's ConfigMap, beside the record): who (the API server's answer
+// to "who am I"), when (the API server's clock) and why. The record's own key is left as it is.
+func (c *client) haltVersion(ctx context.Context, w io.Writer, o options, e env) error {
+	by := c.whoAmI(ctx, o, e)
+	at, err := c.writeRecordKeys(ctx, o.namespace, func(cm *corev1.ConfigMap, at time.Time) (map[string]string, error) {
+		var vers fleetrecord.Versions
+		if cm != nil {
+			var err error
+			if vers, err = fleetrecord.DecodeVersions(cm.Data[fleetrecord.VersionsKey]); err != nil {
+				return nil, fmt.Errorf("key %s cannot be read (%v): mend it first; nothing was written", fleetrecord.VersionsKey, err)
 			}
-			if versErr != nil {
-				fmt.Fprintf(w, "the fleet's versions (key %s) cannot be read (%v): a halt of %s set with pause --version stays; mend the key\n", fleetrecord.VersionsKey, versErr, o.version)
-			}
-		} else {
-			fmt.Fprintf(w, "failure budget reset by %s at %s (API server time): the %d nodes' failed reboots recorded before then no longer count\n", by, stamp, before)
 		}
+		vers.AddHalt(fleetrecord.Halt{Version: o.version, By: by, At: at, Why: o.reason})
+		return map[string]string{fleetrecord.VersionsKey: vers.Encode()}, nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "version %s halted by %s at %s (API server time): %s\nNo node is admitted to reboot into it; nodes in their cycle finish it. Undo: resume --version %s.\n",
+		o.version, by, at.UTC().Format(time.RFC3339), orUnsaid(o.reason), o.version)
+	return nil
+}
+
+// remember writes a resume of --version or --failures into the fleet record: who (the API server's
+// answer to "who am I"), when (the API server's clock, from the answer to the read the write is
+// conditional on) and why. The failures recorded before it no longer count for what it resumes; a
+// resume of a version also lifts the halts people set on it, in the same write.
+func (c *client) remember(ctx context.Context, w io.Writer, o options, e env) error {
+	by := c.whoAmI(ctx, o, e)
+	var before, lifted int
+	var versErr error
+	at, err := c.writeRecordKeys(ctx, o.namespace, func(cm *corev1.ConfigMap, at time.Time) (map[string]string, error) {
+		var rec fleetrecord.Record
+		if cm != nil {
+			var err error
+			if rec, err = fleetrecord.Decode(cm.Data[fleetrecord.Key]); err != nil {
+				return nil, fmt.Errorf("cannot be read (%v): mend it first; nothing was written", err)
+			}
+		}
+		before = len(rec.VersionFailures(o.version))
+		if o.failures {
+			before = len(rec.BudgetFailures())
+		}
+		rec.AddResume(fleetrecord.Resume{Version: o.version, By: by, At: at, Why: o.reason})
+		data := map[string]string{fleetrecord.Key: rec.Encode()}
+		lifted, versErr = 0, nil
+		if o.version != "" && cm != nil {
+			// No clock decides whether a halt came before this resume: it lifts the ones it read.
+			var vers fleetrecord.Versions
+			if vers, versErr = fleetrecord.DecodeVersions(cm.Data[fleetrecord.VersionsKey]); versErr == nil {
+				if lifted = vers.Lift(o.version, by, at); lifted > 0 {
+					data[fleetrecord.VersionsKey] = vers.Encode()
+				}
+			}
+		}
+		return data, nil
+	})
+	if err != nil {
+		return err
+	}
+	stamp := at.UTC().Format(time.RFC3339)
+	if o.version == "" {
+		fmt.Fprintf(w, "failure budget reset by %s at %s (API server time): the %d nodes' failed reboots recorded before then no longer count\n", by, stamp, before)
 		return nil
 	}
+	fmt.Fprintf(w, "version %s resumed by %s at %s (API server time): its %d failed reboots recorded before then no longer count for its halt (--max-failed-per-version) or its canaries\n", o.version, by, stamp, before)
+	if lifted > 0 {
+		fmt.Fprintf(w, "%d halt(s) of %s lifted (pause --version)\n", lifted, o.version)
+	}
+	if versErr != nil {
+		fmt.Fprintf(w, "the fleet's versions (key %s) cannot be read (%v): a halt of %s set with pause --version stays; mend the key\n", fleetrecord.VersionsKey, versErr, o.version)
+	}
+	return nil
 }
 
 // whoAmI is the user the API server authenticates this client as (SelfSubjectReview), else the
