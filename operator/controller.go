@@ -58,12 +58,10 @@ import (
 	"github.com/slipway-dev/slipway/operator/stall"
 )
 
-// Defaults, one per setting: New and the update-operator's flags both use these.
+// Defaults of the Config fields New fills in (the policy's are package policy's: Compile sets them).
 const (
-	DefaultWorkers        = 4
-	DefaultStuckAfter     = 2 * time.Minute
-	DefaultDrainRetryBase = policy.DefaultDrainRetryBase
-	DefaultDrainRetryMax  = policy.DefaultDrainRetryMax
+	DefaultWorkers    = 4
+	DefaultStuckAfter = 2 * time.Minute
 )
 
 // Config wires a Controller.

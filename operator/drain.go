@@ -28,7 +28,6 @@ const (
 	DrainRetry               = policy.DrainRetry
 	DrainSkip                = policy.DrainSkip
 	DrainForce               = policy.DrainForce
-	DefaultUndrainableRetry  = policy.DefaultUndrainableRetry
 	DefaultSkipWaitForDelete = policy.DefaultSkipWaitForDelete
 )
 

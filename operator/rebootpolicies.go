@@ -6,11 +6,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/budget"
-	"github.com/slipway-dev/slipway/operator/policies"
 )
-
-// DefaultPolicyDeleteGrace is Config.PolicyDeleteGrace's default.
-const DefaultPolicyDeleteGrace = policies.DefaultDeleteGrace
 
 // policyNodes is what the RebootPolicy runtime (package policies) needs of the node controller.
 type policyNodes struct{ c *Controller }

@@ -18,9 +18,6 @@ import (
 // SettleConfig is the policy's (package policy).
 type SettleConfig = policy.SettleConfig
 
-// DefaultSettleTimeout is SettleConfig.Timeout's default.
-const DefaultSettleTimeout = policy.DefaultSettleTimeout
-
 // settling says why node n, out of its cycle, still holds its slots now ("" it does not) and until
 // when only time can end that (zero: a PDB recovering will; the PDB informer looks again then).
 // The reason names no node and no time, so the blocked-by of the nodes waiting behind settling ones

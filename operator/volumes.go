@@ -15,10 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
-	"github.com/slipway-dev/slipway/operator/policy"
 )
-
-const DefaultVolumeDetachTimeout = policy.DefaultVolumeDetachTimeout
 
 // byNode indexes VolumeAttachments by the node they name.
 const byNode = "node"
