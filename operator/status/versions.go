@@ -27,12 +27,12 @@ type VersionRow struct {
 	Version string `json:"version"`
 	// FirstSeen: when the fleet first saw it staged (a policy's minAge counts from here); nil unknown.
 	FirstSeen *time.Time `json:"firstSeen,omitempty"`
-	On        int        `json:"on"`     // nodes running it (their version label)
-	Staged    int        `json:"staged"` // nodes asking to reboot into it
+	On        int        `json:"on"`     // nodes running it, out of their cycle (their version label)
+	Staged    int        `json:"staged"` // nodes waiting to reboot into it
 	// Held: of those, the nodes a version rule or a halt holds (blocked-by version, version-halted).
 	Held int `json:"held"`
-	// Finished: cycles the operator finished on it (the fleet record's proofs); Failed: failures
-	// recorded for it since its last resume.
+	// Finished: cycles the operator finished on it (the fleet record's proofs, as the status view's
+	// Proven); Failed: failures recorded for it since its last resume.
 	Finished int `json:"finished"`
 	Failed   int `json:"failed"`
 	// Halt: a person's halt in force ("" none).
@@ -53,25 +53,26 @@ func VersionRows(nodes []corev1.Node, rec fleetrecord.Record, vers fleetrecord.V
 		}
 		return rows[v]
 	}
+	// The counts are the status view's (admission.VersionsOf over the same entries, the record's
+	// memory through admission.WithMemory), so the two views never disagree.
+	entries := make([]admission.Node, len(nodes))
 	for i := range nodes {
-		n := &nodes[i]
-		if v := n.Labels[protocol.Version]; v != "" {
-			row(v).On++
-		}
-		e := admission.Of(n, "", "")
-		if e.State == protocol.NeedsReboot && e.AskedVersion != "" {
-			r := row(e.AskedVersion)
-			r.Staged++
-			if k := admission.KindOf(n.Annotations[protocol.BlockedBy]); k == admission.KindVersion || k == admission.KindVersionHalted {
-				r.Held++
+		entries[i] = admission.Of(&nodes[i], "", "")
+		if e := entries[i]; e.Waiting() && e.AskedVersion != "" {
+			if k := admission.KindOf(nodes[i].Annotations[protocol.BlockedBy]); k == admission.KindVersion || k == admission.KindVersionHalted {
+				row(e.AskedVersion).Held++
 			}
 		}
+	}
+	stats := admission.VersionsOf(entries)
+	for v := range stats {
+		row(v)
 	}
 	for _, s := range vers.Seen {
 		row(s.Version)
 	}
 	for _, p := range rec.Proofs {
-		row(p.Version).Finished++
+		row(p.Version)
 	}
 	for _, f := range rec.Failures {
 		if f.Version != "" {
@@ -94,12 +95,13 @@ func VersionRows(nodes []corev1.Node, rec fleetrecord.Record, vers fleetrecord.V
 			t := t.UTC()
 			r.FirstSeen = &t
 		}
-		resumed := rec.VersionResumedAt(v)
-		for _, at := range rec.VersionFailures(v) {
-			if !at.Before(resumed) {
-				r.Failed++
-			}
+		var st admission.VersionStats
+		if s := stats[v]; s != nil {
+			st = *s
 		}
+		full := admission.WithMemory(st, v, rec)
+		r.On, r.Staged = st.On, st.Asking
+		r.Finished, r.Failed = len(full.Finished), full.FailuresSince(rec.VersionResumedAt(v))
 		if h, ok := vers.HaltOf(v); ok {
 			r.Halt = fmt.Sprintf("by %s at %s", h.By, h.At.UTC().Format(time.RFC3339))
 			if h.Why != "" {
@@ -127,10 +129,8 @@ func (c *client) versions(ctx context.Context, w io.Writer, o options, e env) er
 	if err != nil {
 		return c.explain("listing Nodes", err)
 	}
-	rec, err := c.record(ctx, o.namespace)
-	if err != nil {
-		return err
-	}
+	// The record and the versions beside it: one read of their ConfigMap.
+	var rec fleetrecord.Record
 	var vers fleetrecord.Versions
 	cm, err := c.cs.CoreV1().ConfigMaps(o.namespace).Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{})
 	switch {
@@ -138,6 +138,9 @@ func (c *client) versions(ctx context.Context, w io.Writer, o options, e env) er
 	case err != nil:
 		return c.explain("reading ConfigMap "+o.namespace+"/"+fleetrecord.ConfigMapName, err)
 	default:
+		if rec, err = fleetrecord.Decode(cm.Data[fleetrecord.Key]); err != nil {
+			return fmt.Errorf("ConfigMap %s/%s: %w", o.namespace, fleetrecord.ConfigMapName, err)
+		}
 		if vers, err = fleetrecord.DecodeVersions(cm.Data[fleetrecord.VersionsKey]); err != nil {
 			return fmt.Errorf("ConfigMap %s/%s key %s: %w", o.namespace, fleetrecord.ConfigMapName, fleetrecord.VersionsKey, err)
 		}
