@@ -81,15 +81,20 @@ type Runtime struct {
 	// held for DeleteGrace).
 	compileMu  sync.Mutex
 	tombstones map[string]tombstone
-	// queue: compileKey (compile every RebootPolicy again), or a policy's name (write its status).
+	// queue: compileKey (compile every RebootPolicy again), statusKey (queue every pool's status
+	// write), or a policy's name (write its status).
 	queue workqueue.TypedRateLimitingInterface[string]
 	// counts: the index's entries grouped for the status, kept for one index generation.
 	countsMu sync.Mutex
 	counts   *counts
 }
 
-// compileKey asks for a compile; a RebootPolicy's name is never empty.
-const compileKey = ""
+// compileKey asks for a compile, statusKey for every pool's status write: a RebootPolicy's name is
+// never empty and has no '/'.
+const (
+	compileKey = ""
+	statusKey  = "/status"
+)
 
 // statusEvery batches the status writes of the RebootPolicies: counts change with every step of
 // every node, a person reads them by the second at best.
@@ -134,8 +139,15 @@ func (r *Runtime) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer r.queue.Done(key)
-	if key == compileKey {
+	switch key {
+	case compileKey:
 		r.compile()
+		r.queue.Forget(key)
+		return true
+	case statusKey:
+		for _, p := range r.pools.Load().Pools() {
+			r.queue.Add(p.Name)
+		}
 		r.queue.Forget(key)
 		return true
 	}
@@ -320,7 +332,7 @@ func (r *Runtime) compile() {
 		return true
 	})
 	r.cfg.Nodes.Waiting()
-	r.statusDue(0)
+	r.queue.Add(statusKey)
 }
 
 // tombstone is a deleted RebootPolicy whose nodes are held until until.

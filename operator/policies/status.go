@@ -22,17 +22,11 @@ import (
 )
 
 // NodesChanged says a node's admission entry changed: the pools' statuses are written again within
-// statusEvery (one write for a burst).
+// statusEvery. One key for every pool, so a burst of node changes costs one queue entry, not one per
+// pool per change.
 func (r *Runtime) NodesChanged() {
 	if r.pools.Load() != nil {
-		r.statusDue(statusEvery)
-	}
-}
-
-// statusDue queues every pool's status write after d.
-func (r *Runtime) statusDue(d time.Duration) {
-	for _, p := range r.pools.Load().Pools() {
-		r.queue.AddAfter(p.Name, d)
+		r.queue.AddAfter(statusKey, statusEvery)
 	}
 }
 
