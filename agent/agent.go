@@ -23,6 +23,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/nodes"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/updateconf"
 	"github.com/slipway-dev/slipway/internal/updateengine"
 )
 
@@ -55,8 +56,12 @@ type Config struct {
 	// RebootRepeat is how long after a successful Reboot call the agent asks again if it is still
 	// alive (an inhibitor may have delayed the first one).
 	RebootRepeat time.Duration
-	Version      string
-	Log          klog.Logger
+	// CheckForUpdate asks update_engine to check now (updateengine.Client.AttemptUpdate over a fresh
+	// system-bus connection); called after the agent changed update.conf. nil: not asked (the change
+	// then takes effect at update_engine's next periodic check).
+	CheckForUpdate func(ctx context.Context) error
+	Version        string
+	Log            klog.Logger
 }
 
 // Agent is the update-agent. Its few fields of memory are all re-derivable after a restart from the
@@ -68,16 +73,18 @@ type Agent struct {
 	overlay *nodes.Overlay
 	notify  chan struct{}
 
-	status      *updateengine.Status // last status heard, nil until update_engine answered
-	needed      bool                 // a reboot is needed; sticky until the next boot
-	initialized bool                 // the first sync after start has decided what to reset
-	inProgress  bool                 // we accepted a grant in this boot and are rebooting
-	sawNoGrant  bool                 // reboot-ok was not "true" at some point in this boot (FLUO-operator fallback)
-	newBoot     bool                 // the agent is the first one in this boot
-	reported    bool                 // this process has written (or confirmed) its keys once
-	lastState   protocol.NodeState   // for logging changes only
-	rebootAfter time.Time            // earliest next Reboot call
-	backoff     wait.Backoff
+	status       *updateengine.Status // last status heard, nil until update_engine answered
+	needed       bool                 // a reboot is needed; sticky until the next boot
+	initialized  bool                 // the first sync after start has decided what to reset
+	inProgress   bool                 // we accepted a grant in this boot and are rebooting
+	sawNoGrant   bool                 // reboot-ok was not "true" at some point in this boot (FLUO-operator fallback)
+	newBoot      bool                 // the agent is the first one in this boot
+	reported     bool                 // this process has written (or confirmed) its keys once
+	lastState    protocol.NodeState   // for logging changes only
+	rebootAfter  time.Time            // earliest next Reboot call
+	confError    string               // why update.conf does not say what the pool declares; "" it does
+	checkPending bool                 // update.conf changed; update_engine not yet asked to check
+	backoff      wait.Backoff
 }
 
 // New checks the configuration.
@@ -120,11 +127,7 @@ func (a *Agent) poke() {
 // without help (e.g. the API server refusing to let it watch its Node).
 func (a *Agent) Run(ctx context.Context) error {
 	log := a.cfg.Log.WithValues("node", a.cfg.NodeName)
-	var problems []error
-	a.info, problems = ReadHostInfo(a.cfg.HostRoot)
-	for _, p := range problems {
-		log.Info("host info incomplete; leaving those labels alone", "problem", p.Error())
-	}
+	a.rereadHostInfo(log)
 
 	factory := informers.NewSharedInformerFactoryWithOptions(a.cfg.Client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -267,6 +270,7 @@ func (a *Agent) sync(ctx context.Context, log klog.Logger) (time.Time, error) {
 	if rebootNow {
 		a.inProgress = true
 	}
+	a.applyUpdateConf(ctx, log, n)
 	p := a.desired(n)
 	if a.newBoot {
 		// A reboot error of an earlier boot is history.
@@ -342,5 +346,67 @@ func (a *Agent) desired(n *corev1.Node) *nodes.Patch {
 	if a.info.HaveGroup {
 		p.SetLabel(n, protocol.Group, a.info.Group)
 	}
+	if a.info.Server != "" {
+		p.SetAnnotation(n, protocol.Server, a.info.Server)
+	}
+	if a.confError != "" {
+		p.SetAnnotation(n, protocol.UpdateConfError, a.confError)
+	} else {
+		p.DeleteAnnotation(n, protocol.UpdateConfError)
+	}
 	return p
+}
+
+// applyUpdateConf writes what the operator published for this node's pool (pool-group, pool-server)
+// into update.conf, then asks update_engine to check so the channel changes now, and re-reads what
+// the agent reports. Nothing published: the file is left as it is. The values are checked again
+// here, whoever wrote them (plain http is the operator's to refuse; the agent takes http or https).
+// A refusal or failure is kept in confError, which the next patch reports.
+func (a *Agent) applyUpdateConf(ctx context.Context, log klog.Logger, n *corev1.Node) {
+	want := updateconf.Settings{Group: n.Annotations[protocol.PoolGroup], Server: n.Annotations[protocol.PoolServer]}
+	_, hasGroup := n.Annotations[protocol.PoolGroup]
+	_, hasServer := n.Annotations[protocol.PoolServer]
+	if !hasGroup && !hasServer {
+		a.confError = ""
+		return
+	}
+	prev := a.confError
+	a.confError = ""
+	if err := want.Validate(true); err != nil || (hasGroup && want.Group == "") || (hasServer && want.Server == "") {
+		if err == nil {
+			err = errors.New("an empty value")
+		}
+		a.confError = "refused the pool's update settings: " + err.Error()
+	} else if changed, err := updateconf.Apply(a.cfg.HostRoot, want); err != nil {
+		a.confError = err.Error()
+	} else if changed {
+		log.Info("update.conf now says what the node's pool declares", "group", want.Group, "server", want.Server)
+		a.rereadHostInfo(log)
+		a.checkPending = a.cfg.CheckForUpdate != nil
+	}
+	if a.checkPending {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := a.cfg.CheckForUpdate(cctx)
+		cancel()
+		if err != nil {
+			// The file is written; update_engine reads it at its next periodic check anyway. Asked
+			// again at the next sync.
+			a.confError = "update.conf written; asking update_engine to check now failed (it reads the file at its next periodic check): " + err.Error()
+		} else {
+			a.checkPending = false
+			log.Info("asked update_engine to check for an update with the new settings")
+		}
+	}
+	if a.confError != prev && a.confError != "" {
+		log.Info("update.conf not changed to what the node's pool declares", "why", a.confError)
+	}
+}
+
+// rereadHostInfo refreshes what the agent reports from os-release and update.conf.
+func (a *Agent) rereadHostInfo(log klog.Logger) {
+	info, problems := ReadHostInfo(a.cfg.HostRoot)
+	for _, p := range problems {
+		log.Info("host info incomplete; leaving those labels alone", "problem", p.Error())
+	}
+	a.info = info
 }

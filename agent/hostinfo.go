@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/updateconf"
 )
 
 // HostInfo is what the agent labels its Node with: the OS id and version from os-release and the
@@ -18,6 +19,8 @@ type HostInfo struct {
 	ID      string
 	Version string
 	Group   string
+	// Server is update.conf's SERVER (/etc over /usr), bounded; "" when no file sets one.
+	Server string
 	// HaveOS and HaveGroup say which of the above were read; labels of unread ones are left alone.
 	HaveOS    bool
 	HaveGroup bool
@@ -60,6 +63,9 @@ func ReadHostInfo(root string) (HostInfo, []error) {
 		if g, ok := kv["GROUP"]; ok {
 			info.Group = SanitizeLabelValue(g)
 			info.HaveGroup = true
+		}
+		if sv, ok := kv["SERVER"]; ok && len(sv) <= updateconf.MaxServerLen {
+			info.Server = sv
 		}
 	}
 	if !found {

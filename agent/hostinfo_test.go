@@ -48,7 +48,7 @@ func TestReadHostInfo(t *testing.T) {
 	if len(problems) != 0 {
 		t.Fatalf("problems: %v", problems)
 	}
-	want := HostInfo{ID: "flatcar", Version: "4459.2.1", Group: "my-beta", HaveOS: true, HaveGroup: true}
+	want := HostInfo{ID: "flatcar", Version: "4459.2.1", Group: "my-beta", Server: "https://example.com/", HaveOS: true, HaveGroup: true}
 	if info != want {
 		t.Errorf("got %+v, want %+v", info, want)
 	}

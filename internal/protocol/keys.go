@@ -166,6 +166,22 @@ const (
 	// node paused by hand for its own reasons stays paused.
 	PausedBy = SlipwayPrefix + "paused-by"
 
+	// PoolGroup, PoolServer — operator: the update channel (GROUP) and update server (SERVER) the
+	// node's RebootPolicy declares (spec.update; --update-group, --update-server for the flags' pool),
+	// checked before they are written; absent when its pool declares none. The agent writes them into
+	// /etc/flatcar/update.conf when that file is Slipway's to edit (see UpdateConfError) and asks
+	// update_engine to check for an update, so the channel changes without a reboot. An absent key
+	// leaves that line of the file as it is.
+	PoolGroup  = SlipwayPrefix + "pool-group"
+	PoolServer = SlipwayPrefix + "pool-server"
+	// Server — agent: the SERVER update_engine follows (update.conf's, /etc over /usr); the channel is
+	// FLUO's group label.
+	Server = SlipwayPrefix + "server"
+	// UpdateConfError — agent: why it did not write pool-group / pool-server into update.conf (the
+	// file is the user's own: it has no line "# managed-by: slipway"; a value it refuses; a write or
+	// update_engine call that failed); removed once the file says what the pool declares.
+	UpdateConfError = SlipwayPrefix + "update-conf-error"
+
 	// BlockedBy — operator: why a waiting node is not admitted yet, "<kind>: <detail>" (budget, window,
 	// paused, order, or a blocker's name); removed when it is admitted. Written when the reason changes.
 	BlockedBy = SlipwayPrefix + "blocked-by"
@@ -221,6 +237,10 @@ var Owners = map[string]Writer{
 	BootID:                 WriterAgent,
 	RebootError:            WriterAgent,
 	AgentProtocol:          WriterAgent,
+	Server:                 WriterAgent,
+	UpdateConfError:        WriterAgent,
+	PoolGroup:              WriterOperator,
+	PoolServer:             WriterOperator,
 	RebootOK:               WriterOperator,
 	BeforeReboot:           WriterOperator,
 	AfterReboot:            WriterOperator,

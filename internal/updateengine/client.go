@@ -125,3 +125,14 @@ func SendNeedReboot(conn *dbus.Conn) error {
 	}
 	return nil
 }
+
+// AttemptUpdate asks update_engine to check for an update now. It re-reads update.conf for every check,
+// so this is how a changed GROUP or SERVER takes effect without a reboot. update_engine ignores it
+// while an update waits for its reboot (UPDATE_STATUS_UPDATED_NEED_REBOOT) and answers before the
+// check has run; the check's progress comes as StatusUpdate signals.
+func (c *Client) AttemptUpdate(ctx context.Context) error {
+	if call := c.conn.Object(BusName, ObjectPath).CallWithContext(ctx, MethodAttemptUpdate, 0); call.Err != nil {
+		return fmt.Errorf("calling %s: %w", MethodAttemptUpdate, call.Err)
+	}
+	return nil
+}

@@ -149,6 +149,7 @@ func run() int {
 			updateengine.Watch(ctx, sysbus.Connect, out, problems)
 		},
 		Rebooter:           systemRebooter{},
+		CheckForUpdate:     checkForUpdate,
 		BootID:             strings.TrimSpace(string(bootID)),
 		HostRoot:           o.hostRoot,
 		RebootRequiredPath: o.rebootRequired,
@@ -183,6 +184,17 @@ func newClient(kubeconfig, userAgent string, lim kubeclient.Limits, log klog.Log
 		return nil, false
 	}
 	return client, true
+}
+
+// checkForUpdate asks update_engine to check now, over a connection of its own (rare: only after
+// update.conf changed).
+func checkForUpdate(ctx context.Context) error {
+	conn, err := sysbus.Connect()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return updateengine.NewClient(conn).AttemptUpdate(ctx)
 }
 
 // systemRebooter dials the system bus for every attempt, so a restarted dbus-daemon does not leave

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,8 +27,15 @@ func main() {
 	osRelease := flag.String("os-release", "/etc/os-release", "os-release to update at boot when a version was staged")
 	rebootRequired := flag.String("reboot-required-file", "/run/reboot-required", "written when an update is staged; empty disables")
 	stepDelay := flag.Duration("step-delay", 500*time.Millisecond, "pause between the status steps of an update")
+	confRoot := flag.String("update-conf-root", "/", "host root whose update.conf each AttemptUpdate over D-Bus reads, as update_engine does; empty: not read")
+	offer := flag.String("offer", "", "what the update server offers per GROUP, group=version,... (other groups: --new-version)")
 	flag.Parse()
-	if err := run(*newVersion, *stateDir, *osRelease, *rebootRequired, *stepDelay); err != nil {
+	offers, err := parseOffers(*offer)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "slipway-standin: --offer:", err)
+		os.Exit(2)
+	}
+	if err := run(*newVersion, *stateDir, *osRelease, *rebootRequired, *stepDelay, *confRoot, offers); err != nil {
 		fmt.Fprintln(os.Stderr, "slipway-standin:", err)
 		os.Exit(1)
 	}
@@ -35,7 +43,23 @@ func main() {
 
 var versionLine = regexp.MustCompile(`(?m)^(VERSION|VERSION_ID)=.*$`)
 
-func run(newVersion, stateDir, osRelease, rebootRequired string, stepDelay time.Duration) error {
+// parseOffers reads group=version,...
+func parseOffers(s string) (map[string]string, error) {
+	offers := map[string]string{}
+	if s == "" {
+		return offers, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		g, v, ok := strings.Cut(kv, "=")
+		if !ok || g == "" || v == "" {
+			return nil, fmt.Errorf("%q: want group=version", kv)
+		}
+		offers[g] = v
+	}
+	return offers, nil
+}
+
+func run(newVersion, stateDir, osRelease, rebootRequired string, stepDelay time.Duration, confRoot string, offers map[string]string) error {
 	staged := filepath.Join(stateDir, "staged-version")
 	if v, err := os.ReadFile(staged); err == nil {
 		// "Boot into the other partition": the staged version is now the running one.
@@ -57,9 +81,10 @@ func run(newVersion, stateDir, osRelease, rebootRequired string, stepDelay time.
 		return err
 	}
 	ue.StepDelay = stepDelay
-	ue.OnNeedReboot = func() {
+	ue.ConfRoot, ue.Offers = confRoot, offers
+	ue.OnNeedReboot = func(version string) {
 		_ = os.MkdirAll(stateDir, 0o755)
-		_ = os.WriteFile(staged, []byte(newVersion), 0o644)
+		_ = os.WriteFile(staged, []byte(version), 0o644)
 		if rebootRequired != "" {
 			_ = os.WriteFile(rebootRequired, nil, 0o644)
 		}

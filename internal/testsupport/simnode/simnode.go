@@ -25,6 +25,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/testsupport/operatorproc"
 	"github.com/slipway-dev/slipway/internal/testsupport/standin"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
+	"github.com/slipway-dev/slipway/internal/updateconf"
 	"github.com/slipway-dev/slipway/internal/updateengine"
 )
 
@@ -68,6 +69,7 @@ type Node struct {
 	// SetAgentBinary takes effect at the next start (an agent restart or the next boot).
 	agentBin, kubeconfig string
 	labels               map[string]string // Options.Labels
+	userConf             bool              // Options.UserUpdateConf
 	// life serializes what stops and starts the agent (a simulated reboot, an agent restart), so an
 	// agent restarted by a test never outlives the boot it was started in.
 	life sync.Mutex
@@ -91,17 +93,23 @@ type Options struct {
 	// Labels are the kubelet's --node-labels: on the Node when it is registered, and again whenever it
 	// is registered anew.
 	Labels map[string]string
+	// UserUpdateConf makes /etc/flatcar/update.conf the user's own (no "# managed-by: slipway" line,
+	// so the agent must not edit it); by default it is the one Slipway's new-node snippet writes.
+	UserUpdateConf bool
+	// Offers is what the update server offers per GROUP to an AttemptUpdate over D-Bus (which reads
+	// the node's update.conf first, as update_engine does); other groups get 4500.0.0.
+	Offers map[string]string
 }
 
 // New starts the node's bus and stand-ins, registers its Node object (Ready, with a boot ID) and
 // starts its agent.
 func New(ctx context.Context, name string, o Options) (*Node, error) {
 	n := &Node{Name: name, Dir: o.Dir, client: o.Client, log: o.Log.WithValues("simnode", name), RebootDelay: o.RebootDelay, ctx: ctx, version: o.Version,
-		agentBin: o.AgentBinary, kubeconfig: o.Kubeconfig, labels: o.Labels}
+		agentBin: o.AgentBinary, kubeconfig: o.Kubeconfig, labels: o.Labels, userConf: o.UserUpdateConf}
 	if n.version == "" {
 		n.version = "4459.2.1"
 	}
-	if err := n.writeHostFiles(); err != nil {
+	if err := n.writeHostFiles(true); err != nil {
 		return nil, err
 	}
 	bus, err := testenv.StartBus(filepath.Join(o.Dir, "dbus"))
@@ -120,6 +128,7 @@ func New(ctx context.Context, name string, o Options) (*Node, error) {
 		n.Stop()
 		return nil, err
 	}
+	n.UE.ConfRoot, n.UE.Offers = filepath.Join(o.Dir, "host"), o.Offers
 	loginConn, err := bus.Connect()
 	if err != nil {
 		n.Stop()
@@ -144,11 +153,18 @@ func New(ctx context.Context, name string, o Options) (*Node, error) {
 
 func bootID(name string, boot int) string { return fmt.Sprintf("%s-boot-%d", name, boot) }
 
-func (n *Node) writeHostFiles() error {
+// writeHostFiles writes os-release (the running version) and, when the machine is new, the image's and
+// the node's update.conf; a reboot keeps /etc, so what the agent wrote there stays.
+func (n *Node) writeHostFiles(first bool) error {
 	files := map[string]string{
-		"etc/os-release":                "NAME=\"Flatcar Container Linux by Kinvolk\"\nID=flatcar\nVERSION=" + n.version + "\nVERSION_ID=" + n.version + "\n",
-		"usr/share/flatcar/update.conf": "SERVER=https://public.update.flatcar-linux.net/v1/update/\nGROUP=stable\n",
-		"etc/flatcar/update.conf":       "GROUP=\"stable\"\nREBOOT_STRATEGY=off\n",
+		"etc/os-release": "NAME=\"Flatcar Container Linux by Kinvolk\"\nID=flatcar\nVERSION=" + n.version + "\nVERSION_ID=" + n.version + "\n",
+	}
+	if first {
+		files["usr/share/flatcar/update.conf"] = "SERVER=https://public.update.flatcar-linux.net/v1/update/\nGROUP=stable\n"
+		files["etc/flatcar/update.conf"] = updateconf.Marker + "\nGROUP=\"stable\"\nREBOOT_STRATEGY=off\n"
+		if n.userConf {
+			files["etc/flatcar/update.conf"] = "GROUP=\"stable\"\nREBOOT_STRATEGY=off\n"
+		}
 	}
 	for p, content := range files {
 		full := filepath.Join(n.Dir, "host", p)
@@ -199,7 +215,15 @@ func (n *Node) startAgent() error {
 		Status: func(ctx context.Context, out chan<- updateengine.Status, problems func(error)) {
 			updateengine.Watch(ctx, n.Bus.Connect, out, problems)
 		},
-		Rebooter:           login1.NewRebooter(rebootConn),
+		Rebooter: login1.NewRebooter(rebootConn),
+		CheckForUpdate: func(ctx context.Context) error {
+			conn, err := n.Bus.Connect()
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			return updateengine.NewClient(conn).AttemptUpdate(ctx)
+		},
 		BootID:             n.bootID,
 		HostRoot:           filepath.Join(n.Dir, "host"),
 		RebootRequiredPath: filepath.Join(n.Dir, "run", fmt.Sprintf("reboot-required-%d", n.boot)),
@@ -318,7 +342,7 @@ func (n *Node) RestartUpdateEngine(gap time.Duration) error {
 		conn.Close()
 		return err
 	}
-	ue.StepDelay, ue.OnNeedReboot = old.StepDelay, old.OnNeedReboot
+	ue.StepDelay, ue.OnNeedReboot, ue.ConfRoot, ue.Offers = old.StepDelay, old.OnNeedReboot, old.ConfRoot, old.Offers
 	n.mu.Lock()
 	n.UE, n.ueConn = ue, conn
 	n.conns = append(n.conns, conn)
@@ -370,7 +394,7 @@ func (n *Node) reboot() {
 		n.version = st.NewVersion
 	}
 	n.rollBack = false
-	err := n.writeHostFiles()
+	err := n.writeHostFiles(false)
 	n.mu.Unlock()
 	if err != nil {
 		n.log.Error(err, "simulated reboot: writing os-release")

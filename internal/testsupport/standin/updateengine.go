@@ -11,6 +11,7 @@ import (
 
 	"github.com/godbus/dbus/v5"
 
+	"github.com/slipway-dev/slipway/internal/updateconf"
 	"github.com/slipway-dev/slipway/internal/updateengine"
 )
 
@@ -21,11 +22,17 @@ type UpdateEngine struct {
 	StepDelay time.Duration
 	// NewVersion is what an update brings.
 	NewVersion string
-	// OnNeedReboot, if set, runs when AttemptUpdate has staged the update (before the signal).
-	OnNeedReboot func()
+	// OnNeedReboot, if set, runs when AttemptUpdate has staged version (before the signal).
+	OnNeedReboot func(version string)
+	// ConfRoot, when set, is the host root whose update.conf (the image's, then /etc/flatcar's) an
+	// AttemptUpdate over D-Bus reads before it checks, as update_engine does at every check; Offers then
+	// says which version the update server offers the GROUP it read ("" or absent: NewVersion).
+	ConfRoot string
+	Offers   map[string]string
 
 	mu     sync.Mutex
 	status updateengine.Status
+	checks []updateconf.Settings
 }
 
 // ServeUpdateEngine exports the stand-in on conn and takes the bus name. It starts idle, with
@@ -62,9 +69,32 @@ func (u *UpdateEngine) getStatus() (int64, float64, string, string, int64, *dbus
 	return s.LastCheckedTime, s.Progress, s.CurrentOperation, s.NewVersion, s.NewSize, nil
 }
 
+// attemptUpdate is AttemptUpdate over D-Bus, with update_engine's rules: while an update waits for its
+// reboot it is ignored (no second download before the reboot); otherwise the check reads update.conf
+// (when ConfRoot is set) and stages what the server offers its group.
 func (u *UpdateEngine) attemptUpdate() *dbus.Error {
-	go u.AttemptUpdate()
+	if u.Status().NeedsReboot() {
+		return nil
+	}
+	version := u.NewVersion
+	if u.ConfRoot != "" {
+		set := updateconf.Effective(u.ConfRoot)
+		u.mu.Lock()
+		u.checks = append(u.checks, set)
+		u.mu.Unlock()
+		if v := u.Offers[set.Group]; v != "" {
+			version = v
+		}
+	}
+	go u.walk(version)
 	return nil
+}
+
+// Checks returns what update.conf said at each AttemptUpdate over D-Bus (with ConfRoot set).
+func (u *UpdateEngine) Checks() []updateconf.Settings {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]updateconf.Settings(nil), u.checks...)
 }
 
 func (u *UpdateEngine) resetStatus() *dbus.Error {
@@ -89,23 +119,26 @@ func (u *UpdateEngine) Set(s updateengine.Status) error {
 
 // AttemptUpdate walks the status through a whole successful update, emitting each step, and ends in
 // UPDATE_STATUS_UPDATED_NEED_REBOOT.
-func (u *UpdateEngine) AttemptUpdate() {
+func (u *UpdateEngine) AttemptUpdate() { u.walk(u.NewVersion) }
+
+// walk steps through an update that stages version.
+func (u *UpdateEngine) walk(version string) {
 	now := time.Now().Unix()
 	size := int64(300 << 20)
 	steps := []updateengine.Status{
 		{LastCheckedTime: now, CurrentOperation: updateengine.StatusCheckingForUpdate, NewVersion: "0.0.0"},
-		{LastCheckedTime: now, CurrentOperation: updateengine.StatusUpdateAvailable, NewVersion: u.NewVersion, NewSize: size},
-		{LastCheckedTime: now, Progress: 0.5, CurrentOperation: updateengine.StatusDownloading, NewVersion: u.NewVersion, NewSize: size},
-		{LastCheckedTime: now, Progress: 1, CurrentOperation: updateengine.StatusVerifying, NewVersion: u.NewVersion, NewSize: size},
-		{LastCheckedTime: now, Progress: 1, CurrentOperation: updateengine.StatusFinalizing, NewVersion: u.NewVersion, NewSize: size},
-		{LastCheckedTime: now, Progress: 1, CurrentOperation: updateengine.StatusUpdatedNeedReboot, NewVersion: u.NewVersion, NewSize: size},
+		{LastCheckedTime: now, CurrentOperation: updateengine.StatusUpdateAvailable, NewVersion: version, NewSize: size},
+		{LastCheckedTime: now, Progress: 0.5, CurrentOperation: updateengine.StatusDownloading, NewVersion: version, NewSize: size},
+		{LastCheckedTime: now, Progress: 1, CurrentOperation: updateengine.StatusVerifying, NewVersion: version, NewSize: size},
+		{LastCheckedTime: now, Progress: 1, CurrentOperation: updateengine.StatusFinalizing, NewVersion: version, NewSize: size},
+		{LastCheckedTime: now, Progress: 1, CurrentOperation: updateengine.StatusUpdatedNeedReboot, NewVersion: version, NewSize: size},
 	}
 	for i, s := range steps {
 		if i > 0 {
 			time.Sleep(u.StepDelay)
 		}
 		if s.NeedsReboot() && u.OnNeedReboot != nil {
-			u.OnNeedReboot()
+			u.OnNeedReboot(version)
 		}
 		_ = u.Set(s)
 	}
