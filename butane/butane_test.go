@@ -79,14 +79,15 @@ func TestFlatcarSnippet(t *testing.T) {
 }
 
 // The new-node snippet writes update.conf with REBOOT_STRATEGY=off and leaves GROUP and SERVER to
-// the image, so that a beta image stays on beta.
+// the image, so that a beta image stays on beta; its marker line lets a RebootPolicy's spec.update set
+// them (the main module's updateconf.Marker; this module does not import it, so it is spelled here).
 func TestFlatcarNewNodeSnippet(t *testing.T) {
 	cfg := parse3(t, "snippets/flatcar-new-node.ign")
 	if len(cfg.Storage.Files) != 1 || cfg.Storage.Files[0].Path != "/etc/flatcar/update.conf" || len(cfg.Systemd.Units) != 0 {
 		t.Fatalf("files %+v, units %+v", cfg.Storage.Files, cfg.Systemd.Units)
 	}
 	f := cfg.Storage.Files[0]
-	if conf := decode(t, f.Contents.Source); conf != "REBOOT_STRATEGY=off\n" {
+	if conf := decode(t, f.Contents.Source); conf != "# managed-by: slipway (GROUP and SERVER follow the node's RebootPolicy)\nREBOOT_STRATEGY=off\n" {
 		t.Errorf("update.conf = %q", conf)
 	}
 	if f.Overwrite == nil || !*f.Overwrite {

@@ -113,7 +113,8 @@ After=dbus.service
 [Service]
 Type=dbus
 BusName=com.coreos.update1
-ExecStart=/usr/local/bin/slipway-standin
+# The update server offers beta its own release, so a channel change stages another version.
+ExecStart=/usr/local/bin/slipway-standin --offer=beta=9999.1.0
 Restart=always
 [Install]
 WantedBy=multi-user.target

@@ -306,11 +306,17 @@ func (w *budgetWatcher) Starts() map[string]int {
 // simNodes starts n simulated nodes (real dbus-daemon, stand-ins, real agent) named prefix-0..n-1.
 func simNodes(t *testing.T, prefix string, n int) []*simnode.Node {
 	t.Helper()
+	return simNodesWith(t, prefix, n, simnode.Options{})
+}
+
+// simNodesWith is simNodes with more options for each node (client, directory, log and reboot delay
+// are filled in).
+func simNodesWith(t *testing.T, prefix string, n int, o simnode.Options) []*simnode.Node {
+	t.Helper()
 	var out []*simnode.Node
 	for i := 0; i < n; i++ {
-		sn, err := simnode.New(context.Background(), fmt.Sprintf("%s-%d", prefix, i), simnode.Options{
-			Client: client, Dir: t.TempDir(), Log: klog.Background(), RebootDelay: 200 * time.Millisecond,
-		})
+		o.Client, o.Dir, o.Log, o.RebootDelay = client, t.TempDir(), klog.Background(), 200*time.Millisecond
+		sn, err := simnode.New(context.Background(), fmt.Sprintf("%s-%d", prefix, i), o)
 		if err != nil {
 			t.Fatal(err)
 		}

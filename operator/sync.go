@@ -35,6 +35,9 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if err != nil {
 		return 0, err
 	}
+	if n, err = c.publishUpdate(ctx, n); err != nil {
+		return 0, err
+	}
 	// The index holds this node as this sync sees it (an informer handler may still be on its way).
 	c.reindex(name)
 	if u, ok := c.settleUntil.Load(name); ok {

@@ -83,6 +83,11 @@ type RebootPolicySpec struct {
 	// --version-min-age).
 	// +optional
 	Versions *Versions `json:"versions,omitempty"`
+	// Update: the update channel and server this pool's nodes follow, written by each node's agent
+	// into /etc/flatcar/update.conf (where that file is Slipway's to edit) without a reboot. Unset
+	// fields: the flags' --update-group and --update-server.
+	// +optional
+	Update *Update `json:"update,omitempty"`
 	// HealthChecks: more gates for this pool's nodes, each as --health-check takes it
 	// ('RESOURCE.GROUP/NAME[@NAMESPACE]: CEL'); no node of the pool starts a cycle unless every one holds.
 	// They add to the flags' (which guard every node); the operator needs get on the objects.
@@ -193,6 +198,23 @@ type Versions struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="a duration, e.g. 72h"
 	MinAge *metav1.Duration `json:"minAge,omitempty"`
+}
+
+// Update is a pool's --update-group and --update-server.
+type Update struct {
+	// Group: update.conf's GROUP, the channel (stable, beta, alpha, lts) or an update server's group
+	// name or id. "": leave GROUP as each node has it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^$|^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	Group *string `json:"group,omitempty"`
+	// Server: update.conf's SERVER, the Omaha endpoint, e.g. a Nebraska's https://HOST/v1/update/.
+	// https only, unless the operator runs with --allow-http-update-server. "": leave SERVER as each
+	// node has it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^$|^https?://\S+$`
+	Server *string `json:"server,omitempty"`
 }
 
 // Canary is a pool's --canary-nodes and --canary-bake.

@@ -162,3 +162,15 @@ func TestApply(t *testing.T) {
 		t.Errorf("symlink target changed: %q", b)
 	}
 }
+
+// Slipway's new-node Butane snippet writes the Marker as update.conf's first line (butane/ spells it
+// out, being a module of its own): the two must not drift apart.
+func TestNewNodeSnippetCarriesTheMarker(t *testing.T) {
+	b, err := os.ReadFile("../../butane/snippets/flatcar-new-node.bu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "\n          "+Marker+"\n") {
+		t.Errorf("flatcar-new-node.bu does not write %q", Marker)
+	}
+}

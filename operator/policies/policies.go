@@ -28,6 +28,7 @@ import (
 
 	"github.com/slipway-dev/slipway/api/v1alpha1"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/updateconf"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/policy"
@@ -397,6 +398,29 @@ func (r *Runtime) For(n *corev1.Node, inCycle bool) *policy.Policy {
 		return p.Policy
 	}
 	return r.cfg.Flags
+}
+
+// Update is the update channel and server node n's agent writes into update.conf: its pool's as the
+// pool is now (not its cycle's pin: the channel is no part of a cycle), the flags' when no pool selects
+// it. ok is false when its pool did not compile or two pools select it: its keys are then left as they
+// are, never replaced by the flags'.
+func (r *Runtime) Update(n *corev1.Node) (set updateconf.Settings, ok bool) {
+	pools := r.pools.Load()
+	if pools == nil {
+		return r.cfg.Flags.Update, true
+	}
+	name, tied := pools.Of(n, false)
+	if tied != "" {
+		return set, false
+	}
+	if name == "" {
+		return r.cfg.Flags.Update, true
+	}
+	p := pools.Get(name)
+	if p == nil || p.Policy == nil {
+		return set, false
+	}
+	return p.Policy.Update, true
 }
 
 // ByPin is the compiled policy a pin names ("" the flags'): that generation when this operator

@@ -13,6 +13,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/updateconf"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/blocker"
 	"github.com/slipway-dev/slipway/operator/budget"
@@ -39,9 +40,11 @@ type Policy struct {
 	Canary   admission.Canary
 	// Versions: which OS versions a node may reboot into (package versions).
 	Versions versions.Rules
-	Settle   SettleConfig
-	Drain    DrainConfig
-	Steer    steer.Config
+	// Update: the update channel and server the pool's agents write into update.conf (checked).
+	Update updateconf.Settings
+	Settle SettleConfig
+	Drain  DrainConfig
+	Steer  steer.Config
 	// HealthChecks are the parsed --health-check entries (health.Blocker evaluates them).
 	HealthChecks []*health.Check
 	// PodsOnNode and PodsInCluster are the --blocking-pod-selector entries, each a whole selector
@@ -152,6 +155,10 @@ func Compile(s Spec) (*Policy, error) {
 	p.Canary = admission.Canary{Nodes: c.Nodes, Bake: c.Bake.Duration, MaxFailed: c.MaxFailedPerVersion}
 	if p.Versions, err = versions.Compile(s.Versions.Allow, s.Versions.Deny, s.Versions.MinAge.Duration); err != nil {
 		return nil, fmt.Errorf("allow-version/deny-version/version-min-age: %w", err)
+	}
+	p.Update = updateconf.Settings{Group: s.Update.Group, Server: s.Update.Server}
+	if err := p.Update.Validate(s.Update.AllowHTTP); err != nil {
+		return nil, fmt.Errorf("update-group/update-server: %w", err)
 	}
 	if d.UndrainableRetry.Duration <= 0 {
 		return nil, fmt.Errorf("undrainable-retry %s must be positive", d.UndrainableRetry.Duration)

@@ -76,6 +76,10 @@ func MergeSpec(def Spec, spec v1alpha1.RebootPolicySpec) Spec {
 		s.Versions.Deny = append(append([]string(nil), def.Versions.Deny...), v.Deny...)
 		setIf(&s.Versions.MinAge, v.MinAge)
 	}
+	if u := spec.Update; u != nil {
+		setIf(&s.Update.Group, u.Group)
+		setIf(&s.Update.Server, u.Server)
+	}
 	if st := spec.Settle; st != nil {
 		setIf(&s.Settle.Time, st.Time)
 		setIf(&s.Settle.PDBs, st.PDBs)

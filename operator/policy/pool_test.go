@@ -45,6 +45,29 @@ func TestMerge(t *testing.T) {
 	if strings.Join(def.Windows, ";") != "Mon-Fri 22:00-05:00" {
 		t.Error("Merge changed the flags' spec")
 	}
+	// Update: each field the policy sets replaces the flags' ("" too: leave the key as each node has
+	// it); the flags' --allow-http-update-server stays the fleet's.
+	def.Update = Update{Group: "stable", Server: "https://a.example/", AllowHTTP: true}
+	got = MergeSpec(def, v1alpha1.RebootPolicySpec{Update: &v1alpha1.Update{Group: ptr("beta")}})
+	if got.Update != (Update{Group: "beta", Server: "https://a.example/", AllowHTTP: true}) {
+		t.Errorf("merged update %+v", got.Update)
+	}
+	got = MergeSpec(def, v1alpha1.RebootPolicySpec{Update: &v1alpha1.Update{Server: ptr("")}})
+	if got.Update != (Update{Group: "stable", AllowHTTP: true}) {
+		t.Errorf("merged update %+v", got.Update)
+	}
+	def.Update.AllowHTTP = false
+	if p := CompilePool(def, rp("h", 0, map[string]string{"a": "b"}, func(s *v1alpha1.RebootPolicySpec) {
+		s.Update = &v1alpha1.Update{Server: ptr("http://n.example/")}
+	})); p.Err == "" {
+		t.Error("http server accepted without --allow-http-update-server")
+	}
+	def.Update.AllowHTTP = true
+	if p := CompilePool(def, rp("h", 0, map[string]string{"a": "b"}, func(s *v1alpha1.RebootPolicySpec) {
+		s.Update = &v1alpha1.Update{Server: ptr("http://n.example/")}
+	})); p.Err != "" || p.Policy.Update.Server != "http://n.example/" {
+		t.Errorf("http server with --allow-http-update-server: %q", p.Err)
+	}
 }
 
 // A spec the schema accepts but the parsers refuse compiles to a pool that says why and holds its
@@ -86,6 +109,10 @@ func TestCompile(t *testing.T) {
 		{"bake without nodes", func(s *v1alpha1.RebootPolicySpec) {
 			s.Canary = &v1alpha1.Canary{Bake: &metav1.Duration{Duration: time.Hour}}
 		}, "canary-bake needs"},
+		{"http update server", func(s *v1alpha1.RebootPolicySpec) {
+			s.Update = &v1alpha1.Update{Server: ptr("http://nebraska.example/v1/update/")}
+		}, "plain http is refused"},
+		{"update group with a newline", func(s *v1alpha1.RebootPolicySpec) { s.Update = &v1alpha1.Update{Group: ptr("beta\nSERVER=x")} }, "update-group"},
 	} {
 		p := CompilePool(def, rp("x", 0, map[string]string{"a": "b"}, c.edit))
 		if !strings.Contains(p.Err, c.want) || p.Policy != nil || p.Admission.Invalid != p.Err || p.Admission.Name != "x" {

@@ -38,6 +38,7 @@ type Spec struct {
 
 	Canary   Canary   `json:"canary,omitzero"`
 	Versions Versions `json:"versions,omitzero"`
+	Update   Update   `json:"update,omitzero"`
 	Settle   Settle   `json:"settle"`
 
 	// HealthChecks are --health-check, one entry per flag.
@@ -87,6 +88,15 @@ type Versions struct {
 	Allow  []string        `json:"allow,omitempty"`
 	Deny   []string        `json:"deny,omitempty"`
 	MinAge metav1.Duration `json:"minAge,omitzero"`
+}
+
+// Update is --update-group, --update-server and --allow-http-update-server: the update channel and
+// server a pool's agents write into update.conf ("" leaves that key as each node has it). AllowHTTP is
+// the fleet's: a RebootPolicy cannot set it.
+type Update struct {
+	Group     string `json:"group,omitempty"`
+	Server    string `json:"server,omitempty"`
+	AllowHTTP bool   `json:"allowHTTP,omitempty"`
 }
 
 // Settle is --settle-time, --settle-pdbs, --settle-timeout and --settle-timeout-policy.

@@ -221,6 +221,14 @@ type Node struct {
 	// keys on it, it has been Ready for NoAgentAfter and is not enrolled in FleetLock: it will never ask
 	// to reboot.
 	NoAgent bool `json:"noAgent"`
+	// Channel and Server: the update channel (update.conf GROUP, FLUO's group label) and server its
+	// agent reports it follows; WantChannel and WantServer what its pool declares (pool-group,
+	// pool-server; "" none), UpdateConfError why its agent did not write them.
+	Channel         string `json:"channel"`
+	Server          string `json:"server,omitempty"`
+	WantChannel     string `json:"wantChannel,omitempty"`
+	WantServer      string `json:"wantServer,omitempty"`
+	UpdateConfError string `json:"updateConfError,omitempty"`
 }
 
 // Build derives the report from the Nodes, the slipway-fleet ConfigMap (nil when there is none) and
@@ -591,6 +599,12 @@ func node(n *corev1.Node, groupLabel string, policy stall.SlotPolicy, timeout ti
 		StallHint:     stallHint(a[protocol.Stalled], n),
 		StallsAt:      timePtr(stallsAt),
 		NoAgent:       protocol.NoAgent(n, f, now),
+
+		Channel:         n.Labels[protocol.Group],
+		Server:          a[protocol.Server],
+		WantChannel:     a[protocol.PoolGroup],
+		WantServer:      a[protocol.PoolServer],
+		UpdateConfError: a[protocol.UpdateConfError],
 	}
 }
 

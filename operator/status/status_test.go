@@ -800,3 +800,35 @@ func TestAgentSkew(t *testing.T) {
 		t.Error("an operator of no release compared")
 	}
 }
+
+// The CHANNEL column appears once a pool declares a channel: each node's, "old→new" while its agent
+// has not written the pool's yet; the agent's refusal and a server still to change are in DETAIL.
+func TestChannelColumn(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	node := func(name, group string, ann map[string]string) corev1.Node {
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{protocol.Group: group}, Annotations: ann}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		return n
+	}
+	text := func(nodes []corev1.Node) string {
+		var out bytes.Buffer
+		if err := WriteText(&out, Build(nodes, nil, fleetrecord.Record{}, "ns", now), TextOptions{All: true}); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	if out := text([]corev1.Node{node("a", "stable", nil)}); strings.Contains(out, "CHANNEL") {
+		t.Errorf("CHANNEL column without a pool declaring one:\n%s", out)
+	}
+	out := text([]corev1.Node{
+		node("a", "beta", map[string]string{protocol.PoolGroup: "beta"}),
+		node("b", "stable", map[string]string{protocol.PoolGroup: "beta"}),
+		node("c", "stable", map[string]string{protocol.PoolGroup: "beta", protocol.UpdateConfError: "not Slipway's\x1b[2J to edit"}),
+		node("d", "beta", map[string]string{protocol.PoolGroup: "beta", protocol.PoolServer: "https://n.example/", protocol.Server: "https://public/"}),
+	})
+	for _, want := range []string{"CHANNEL", "\na  ", " beta ", "\nb  ", " stable→beta ", "update.conf: not Slipway's?[2J to edit", "server https://public/→https://n.example/"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+}

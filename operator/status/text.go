@@ -221,6 +221,11 @@ func writeNodes(w io.Writer, r Report, o TextOptions) error {
 	if pools {
 		head = slices.Insert(head, 5, "POLICY")
 	}
+	// The CHANNEL column only where a pool declares one (spec.update, --update-group).
+	channels := slices.ContainsFunc(r.Nodes, func(n Node) bool { return n.WantChannel != "" })
+	if channels {
+		head = slices.Insert(head, 4, "CHANNEL")
+	}
 	rows := [][]string{head}
 	ordered := slices.Clone(r.Nodes)
 	slices.SortStableFunc(ordered, func(a, b Node) int {
@@ -259,6 +264,9 @@ func writeNodes(w io.Writer, r Report, o TextOptions) error {
 				pol = "TIED " + n.PolicyTied
 			}
 			row = slices.Insert(row, 5, pol)
+		}
+		if channels {
+			row = slices.Insert(row, 4, channelCell(n))
 		}
 		rows = append(rows, row)
 	}
@@ -360,7 +368,22 @@ func detailCell(n Node, now time.Time) string {
 	if n.RebootError != "" {
 		parts = append(parts, "reboot-error: "+oneLine(n.RebootError))
 	}
+	if n.UpdateConfError != "" {
+		parts = append(parts, "update.conf: "+oneLine(n.UpdateConfError))
+	} else if n.WantServer != "" && n.Server != n.WantServer {
+		parts = append(parts, "server "+oneLine(orDash(n.Server))+"→"+oneLine(n.WantServer))
+	}
 	return strings.Join(parts, "; ")
+}
+
+// channelCell is the update channel the node follows, "stable→beta" while its agent has not yet
+// written the one its pool declares.
+func channelCell(n Node) string {
+	c := orDash(oneLine(n.Channel))
+	if n.WantChannel != "" && n.WantChannel != n.Channel {
+		return c + "→" + oneLine(n.WantChannel)
+	}
+	return c
 }
 
 // oneLine makes s safe to print on a terminal on one line: every run of white space becomes one space
