@@ -95,11 +95,15 @@ type Config struct {
 	// Pools: RebootPolicies by name with their maxUnavailable; the nodes are spread over them round
 	// robin by the kubelet label PoolLabel, and the referee judges each pool's budget once no operator of
 	// a release before pools runs (nil: none).
-	Pools         map[string]int
-	SettleTimeout time.Duration // after the target: how long everything may take to settle
-	ProgressEvery time.Duration
-	Seed          uint64
-	Out           io.Writer // progress lines (nil: none)
+	Pools map[string]int
+	// VersionEditEvery: about this often one pool denies the release a node stages next, lifted 2-6 s
+	// later (pools.go versionEditor); the referee checks no node rebooted into a version denied at its
+	// admission (0: off).
+	VersionEditEvery time.Duration
+	SettleTimeout    time.Duration // after the target: how long everything may take to settle
+	ProgressEvery    time.Duration
+	Seed             uint64
+	Out              io.Writer // progress lines (nil: none)
 	// Dir is the scratch directory (logs of every component). Empty: a new temporary one, removed
 	// after a clean run unless Keep.
 	Dir  string
@@ -114,7 +118,7 @@ func Full() Config {
 		LeaderCutEvery: 45 * time.Second, LeaderCutFor: 8 * time.Second, ReregisterEvery: 15 * time.Second,
 		UpgradeFrom: "previous", UpgradeAt: 30,
 		APIRestarts: 2, EtcdRestarts: 2, NeverBack: true, DeleteLostNode: true, PDBBlock: 45 * time.Second, RebootTimeout: 30 * time.Second,
-		CanaryNodes: 1, CanaryBake: 3 * time.Second, Pools: map[string]int{"a": 1, "b": 2},
+		CanaryNodes: 1, CanaryBake: 3 * time.Second, Pools: map[string]int{"a": 1, "b": 2}, VersionEditEvery: 20 * time.Second,
 		SettleTimeout: 3 * time.Minute, ProgressEvery: 10 * time.Second}
 }
 
@@ -132,7 +136,7 @@ func Short() Config {
 		LeaderCutEvery: 35 * time.Second, LeaderCutFor: 7 * time.Second, ReregisterEvery: 12 * time.Second,
 		UpgradeFrom: "previous", UpgradeAt: 5,
 		APIRestarts: 1, EtcdRestarts: 1, NeverBack: true, DeleteLostNode: true, PDBBlock: 15 * time.Second, RebootTimeout: 10 * time.Second,
-		CanaryNodes: 1, CanaryBake: 2 * time.Second, Pools: map[string]int{"a": 1, "b": 2},
+		CanaryNodes: 1, CanaryBake: 2 * time.Second, Pools: map[string]int{"a": 1, "b": 2}, VersionEditEvery: 12 * time.Second,
 		// Settling may meet the slow path above: 2 minutes of a PDB's disruptedPods, plus a drain retry.
 		SettleTimeout: 3 * time.Minute, ProgressEvery: 10 * time.Second}
 }
@@ -176,6 +180,7 @@ type runner struct {
 	oldOperator, oldAgent, newAgent string
 	upgraded                        atomic.Bool
 	agentExits                      atomic.Int64 // agent processes that exited on their own
+	versionEdits                    atomic.Int64 // denies the versionEditor put in force
 	guarded                         *app
 	runCtx                          context.Context
 	// neverBack is the index of the machine that will not come back (-1: none chosen yet).
@@ -458,7 +463,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		}(n)
 	}
 	var injectors sync.WaitGroup
-	for i, f := range []func(context.Context, *rand.Rand){r.upgrader, r.leaderKiller, r.leaderCutter, r.reregisterer, r.agentKiller, r.ueRestarter, r.apiRestarter, r.etcdRestarter, r.neverBackInjector, r.pdbRelaxer} {
+	for i, f := range []func(context.Context, *rand.Rand){r.upgrader, r.leaderKiller, r.leaderCutter, r.reregisterer, r.agentKiller, r.ueRestarter, r.apiRestarter, r.etcdRestarter, r.neverBackInjector, r.pdbRelaxer, r.versionEditor} {
 		injectors.Add(1)
 		go func(f func(context.Context, *rand.Rand), seed uint64) {
 			defer injectors.Done()
@@ -520,7 +525,11 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	judged := r.check.VersionGrants()
 	r.check.Final(res.StalledChecked)
+	if cfg.VersionEditEvery > 0 && len(cfg.Pools) > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("version edits (a pool denying a release a node stages next, lifted 2-6 s later): %d; grants judged by the generation their node was admitted under: %d", r.versionEdits.Load(), judged))
+	}
 
 	st := r.check.Stats()
 	res.Cycles = st.Cycles

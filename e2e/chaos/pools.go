@@ -2,12 +2,18 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/slipway-dev/slipway/api/v1alpha1"
@@ -49,4 +55,64 @@ func (r *runner) createPools(ctx context.Context, names []string) error {
 	r.say("RebootPolicies %s over the nodes round robin (label %s); the referee judges each pool's budget%s", strings.Join(said, ", "), PoolLabel,
 		map[bool]string{true: " once the operators are upgraded (the previous release knows no pools)", false: ""}[r.cfg.UpgradeFrom != ""])
 	return nil
+}
+
+// versionEditor edits the pools' versions.deny during the run: now and then it denies the release a
+// node will stage next (release(k+1)) in one pool and lifts the deny 2-6 s later. Nodes of that pool
+// that staged it wait (blocked-by version) and go once it is lifted; a node admitted before an edit
+// keeps its decision. Every edit's generation and deny list go to the referee, which judges each grant
+// by the generation its node's pin names (referee.Version). Only once no operator of the release
+// before pools runs (it knows no versions), and only with pools.
+func (r *runner) versionEditor(ctx context.Context, rng *rand.Rand) {
+	if len(r.cfg.Pools) == 0 || r.cfg.VersionEditEvery <= 0 {
+		return
+	}
+	for r.cfg.UpgradeFrom != "" && !r.upgraded.Load() {
+		if testenv.WaitCtx(ctx, 200*time.Millisecond) != nil {
+			return
+		}
+	}
+	dyn, err := dynamic.NewForConfig(r.cp.RestConfig())
+	if err != nil {
+		r.say("version edits off: %v", err)
+		return
+	}
+	pools := slices.Sorted(maps.Keys(r.cfg.Pools))
+	deny := func(ctx context.Context, pool string, versions []string) {
+		body, _ := json.Marshal(map[string]interface{}{"spec": map[string]interface{}{"versions": map[string]interface{}{"deny": versions}}})
+		u, err := dyn.Resource(v1alpha1.Resource).Patch(ctx, pool, types.MergePatchType, body, metav1.PatchOptions{})
+		if err != nil {
+			if ctx.Err() == nil {
+				r.say("version edit of %s failed (the API server may be restarting): %v", pool, err)
+			}
+			return
+		}
+		r.check.DenyVersions(pool, u.GetGeneration(), versions)
+	}
+	var denied string // the pool whose deny is in force, lifted before returning
+	defer func() {
+		if denied != "" {
+			lift, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			deny(lift, denied, []string{})
+		}
+	}()
+	for {
+		if testenv.WaitCtx(ctx, r.cfg.VersionEditEvery/2+time.Duration(rng.Int64N(int64(r.cfg.VersionEditEvery)))) != nil {
+			return
+		}
+		n := r.nodes[rng.IntN(len(r.nodes))]
+		n.mu.Lock()
+		v := release(n.staged + 1)
+		n.mu.Unlock()
+		pool := pools[rng.IntN(len(pools))]
+		deny(ctx, pool, []string{v})
+		denied = pool
+		r.versionEdits.Add(1)
+		if testenv.WaitCtx(ctx, 2*time.Second+time.Duration(rng.Int64N(int64(4*time.Second)))) != nil {
+			return
+		}
+		deny(ctx, pool, []string{})
+		denied = ""
+	}
 }

@@ -40,11 +40,16 @@ type VersionRow struct {
 	// HeldBy: each policy whose versions rules hold it back now, with why ("the flags: denied by ...");
 	// only for versions staged now or seen staged.
 	HeldBy []string `json:"heldBy,omitempty"`
+	// Canary: where the fleet's canaries (the flags' --canary-nodes, --max-failed-per-version) stand for
+	// it, as admission decides: canaries, waiting, baking (until BakeEnd), released or halted; "" off.
+	Canary  string     `json:"canary,omitempty"`
+	BakeEnd *time.Time `json:"bakeEnd,omitempty"`
 }
 
 // VersionRows lists every version the Nodes, the record and the fleet's versions name, newest first.
-// rules are the policies' versions rules by who they are ("the flags", "rp/NAME").
-func VersionRows(nodes []corev1.Node, rec fleetrecord.Record, vers fleetrecord.Versions, rules map[string]versionrules.Rules, now time.Time) []VersionRow {
+// rules are the policies' versions rules by who they are ("the flags", "rp/NAME"); canary the flags'
+// canaries (zero: off or unknown).
+func VersionRows(nodes []corev1.Node, rec fleetrecord.Record, vers fleetrecord.Versions, rules map[string]versionrules.Rules, canary admission.Canary, now time.Time) []VersionRow {
 	rows := map[string]*VersionRow{}
 	row := func(v string) *VersionRow {
 		v = protocol.NormalVersion(v)
@@ -102,6 +107,9 @@ func VersionRows(nodes []corev1.Node, rec fleetrecord.Record, vers fleetrecord.V
 		full := admission.WithMemory(st, v, rec)
 		r.On, r.Staged = st.On, st.Asking
 		r.Finished, r.Failed = len(full.Finished), full.FailuresSince(rec.VersionResumedAt(v))
+		if cs := admission.CanaryOf(full, canary, rec.VersionResumedAt(v), now, 0); canary.On() && cs.State != "off" {
+			r.Canary, r.BakeEnd = cs.State, timePtr(cs.BakeEnd)
+		}
 		if h, ok := vers.HaltOf(v); ok {
 			r.Halt = fmt.Sprintf("by %s at %s", h.By, h.At.UTC().Format(time.RFC3339))
 			if h.Why != "" {
@@ -146,6 +154,7 @@ func (c *client) versions(ctx context.Context, w io.Writer, o options, e env) er
 		}
 	}
 	rules := map[string]versionrules.Rules{}
+	var canary admission.Canary
 	var notes []string
 	fleet, err := c.fleetConfigMap(ctx, o.namespace)
 	if err != nil {
@@ -157,6 +166,7 @@ func (c *client) versions(ctx context.Context, w io.Writer, o options, e env) er
 		notes = append(notes, "the flags' rules are unknown: "+set.why)
 	} else {
 		rules["the flags"] = set.pol.Versions
+		canary = set.pol.Canary
 		rps, err := c.policies(ctx)
 		if err != nil {
 			notes = append(notes, err.Error()+": RebootPolicies' rules left out")
@@ -170,7 +180,7 @@ func (c *client) versions(ctx context.Context, w io.Writer, o options, e env) er
 			rules["rp/"+rps[i].Name] = p.Policy.Versions
 		}
 	}
-	rows := VersionRows(nodes.Items, rec, vers, rules, e.now())
+	rows := VersionRows(nodes.Items, rec, vers, rules, canary, e.now())
 	if o.output == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -180,7 +190,7 @@ func (c *client) versions(ctx context.Context, w io.Writer, o options, e env) er
 		}{rows, notes})
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VERSION\tFIRST SEEN\tON\tSTAGED\tHELD\tFINISHED\tFAILED\tHALT / HELD BY")
+	fmt.Fprintln(tw, "VERSION\tFIRST SEEN\tON\tSTAGED\tHELD\tFINISHED\tFAILED\tCANARY\tHALT / HELD BY")
 	for _, r := range rows {
 		first := "-"
 		if r.FirstSeen != nil {
@@ -190,7 +200,11 @@ func (c *client) versions(ctx context.Context, w io.Writer, o options, e env) er
 		if r.Halt != "" {
 			why = append([]string{"halted " + r.Halt}, why...)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.Version, first, r.On, r.Staged, r.Held, r.Finished, r.Failed, strings.Join(why, "; "))
+		canaryCell := orDash(r.Canary)
+		if r.Canary == "baking" && r.BakeEnd != nil {
+			canaryCell += " until " + r.BakeEnd.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", r.Version, first, r.On, r.Staged, r.Held, r.Finished, r.Failed, canaryCell, strings.Join(why, "; "))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

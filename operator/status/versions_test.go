@@ -11,6 +11,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/operator/admission"
 	versionrules "github.com/slipway-dev/slipway/operator/versions"
 )
 
@@ -52,21 +53,21 @@ func TestVersionRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := VersionRows(nodes, rec, vers, map[string]versionrules.Rules{"rp/prod": prod, "the flags": flags}, now)
+	rows := VersionRows(nodes, rec, vers, map[string]versionrules.Rules{"rp/prod": prod, "the flags": flags}, admission.Canary{Nodes: 1, Bake: 2 * time.Hour, MaxFailed: 2}, now)
 	var got []string
 	for _, r := range rows {
 		first := "-"
 		if r.FirstSeen != nil {
 			first = r.FirstSeen.Format(time.RFC3339)
 		}
-		got = append(got, strings.Join([]string{r.Version, first, itoa(r.On), itoa(r.Staged), itoa(r.Held), itoa(r.Finished), itoa(r.Failed), r.Halt, strings.Join(r.HeldBy, " | ")}, " "))
+		got = append(got, strings.Join([]string{r.Version, first, itoa(r.On), itoa(r.Staged), itoa(r.Held), itoa(r.Finished), itoa(r.Failed), orDash(r.Canary), r.Halt, strings.Join(r.HeldBy, " | ")}, " "))
 	}
 	want := []string{
-		"4700.0.0 2026-11-23T08:59:00Z 0 0 0 0 0  the flags: allowed from 2026-11-24T08:59:00Z (minAge 24h0m0s)",
-		"4600.2.0 - 0 1 1 0 0 by alice at 2026-11-23T08:59:00Z: kernel regression the flags: allowed from 2026-11-24T09:00:00Z (minAge 24h0m0s)",
-		"4600.1.0 2026-11-23T06:00:00Z 1 2 1 1 1  rp/prod: denied by 4600.1.0 | the flags: allowed from 2026-11-24T06:00:00Z (minAge 24h0m0s)",
-		"4600.0.0 - 2 0 0 0 0  ",
-		"4459.2.0 - 1 0 0 0 0  ",
+		"4700.0.0 2026-11-23T08:59:00Z 0 0 0 0 0 canaries  the flags: allowed from 2026-11-24T08:59:00Z (minAge 24h0m0s)",
+		"4600.2.0 - 0 1 1 0 0 canaries by alice at 2026-11-23T08:59:00Z: kernel regression the flags: allowed from 2026-11-24T09:00:00Z (minAge 24h0m0s)",
+		"4600.1.0 2026-11-23T06:00:00Z 1 2 1 1 1 waiting  rp/prod: denied by 4600.1.0 | the flags: allowed from 2026-11-24T06:00:00Z (minAge 24h0m0s)",
+		"4600.0.0 - 2 0 0 0 0 canaries  ",
+		"4459.2.0 - 1 0 0 0 0 canaries  ",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

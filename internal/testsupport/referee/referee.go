@@ -101,6 +101,10 @@ type Checker struct {
 	poolsArmed bool           // every pool was within its budget once since JudgePools: judged from then on
 	poolOver   map[string]int // the high of each pool's current episode above its budget
 	poolPeaks  map[string]int
+	// denied: the versions each "<policy>/<generation>" denied (DenyVersions); versionGrants: the grants
+	// under a pin, judged against them in Final.
+	denied        map[string][]string
+	versionGrants []versionGrant
 }
 
 type nodeState struct {
@@ -353,6 +357,7 @@ func (c *Checker) observeNode(n *corev1.Node, fromWatch bool) {
 		if v := n.Annotations[KeyNewVersion]; v != n.Labels[KeyVersion] {
 			s.grantVersion = v // an update to another version (simulations may stage the one running)
 		}
+		c.noteVersionGrant(n.Name, n.Annotations[KeyAdmittedPolicy], n.Annotations[KeyNewVersion])
 		if !n.Spec.Unschedulable {
 			c.violate(Drain, n.Name, "reboot-ok=true on a schedulable node (granted without cordon and drain)")
 		}
@@ -786,6 +791,7 @@ func (c *Checker) Final(requireStalled bool) {
 		c.judgeGrant(g)
 	}
 	c.grants = nil
+	c.judgeVersions()
 	for _, name := range c.sortedNodes() {
 		s := c.nodes[name]
 		if s.neverBack {
