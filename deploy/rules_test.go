@@ -188,7 +188,7 @@ func TestPodMonitorScrapesTheOperator(t *testing.T) {
 // runbookBase is where every alert's runbook_url points: an entry of docs/troubleshooting.md.
 const runbookBase = "https://github.com/slipway-dev/slipway/blob/main/docs/troubleshooting.md#"
 
-var wantAlerts = []string{"SlipwayNodeStalled", "SlipwayNodeRebooting", "SlipwayFleetPaused", "SlipwayBlockedTooLong", "SlipwayRebootPendingTooLong", "SlipwayOperatorNoLeader"}
+var wantAlerts = []string{"SlipwayNodeStalled", "SlipwayNodeRebooting", "SlipwayFleetPaused", "SlipwayBlockedTooLong", "SlipwayRebootPendingTooLong", "SlipwayProofSourceUnreachable", "SlipwayOperatorNoLeader"}
 
 func TestAlertRules(t *testing.T) {
 	bin := promtool(t)
@@ -273,10 +273,12 @@ func TestAlertRules(t *testing.T) {
 		{"the rebooting alert waits", "SlipwayNodeRebooting", "> 0", "> 0 unless on() (vector(time()) < 300)"},
 		{"paused group ignored", "SlipwayFleetPaused", "max without (instance, pod) (slipway_operator_fleet_paused)", `max without (instance, pod) (slipway_operator_fleet_paused{group=""})`},
 		{"paused fires early", "SlipwayFleetPaused", "2h", "1h"},
-		{"waiting on a window counts as blocked", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|version|paused`, `budget|order|settling|canary|version|paused`},
-		{"a pause counts as blocked too", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|version|paused`, `budget|window|order|settling|canary|version`},
-		{"a canary bake counts as blocked", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|version|paused`, `budget|window|order|settling|version|paused`},
-		{"a version its policy holds back counts as blocked", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|version|paused`, `budget|window|order|settling|canary|paused`},
+		{"waiting on a window counts as blocked", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|version|proof|paused`, `budget|order|settling|canary|version|proof|paused`},
+		{"a pause counts as blocked too", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|version|proof|paused`, `budget|window|order|settling|canary|version|proof`},
+		{"a canary bake counts as blocked", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|version|proof|paused`, `budget|window|order|settling|version|proof|paused`},
+		{"a version its policy holds back counts as blocked", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|version|proof|paused`, `budget|window|order|settling|canary|proof|paused`},
+		{"a soak another cluster's proof needs counts as blocked", "SlipwayBlockedTooLong", `budget|window|order|settling|canary|version|proof|paused`, `budget|window|order|settling|canary|version|paused`},
+		{"an unreadable proof source never alerts", "SlipwayProofSourceUnreachable", `reason="proof-source"`, `reason="nothing"`},
 		{"no leader while nothing is scraped goes unnoticed", "SlipwayOperatorNoLeader", " or absent(slipway_operator_is_leader)", ""},
 		{"one replica's 0 fires", "SlipwayOperatorNoLeader", "sum without (instance, pod) (slipway_operator_is_leader) == 0", "min without (instance, pod) (slipway_operator_is_leader) == 0"},
 	} {

@@ -24,6 +24,9 @@ type FleetView interface {
 	// PolicyOf is the RebootPolicy a node is in ("" the flags'): the one its cycle is pinned to
 	// (inCycle), else the one it matches now.
 	PolicyOf(n *corev1.Node, inCycle bool) string
+	// VersionProofs is what this cluster proved of each OS version (admission.ProofOf), published as
+	// slipway_version_* for other clusters' gates.
+	VersionProofs(now time.Time) []admission.Proof
 }
 
 // Metrics are the operator's Prometheus metrics. Node counts per state are computed from the
@@ -58,6 +61,8 @@ type Metrics struct {
 	inCycle      *prometheus.Desc
 	noAgent      *prometheus.Desc
 	versionNodes *prometheus.Desc
+	// The per-version proof another cluster reads (docs/versions.md, "promote").
+	proofCycles, proofHalted, proofSince, proofFirst *prometheus.Desc
 	// now is the scrape's clock (time.Now; tests set it).
 	now  func() time.Time
 	view FleetView
@@ -91,6 +96,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		versionNodes: prometheus.NewDesc("slipway_operator_version_nodes",
 			"Nodes per OS version, a roll-out's progress: phase on (running it, out of their cycle), asking (waiting to reboot for it), in_cycle (in their cycle for it).",
 			[]string{"version", "phase"}, nil),
+		proofCycles: prometheus.NewDesc("slipway_version_cycles",
+			"Per OS version, what this cluster proved: result finished (cycles Slipway ran for it that ended on it, the fleet record's proofs) and failed (failures recorded for it since a person last resumed it). Only the leader publishes.",
+			[]string{"version", "result"}, nil),
+		proofHalted: prometheus.NewDesc("slipway_version_halted",
+			"Per OS version: 1 while it may not be rebooted into here (a person's halt, or --max-failed-per-version reached), else 0.",
+			[]string{"version"}, nil),
+		proofSince: prometheus.NewDesc("slipway_version_proven_since_seconds",
+			"Per OS version proven here (max(--canary-nodes, 1) cycles finished on it, the canary bake after them passed, no failure since its last resume, no halt): Unix time it became proven. No series while it is not.",
+			[]string{"version"}, nil),
+		proofFirst: prometheus.NewDesc("slipway_version_first_rebooted_seconds",
+			"Per OS version: Unix time the first cycle Slipway ran for it ended on it (the fleet record's oldest proof still kept). No series before one did.",
+			[]string{"version"}, nil),
 		now: time.Now,
 		IsLeader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "slipway_operator_is_leader", Help: "1 while this instance holds the leader lease.",
@@ -165,6 +182,10 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.inCycle
 	ch <- m.noAgent
 	ch <- m.versionNodes
+	ch <- m.proofCycles
+	ch <- m.proofHalted
+	ch <- m.proofSince
+	ch <- m.proofFirst
 }
 
 // Collect implements prometheus.Collector.
@@ -246,6 +267,21 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		for p, v := range versions {
 			if p.version != "" {
 				ch <- prometheus.MustNewConstMetric(m.versionNodes, prometheus.GaugeValue, float64(v), p.version, p.phase)
+			}
+		}
+		for _, p := range m.view.VersionProofs(now) {
+			ch <- prometheus.MustNewConstMetric(m.proofCycles, prometheus.GaugeValue, float64(p.Finished), p.Version, "finished")
+			ch <- prometheus.MustNewConstMetric(m.proofCycles, prometheus.GaugeValue, float64(p.Failed), p.Version, "failed")
+			halted := 0.0
+			if p.Halted {
+				halted = 1
+			}
+			ch <- prometheus.MustNewConstMetric(m.proofHalted, prometheus.GaugeValue, halted, p.Version)
+			if !p.ProvenSince.IsZero() {
+				ch <- prometheus.MustNewConstMetric(m.proofSince, prometheus.GaugeValue, float64(p.ProvenSince.Unix()), p.Version)
+			}
+			if !p.FirstFinished.IsZero() {
+				ch <- prometheus.MustNewConstMetric(m.proofFirst, prometheus.GaugeValue, float64(p.FirstFinished.Unix()), p.Version)
 			}
 		}
 	}

@@ -20,6 +20,7 @@ import (
 type fakeView struct {
 	nodes  []*corev1.Node
 	policy map[string]string
+	proofs []admission.Proof
 }
 
 func (v fakeView) Nodes() []*corev1.Node                     { return v.nodes }
@@ -27,6 +28,7 @@ func (v fakeView) Switch() fleetswitch.Switch                { return fleetswitc
 func (v fakeView) Pools() []admission.BudgetPool             { return nil }
 func (v fakeView) Remembered() (halted []string, failed int) { return nil, 0 }
 func (v fakeView) PolicyOf(n *corev1.Node, _ bool) string    { return v.policy[n.Name] }
+func (v fakeView) VersionProofs(time.Time) []admission.Proof { return v.proofs }
 
 var metricsNow = time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
 
@@ -97,6 +99,47 @@ slipway_operator_version_nodes{phase="on",version="4459.2.0"} 2
 	}
 	if len(info) != 4 {
 		t.Errorf("node_info series: %d, want one per node (4)", len(info))
+	}
+}
+
+// The per-version proof series: cycles and halted for every version, proven-since and the first
+// reboot only where there is one.
+func TestVersionProofMetrics(t *testing.T) {
+	t1 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	view := fakeView{proofs: []admission.Proof{
+		{Version: "4459.2.1", Finished: 3, FirstFinished: t1, ProvenSince: t1.Add(time.Hour)},
+		{Version: "4459.2.2", Finished: 1, Failed: 2, FirstFinished: t1, Halted: true},
+		{Version: "4459.2.3"},
+	}}
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	m.now = func() time.Time { return metricsNow }
+	m.Observe(view)
+	names := []string{"slipway_version_cycles", "slipway_version_halted", "slipway_version_proven_since_seconds", "slipway_version_first_rebooted_seconds"}
+	want := fmt.Sprintf(`
+# HELP slipway_version_cycles %[1]s
+# TYPE slipway_version_cycles gauge
+slipway_version_cycles{result="failed",version="4459.2.1"} 0
+slipway_version_cycles{result="failed",version="4459.2.2"} 2
+slipway_version_cycles{result="failed",version="4459.2.3"} 0
+slipway_version_cycles{result="finished",version="4459.2.1"} 3
+slipway_version_cycles{result="finished",version="4459.2.2"} 1
+slipway_version_cycles{result="finished",version="4459.2.3"} 0
+# HELP slipway_version_halted %[2]s
+# TYPE slipway_version_halted gauge
+slipway_version_halted{version="4459.2.1"} 0
+slipway_version_halted{version="4459.2.2"} 1
+slipway_version_halted{version="4459.2.3"} 0
+# HELP slipway_version_proven_since_seconds %[3]s
+# TYPE slipway_version_proven_since_seconds gauge
+slipway_version_proven_since_seconds{version="4459.2.1"} %[5]d
+# HELP slipway_version_first_rebooted_seconds %[4]s
+# TYPE slipway_version_first_rebooted_seconds gauge
+slipway_version_first_rebooted_seconds{version="4459.2.1"} %[6]d
+slipway_version_first_rebooted_seconds{version="4459.2.2"} %[6]d
+`, help(t, reg, names[0]), help(t, reg, names[1]), help(t, reg, names[2]), help(t, reg, names[3]), t1.Add(time.Hour).Unix(), t1.Unix())
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
 	}
 }
 

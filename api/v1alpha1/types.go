@@ -198,6 +198,30 @@ type Versions struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="a duration, e.g. 72h"
 	MinAge *metav1.Duration `json:"minAge,omitempty"`
+	// RequireProof: a node reboots into a version only once another cluster proved it, as read from
+	// the update-operator's --proof-url. Unset fields: the flags' --require-proof-selector,
+	// --require-proof-min-cycles and --require-proof-soak; selector "": none required.
+	// +optional
+	RequireProof *RequireProof `json:"requireProof,omitempty"`
+}
+
+// RequireProof names the cluster whose proof counts and what it must show.
+type RequireProof struct {
+	// Selector: PromQL label matchers naming that cluster's update-operator series, e.g.
+	// cluster="staging" (the labels its Prometheus or Thanos adds). "": no proof required.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Selector *string `json:"selector,omitempty"`
+	// MinCycles: cycles that must have finished on the version there.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MinCycles *int32 `json:"minCycles,omitempty"`
+	// Soak: how long the version must have been proven there (its canaries finished, their bake
+	// passed, no failure, no halt).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="a duration, e.g. 72h"
+	Soak *metav1.Duration `json:"soak,omitempty"`
 }
 
 // Update is a pool's --update-group and --update-server.

@@ -52,6 +52,8 @@ type Rules struct {
 	Canary Canary
 	// Versions: which OS versions its nodes may reboot into (empty: any; DeclaredVersionGate).
 	Versions versions.Rules
+	// Proof: the proof of another cluster its nodes' versions need (nil: none; ProofGate).
+	Proof ProofCheck
 	// UndrainableRetry: how long a node whose drain failed under --drain-failure-policy=skip waits
 	// before it is admitted again.
 	UndrainableRetry time.Duration
@@ -148,7 +150,7 @@ func (c Chain) Run(ctx context.Context, in Input) Verdict {
 // Gates is the chain every decision runs, in order; docs/concepts.md's gate table is generated from
 // it (TestGateTable).
 var Gates = Chain{PolicyGate, WindowGate, PauseGate, RebootPausedGate, AgentProtocolGate, FailedVersionGate, UndrainableGate,
-	DeclaredVersionGate, VersionGate, FleetBlockersGate, PoolBlockersGate, OrderGate, BudgetGate, NodeBlockersGate}
+	DeclaredVersionGate, ProofGate, VersionGate, FleetBlockersGate, PoolBlockersGate, OrderGate, BudgetGate, NodeBlockersGate}
 
 // PolicyGate holds a node whose reboot policy is not clear: two RebootPolicies of the same priority
 // match it, or its policy's spec did not compile. Never admitted under a policy that failed to compile.

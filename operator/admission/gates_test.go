@@ -215,7 +215,7 @@ func TestKinds(t *testing.T) {
 		}
 	}
 	for _, k := range Kinds {
-		if k.Quiet() != (k == KindBudget || k == KindSettling || k == KindCanary || k == KindWindow || k == KindOrder || k == KindVersion) {
+		if k.Quiet() != (k == KindBudget || k == KindSettling || k == KindCanary || k == KindWindow || k == KindOrder || k == KindVersion || k == KindProof) {
 			t.Errorf("%s quiet = %v", k, k.Quiet())
 		}
 	}

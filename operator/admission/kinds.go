@@ -37,6 +37,11 @@ const (
 	// KindVersion: the OS version it staged is one its policy does not let it reboot into (yet):
 	// --deny-version, --allow-version, --version-min-age, a RebootPolicy's versions.
 	KindVersion Kind = "version"
+	// KindProof: the OS version it staged lacks the proof its policy requires of another cluster
+	// (versions.requireProof: cycles finished there, proven there, soaked); KindProofSource: that
+	// cluster's proof cannot be read (unreachable, refused, a bad answer): held, fail closed.
+	KindProof       Kind = "proof"
+	KindProofSource Kind = "proof-source"
 	// KindUndrainable: its last drain failed under --drain-failure-policy=skip and --undrainable-retry
 	// has not passed.
 	KindUndrainable Kind = "undrainable"
@@ -51,12 +56,12 @@ const (
 )
 
 // Kinds lists every kind a controller reports, for metrics that report zeros too.
-var Kinds = []Kind{KindPolicy, KindWindow, KindPaused, KindAgentVersion, KindFailedVersion, KindUndrainable, KindVersionHalted, KindVersion, KindOrder, KindCanary, KindBudget, KindSettling, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes, KindHealth, KindSteeringLabel}
+var Kinds = []Kind{KindPolicy, KindWindow, KindPaused, KindAgentVersion, KindFailedVersion, KindUndrainable, KindVersionHalted, KindVersion, KindProof, KindProofSource, KindOrder, KindCanary, KindBudget, KindSettling, KindPodsOnNode, KindPodsInCluster, KindAlerts, KindMinReadyNodes, KindHealth, KindSteeringLabel}
 
 // QuietKinds are the plan working (budget, window, order, a version its policy holds back): a
 // Normal `Waiting` Event and never a `blocked` notification. Every other kind is something a person may want to look at: a Warning
 // `Blocked` Event, and a notification after --notify-blocked-after.
-var QuietKinds = []Kind{KindBudget, KindSettling, KindCanary, KindWindow, KindOrder, KindVersion}
+var QuietKinds = []Kind{KindBudget, KindSettling, KindCanary, KindWindow, KindOrder, KindVersion, KindProof}
 
 // Quiet reports whether k is one of QuietKinds.
 func (k Kind) Quiet() bool {

@@ -15,6 +15,7 @@ package fleetstore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -324,4 +325,24 @@ func (s *Store) Seed(cm *corev1.ConfigMap) error {
 		return s.recordInf.GetIndexer().Add(cm)
 	}
 	return fmt.Errorf("ConfigMap %s is not watched", cm.Name)
+}
+
+// KnownVersions are the versions the fleet's memory names: those with a proof, a failure, a first
+// sighting or a halt.
+func (v View) KnownVersions() []string {
+	seen := map[string]bool{}
+	for _, p := range v.rec.Proofs {
+		seen[p.Version] = true
+	}
+	for _, f := range v.rec.Failures {
+		seen[f.Version] = true
+	}
+	for _, s := range v.vers.Seen {
+		seen[s.Version] = true
+	}
+	for _, h := range v.vers.Halts {
+		seen[h.Version] = true
+	}
+	delete(seen, "")
+	return slices.Sorted(maps.Keys(seen))
 }

@@ -40,6 +40,8 @@ type Policy struct {
 	Canary   admission.Canary
 	// Versions: which OS versions a node may reboot into (package versions).
 	Versions versions.Rules
+	// Proof: the gate on another cluster's proof (nil: none).
+	Proof *blocker.Proof
 	// Update: the update channel and server the pool's agents write into update.conf (checked).
 	Update updateconf.Settings
 	Settle SettleConfig
@@ -60,7 +62,11 @@ type Policy struct {
 
 // Admission is what admission reads of the policy.
 func (p *Policy) Admission() *admission.Rules {
-	return &admission.Rules{Schedule: p.Schedule, Canary: p.Canary, Versions: p.Versions, UndrainableRetry: p.Drain.UndrainableRetry}
+	r := &admission.Rules{Schedule: p.Schedule, Canary: p.Canary, Versions: p.Versions, UndrainableRetry: p.Drain.UndrainableRetry}
+	if p.Proof != nil {
+		r.Proof = p.Proof
+	}
+	return r
 }
 
 // DefaultAlertRequire is the alert --prometheus-url requires unless --alert-require names others or
@@ -156,6 +162,9 @@ func Compile(s Spec) (*Policy, error) {
 	if p.Versions, err = versions.Compile(s.Versions.Allow, s.Versions.Deny, s.Versions.MinAge.Duration); err != nil {
 		return nil, fmt.Errorf("allow-version/deny-version/version-min-age: %w", err)
 	}
+	if p.Proof, err = requireProof(s.Versions.RequireProof, s.ProofSource); err != nil {
+		return nil, err
+	}
 	p.Update = updateconf.Settings{Group: s.Update.Group, Server: s.Update.Server}
 	if err := p.Update.Validate(s.Update.AllowHTTP); err != nil {
 		return nil, fmt.Errorf("update-group/update-server: %w", err)
@@ -249,6 +258,34 @@ func schedule(s Spec) (admission.Schedule, error) {
 		return nil, nil // an interface holding a nil *window.Schedule would not be nil
 	}
 	return window.NewSchedule(w, rules, excl), nil
+}
+
+// requireProof builds the gate on another cluster's proof (nil: off) over the one source per
+// endpoint and credentials (blocker.SharedProofSource).
+func requireProof(r RequireProof, src ProofSource) (*blocker.Proof, error) {
+	if r.Selector == "" {
+		if r.MinCycles != 0 && r.MinCycles != 1 || r.Soak.Duration != 0 {
+			return nil, errors.New("require-proof-min-cycles/require-proof-soak need --require-proof-selector")
+		}
+		return nil, nil
+	}
+	if err := blocker.CheckSelector(r.Selector); err != nil {
+		return nil, fmt.Errorf("require-proof-selector: %w", err)
+	}
+	if r.MinCycles < 1 {
+		return nil, fmt.Errorf("require-proof-min-cycles %d: at least 1", r.MinCycles)
+	}
+	if r.Soak.Duration < 0 {
+		return nil, fmt.Errorf("require-proof-soak %s must not be negative", r.Soak.Duration)
+	}
+	if src.URL == "" {
+		return nil, errors.New("require-proof-selector needs the update-operator's --proof-url (the query endpoint that scrapes the other cluster's operator)")
+	}
+	source, err := blocker.SharedProofSource(blocker.ProofSourceConfig{URL: src.URL, BearerTokenFile: src.BearerTokenFile, CAFile: src.CAFile})
+	if err != nil {
+		return nil, fmt.Errorf("proof-url: %w", err)
+	}
+	return &blocker.Proof{Source: source, Rule: blocker.ProofRule{Selector: r.Selector, MinCycles: r.MinCycles, Soak: r.Soak.Duration}}, nil
 }
 
 // alerts builds the --prometheus-url blocker (nil: off).

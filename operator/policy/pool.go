@@ -75,6 +75,13 @@ func MergeSpec(def Spec, spec v1alpha1.RebootPolicySpec) Spec {
 		// A version denied by the flags is denied everywhere: a pool adds its own.
 		s.Versions.Deny = append(append([]string(nil), def.Versions.Deny...), v.Deny...)
 		setIf(&s.Versions.MinAge, v.MinAge)
+		if r := v.RequireProof; r != nil {
+			setIf(&s.Versions.RequireProof.Selector, r.Selector)
+			if r.MinCycles != nil {
+				s.Versions.RequireProof.MinCycles = int(*r.MinCycles)
+			}
+			setIf(&s.Versions.RequireProof.Soak, r.Soak)
+		}
 	}
 	if u := spec.Update; u != nil {
 		setIf(&s.Update.Group, u.Group)

@@ -39,7 +39,9 @@ type Spec struct {
 	Canary   Canary   `json:"canary,omitzero"`
 	Versions Versions `json:"versions,omitzero"`
 	Update   Update   `json:"update,omitzero"`
-	Settle   Settle   `json:"settle"`
+	// ProofSource: where another cluster's proof is read (Versions.RequireProof).
+	ProofSource ProofSource `json:"proofSource,omitzero"`
+	Settle      Settle      `json:"settle"`
 
 	// HealthChecks are --health-check, one entry per flag.
 	HealthChecks []string `json:"healthChecks,omitempty"`
@@ -88,6 +90,26 @@ type Versions struct {
 	Allow  []string        `json:"allow,omitempty"`
 	Deny   []string        `json:"deny,omitempty"`
 	MinAge metav1.Duration `json:"minAge,omitzero"`
+	// RequireProof is --require-proof-selector, --require-proof-min-cycles and --require-proof-soak.
+	RequireProof RequireProof `json:"requireProof,omitzero"`
+}
+
+// RequireProof: a node reboots into a version only once another cluster proved it (its
+// slipway_version_* series under Selector, read from ProofSource): MinCycles cycles finished there,
+// proven there at least Soak ago, not halted there. Selector "" is off.
+type RequireProof struct {
+	Selector  string          `json:"selector,omitempty"`
+	MinCycles int             `json:"minCycles,omitempty"`
+	Soak      metav1.Duration `json:"soak,omitzero"`
+}
+
+// ProofSource is --proof-url, --proof-bearer-token-file and --proof-ca-file: the query endpoint other
+// clusters' proof is read from. The fleet's own: a RebootPolicy cannot set it (it would send the
+// operator's token where its author likes).
+type ProofSource struct {
+	URL             string `json:"url,omitempty"`
+	BearerTokenFile string `json:"bearerTokenFile,omitempty"`
+	CAFile          string `json:"caFile,omitempty"`
 }
 
 // Update is --update-group, --update-server and --allow-http-update-server: the update channel and
@@ -154,6 +176,7 @@ func Defaults() Spec {
 		FLUOWindow:                 FLUOWindow{TimeZone: "UTC"},
 		Settle:                     Settle{PDBs: true, Timeout: d(DefaultSettleTimeout), TimeoutPolicy: "proceed"},
 		Alerts:                     Alerts{FiringOnly: true},
+		Versions:                   Versions{RequireProof: RequireProof{MinCycles: 1}},
 		Drain: Drain{Timeout: d(10 * time.Minute), GracePeriod: d(-time.Second), FailurePolicy: string(DrainRetry),
 			UndrainableRetry: d(DefaultUndrainableRetry), RetryBase: d(DefaultDrainRetryBase), RetryMax: d(DefaultDrainRetryMax),
 			SkipWaitForDelete: d(DefaultSkipWaitForDelete), WaitForVolumeDetach: true, VolumeDetachTimeout: d(DefaultVolumeDetachTimeout)},

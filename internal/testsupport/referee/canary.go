@@ -12,6 +12,8 @@ import (
 const (
 	KeyNewVersion = "flatcar-linux-update.v1.flatcar-linux.net/new-version" // annotation: what update_engine staged
 	KeyVersion    = "flatcar-linux-update.v1.flatcar-linux.net/version"     // label: what the node runs
+	// KeyRebootVersion: the version the operator granted the node's reboot for (update.slipway.dev).
+	KeyRebootVersion = "update.slipway.dev/reboot-version"
 )
 
 // Canary is the kind of violation: more nodes in a cycle for a new OS version than its canaries
@@ -86,7 +88,14 @@ func (c *Checker) observeCanary(s *nodeState, n *corev1.Node, prev *corev1.Node,
 		// gap (an API server restart; simulated cycles take under a second). It finished, moment unknown.
 		k.finished[running] = append(k.finished[running], time.Time{})
 	case busy && s.cycleFor == "":
-		if v := n.Annotations[KeyNewVersion]; v != "" && v != "0.0.0" && v != running {
+		v := n.Annotations[KeyNewVersion]
+		if rv := n.Annotations[KeyRebootVersion]; !fromWatch && rv != "" {
+			// First seen in a relist, past its grant: the start fell into the watch gap, and the node may
+			// have staged its next version since it rebooted (its cycle not finished yet). The cycle is
+			// for the version its reboot was granted for.
+			v = rv
+		}
+		if v != "" && v != "0.0.0" && v != running {
 			s.cycleFor = v
 			if c.halted[v] && fromWatch {
 				c.violate(Halt, n.Name, "a cycle for %s started while its failure was not resumed (the failed Node was deleted: that must lift nothing)", v)

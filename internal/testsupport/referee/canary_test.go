@@ -56,6 +56,16 @@ func TestCanaryInvariant(t *testing.T) {
 	c.ObserveNode(versioned("c", 5, "A", "B", cordoned...))
 	wantKinds(t, c, Canary+":")
 
+	// A cycle's start in a watch gap, its node back from the reboot and already asking for C while the
+	// operator has not finished its cycle for B (a leader gap): the relist shows it busy, and the cycle
+	// is for B, the version its reboot was granted for, not a second canary of C.
+	c = setup()
+	c.ObserveNode(versioned("a", 2, "A", "C", cordoned...)) // the canary of C
+	b := versioned("b", 3, "B", "C", cordoned...)
+	b.Annotations[KeyRebootVersion] = "B"
+	c.ReplaceNodes([]corev1.Node{*versioned("a", 2, "A", "C", cordoned...), *b, *versioned("c", 1, "A", "0.0.0"), *versioned("z", 1, "Z", "0.0.0")})
+	wantKinds(t, c)
+
 	// A whole cycle in a watch gap: the relist shows the canary already on B. It finished at an
 	// unknown moment, so the next node's cycle for B is not judged a second canary.
 	c = setup()

@@ -17,6 +17,7 @@ var ErrNoPrometheus = fmt.Errorf("prometheus is not installed (Debian package pr
 // Prometheus is a real Prometheus server (Debian's package) a test started.
 type Prometheus struct {
 	URL    string // http://127.0.0.1:port
+	Port   int
 	LogDir string
 	stop   func()
 }
@@ -27,6 +28,25 @@ func (p *Prometheus) Stop() { p.stop() }
 // StartPrometheus runs prometheus on a free loopback port with rules (a rule file's text, evaluated
 // every second) and waits until it is ready. Its data and log stay in dir.
 func StartPrometheus(dir, rules string) (*Prometheus, error) {
+	return StartPrometheusWith(dir, PrometheusConfig{Rules: rules})
+}
+
+// PrometheusConfig is what StartPrometheusWith runs: rules evaluated every second, targets scraped
+// every second (each with its labels), on Port (0: a free one; the same port again to restart one).
+type PrometheusConfig struct {
+	Rules   string
+	Targets []ScrapeTarget
+	Port    int
+}
+
+// ScrapeTarget is one host:port whose /metrics Prometheus scrapes, with labels added to its series.
+type ScrapeTarget struct {
+	Job, Address string
+	Labels       map[string]string
+}
+
+// StartPrometheusWith is StartPrometheus with scrape targets and a chosen port.
+func StartPrometheusWith(dir string, c PrometheusConfig) (*Prometheus, error) {
 	if err := RefuseUnderShort("prometheus"); err != nil {
 		return nil, err
 	}
@@ -34,15 +54,24 @@ func StartPrometheus(dir, rules string) (*Prometheus, error) {
 	if err != nil {
 		return nil, ErrNoPrometheus
 	}
-	config := "global:\n  evaluation_interval: 1s\nrule_files:\n  - rules.yml\n"
-	for name, text := range map[string]string{"prometheus.yml": config, "rules.yml": rules} {
+	config := "global:\n  evaluation_interval: 1s\n  scrape_interval: 1s\nrule_files:\n  - rules.yml\n"
+	if len(c.Targets) > 0 {
+		config += "scrape_configs:\n"
+		for _, t := range c.Targets {
+			labels, _ := json.Marshal(t.Labels)
+			config += fmt.Sprintf("  - job_name: %q\n    static_configs:\n      - targets: [%q]\n        labels: %s\n", t.Job, t.Address, labels)
+		}
+	}
+	for name, text := range map[string]string{"prometheus.yml": config, "rules.yml": c.Rules} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			return nil, err
 		}
 	}
-	port, err := FreePort()
-	if err != nil {
-		return nil, err
+	port := c.Port
+	if port == 0 {
+		if port, err = FreePort(); err != nil {
+			return nil, err
+		}
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
@@ -59,7 +88,7 @@ func StartPrometheus(dir, rules string) (*Prometheus, error) {
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
 	stopped := false
-	p := &Prometheus{URL: "http://" + addr, LogDir: dir}
+	p := &Prometheus{URL: "http://" + addr, LogDir: dir, Port: port}
 	p.stop = func() {
 		if stopped {
 			return

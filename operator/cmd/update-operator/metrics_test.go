@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -172,6 +173,12 @@ func (emptyFleet) Nodes() []*corev1.Node {
 func (emptyFleet) Switch() fleetswitch.Switch         { return fleetswitch.Switch{} }
 func (emptyFleet) Remembered() ([]string, int)        { return []string{"4600.0.0"}, 0 } // one halted version: its series is listed
 func (emptyFleet) PolicyOf(*corev1.Node, bool) string { return "" }
+
+// VersionProofs: one proven version, so every slipway_version_* series is listed.
+func (emptyFleet) VersionProofs(time.Time) []admission.Proof {
+	t := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	return []admission.Proof{{Version: "4459.2.0", Finished: 2, FirstFinished: t, ProvenSince: t}}
+}
 
 func (emptyFleet) Pools() []admission.BudgetPool {
 	return []admission.BudgetPool{{Key: admission.FleetPool, Kind: admission.PoolFleet, Limited: true}}
