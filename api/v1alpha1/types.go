@@ -21,6 +21,7 @@ import (
 // +kubebuilder:printcolumn:name="In-cycle",type=integer,JSONPath=`.status.inCycle`
 // +kubebuilder:printcolumn:name="Window",type=string,JSONPath=`.status.window`
 // +kubebuilder:printcolumn:name="Accepted",type=string,JSONPath=`.status.conditions[?(@.type=="Accepted")].status`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RebootPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -288,7 +289,9 @@ type RebootPolicyStatus struct {
 	Versions []VersionStatus `json:"versions,omitempty"`
 	// Conditions: Accepted (the spec compiled), Paused, Overlapping (a node matches another policy of
 	// the same priority), Progressing (nodes of the pool are in their cycle), Halted (an OS version the
-	// pool asks for is halted).
+	// pool asks for is halted), VersionsAllowed, and the kstatus ones GitOps engines wait on: Ready
+	// (accepted, not stalled, every node on a version the pool allows), Reconciling (a roll-out under
+	// way), Stalled (needs a person: a refused spec, a halt, a node back on a failed version or stalled).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -305,6 +308,13 @@ type VersionStatus struct {
 	// Held: why the pool's versions rules hold its nodes off this version now ("" they do not):
 	// denied, not allowed, or younger than minAge (with the time it may go).
 	Held string `json:"held,omitempty"`
+	// Finished: cycles Slipway ran for it in this cluster that ended on it (any pool); ProvenSince:
+	// when it met the proof rule here (its canaries finished, their bake passed, no failure since its
+	// resume, no halt), what slipway_version_proven_since_seconds publishes for other clusters.
+	// +optional
+	Finished int32 `json:"finished,omitempty"`
+	// +optional
+	ProvenSince *metav1.Time `json:"provenSince,omitempty"`
 }
 
 // RebootPolicyList is a list of RebootPolicies.

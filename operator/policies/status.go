@@ -186,18 +186,27 @@ func policyStatus(p *policy.Pool, old v1alpha1.RebootPolicyStatus, mine []admiss
 			continue
 		}
 		vs := v1alpha1.VersionStatus{Version: v, Asking: int32(s.Asking)}
-		if fs := fleetStats[v]; a.Canary.On() && fs != nil {
+		if fs := fleetStats[v]; fs != nil {
 			full := admission.WithMemory(*fs, v, sw)
 			var resumed time.Time
 			if sw != nil {
 				resumed = sw.VersionResumedAt(v)
 			}
-			cs := admission.CanaryOf(full, a.Canary, resumed, now, 0)
-			if cs.State != "off" {
-				vs.Canary = cs.State
+			if a.Canary.On() {
+				cs := admission.CanaryOf(full, a.Canary, resumed, now, 0)
+				if cs.State != "off" {
+					vs.Canary = cs.State
+				}
+				if cs.State == "halted" {
+					halted = append(halted, v)
+				}
 			}
-			if cs.State == "halted" {
-				halted = append(halted, v)
+			_, personHalt := haltOf(sw, v)
+			pr := admission.ProofOf(v, full, a.Canary, resumed, personHalt, now)
+			vs.Finished = int32(pr.Finished)
+			if !pr.ProvenSince.IsZero() {
+				t := metav1.NewTime(pr.ProvenSince)
+				vs.ProvenSince = &t
 			}
 		}
 		if rules := a.Versions; s.Asking > 0 && !rules.Empty() {
@@ -222,7 +231,80 @@ func policyStatus(p *policy.Pool, old v1alpha1.RebootPolicyStatus, mine []admiss
 	} else {
 		cond("Halted", false, "NoHalt", "")
 	}
+	kstatus(cond, p, a, st, mine, halted, sw, now)
 	// Transition times only move when a condition's status does (meta.SetStatusCondition); a status
 	// otherwise equal to the old one is not written.
 	return st
+}
+
+// haltOf is a person's halt of v in force, when sw knows halts.
+func haltOf(sw admission.Memory, v string) (string, bool) {
+	if h, ok := sw.(admission.Halts); ok {
+		if x, ok := h.VersionHalt(v); ok {
+			return x.By, true
+		}
+	}
+	return "", false
+}
+
+// kstatus sets the conditions GitOps engines wait on (the kstatus conventions Flux and Argo CD
+// read): Reconciling while the pool's nodes are in a cycle or wait to start one (a roll-out under
+// way); Stalled while it cannot go on without a person: its spec was refused, a version it asks for is
+// halted (by its canaries or a person), or a node asks for a version it failed on or stalled in its
+// cycle; Ready when it is accepted, not stalled, and every node runs a version the pool's rules
+// allow (a minimum age aside: a version already running was staged long enough ago).
+func kstatus(cond func(typ string, ok bool, reason, msg string), p *policy.Pool, a *admission.Rules, st v1alpha1.RebootPolicyStatus,
+	mine []admission.Node, halted []string, sw admission.Memory, now time.Time) {
+	var failed, stalled, personHalted, denied int
+	for _, e := range mine {
+		asked := protocol.NormalVersion(e.AskedVersion)
+		switch {
+		case e.FailedVersion != "" && asked == protocol.NormalVersion(e.FailedVersion):
+			failed++
+		case e.StalledVersion != "" && e.State.InCycle():
+			stalled++
+		case asked != "" && e.Waiting():
+			if _, ok := haltOf(sw, asked); ok {
+				personHalted++
+			}
+		}
+		if v := protocol.NormalVersion(e.Version); v != "" && !a.Versions.Empty() {
+			if d := a.Versions.Decide(v, time.Time{}, now); !d.Allowed && (d.Rule == "deny" || d.Rule == "allow") {
+				denied++
+			}
+		}
+	}
+	var why []string
+	if p.Err != "" {
+		why = append(why, "its spec was refused: "+p.Err)
+	}
+	if len(halted) > 0 {
+		why = append(why, "halted: "+strings.Join(halted, ", "))
+	}
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{failed, "ask for the version they failed on"}, {stalled, "stalled in their cycle"}, {personHalted, "ask for a version a person halted"}} {
+		if c.n > 0 {
+			why = append(why, fmt.Sprintf("%d node(s) %s", c.n, c.what))
+		}
+	}
+	if len(why) > 0 {
+		cond("Stalled", true, "NeedsAPerson", strings.Join(why, "; "))
+	} else {
+		cond("Stalled", false, "NotStalled", "")
+	}
+	if st.InCycle+st.Waiting > 0 {
+		cond("Reconciling", true, "RollingOut", fmt.Sprintf("%d node(s) in their reboot cycle, %d waiting to start one", st.InCycle, st.Waiting))
+	} else {
+		cond("Reconciling", false, "Idle", "")
+	}
+	switch {
+	case len(why) > 0:
+		cond("Ready", false, "Stalled", strings.Join(why, "; "))
+	case denied > 0:
+		cond("Ready", false, "VersionNotAllowed", fmt.Sprintf("%d node(s) run a version the pool's versions rules do not allow", denied))
+	default:
+		cond("Ready", true, "AllowedAndHealthy", fmt.Sprintf("%d node(s), each on a version the pool allows; none held for a failure or a halt", st.Nodes))
+	}
 }
