@@ -44,6 +44,9 @@ type VersionRow struct {
 	// it, as admission decides: canaries, waiting, baking (until BakeEnd), released or halted; "" off.
 	Canary  string     `json:"canary,omitempty"`
 	BakeEnd *time.Time `json:"bakeEnd,omitempty"`
+	// ProvenSince: when it met the proof rule in this cluster (admission.ProofOf: what
+	// slipway_version_proven_since_seconds publishes for other clusters); nil while it does not.
+	ProvenSince *time.Time `json:"provenSince,omitempty"`
 }
 
 // VersionRows lists every version the Nodes, the record and the fleet's versions name, newest first.
@@ -110,6 +113,8 @@ func VersionRows(nodes []corev1.Node, rec fleetrecord.Record, vers fleetrecord.V
 		if cs := admission.CanaryOf(full, canary, rec.VersionResumedAt(v), now, 0); canary.On() && cs.State != "off" {
 			r.Canary, r.BakeEnd = cs.State, timePtr(cs.BakeEnd)
 		}
+		_, personHalt := vers.HaltOf(v)
+		r.ProvenSince = timePtr(admission.ProofOf(v, full, canary, rec.VersionResumedAt(v), personHalt, now).ProvenSince)
 		if h, ok := vers.HaltOf(v); ok {
 			r.Halt = fmt.Sprintf("by %s at %s", h.By, h.At.UTC().Format(time.RFC3339))
 			if h.Why != "" {
@@ -190,7 +195,7 @@ func (c *client) versions(ctx context.Context, w io.Writer, o options, e env) er
 		}{rows, notes})
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VERSION\tFIRST SEEN\tON\tSTAGED\tHELD\tFINISHED\tFAILED\tCANARY\tHALT / HELD BY")
+	fmt.Fprintln(tw, "VERSION\tFIRST SEEN\tON\tSTAGED\tHELD\tFINISHED\tFAILED\tCANARY\tPROVEN SINCE\tHALT / HELD BY")
 	for _, r := range rows {
 		first := "-"
 		if r.FirstSeen != nil {
@@ -204,7 +209,11 @@ func (c *client) versions(ctx context.Context, w io.Writer, o options, e env) er
 		if r.Canary == "baking" && r.BakeEnd != nil {
 			canaryCell += " until " + r.BakeEnd.Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", r.Version, first, r.On, r.Staged, r.Held, r.Finished, r.Failed, canaryCell, strings.Join(why, "; "))
+		proven := "-"
+		if r.ProvenSince != nil {
+			proven = r.ProvenSince.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Version, first, r.On, r.Staged, r.Held, r.Finished, r.Failed, canaryCell, proven, strings.Join(why, "; "))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

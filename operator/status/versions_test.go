@@ -40,6 +40,8 @@ func TestVersionRows(t *testing.T) {
 	}
 	var rec fleetrecord.Record
 	rec.AddProof(fleetrecord.Proof{Node: "c", UID: "u", Version: "4600.1.0", At: now.Add(-time.Hour)})
+	// 4459.2.0's canary finished 3h ago and its 2h bake passed: proven since an hour ago.
+	rec.AddProof(fleetrecord.Proof{Node: "d", UID: "ud", Version: "4459.2.0", At: now.Add(-3 * time.Hour)})
 	rec.AddFailure(fleetrecord.Failure{Node: "x", UID: "ux", Reason: fleetrecord.ReasonStalled, Version: "4600.1.0", At: now.Add(-2 * time.Hour)})
 	var vers fleetrecord.Versions
 	vers.See("4600.1.0", "a", now.Add(-3*time.Hour))
@@ -60,14 +62,14 @@ func TestVersionRows(t *testing.T) {
 		if r.FirstSeen != nil {
 			first = r.FirstSeen.Format(time.RFC3339)
 		}
-		got = append(got, strings.Join([]string{r.Version, first, itoa(r.On), itoa(r.Staged), itoa(r.Held), itoa(r.Finished), itoa(r.Failed), orDash(r.Canary), r.Halt, strings.Join(r.HeldBy, " | ")}, " "))
+		got = append(got, strings.Join([]string{r.Version, first, itoa(r.On), itoa(r.Staged), itoa(r.Held), itoa(r.Finished), itoa(r.Failed), orDash(r.Canary), provenCell(r.ProvenSince), r.Halt, strings.Join(r.HeldBy, " | ")}, " "))
 	}
 	want := []string{
-		"4700.0.0 2026-11-23T08:59:00Z 0 0 0 0 0 canaries  the flags: allowed from 2026-11-24T08:59:00Z (minAge 24h0m0s)",
-		"4600.2.0 - 0 1 1 0 0 canaries by alice at 2026-11-23T08:59:00Z: kernel regression the flags: allowed from 2026-11-24T09:00:00Z (minAge 24h0m0s)",
-		"4600.1.0 2026-11-23T06:00:00Z 1 2 1 1 1 waiting  rp/prod: denied by 4600.1.0 | the flags: allowed from 2026-11-24T06:00:00Z (minAge 24h0m0s)",
-		"4600.0.0 - 2 0 0 0 0 canaries  ",
-		"4459.2.0 - 1 0 0 0 0 canaries  ",
+		"4700.0.0 2026-11-23T08:59:00Z 0 0 0 0 0 canaries -  the flags: allowed from 2026-11-24T08:59:00Z (minAge 24h0m0s)",
+		"4600.2.0 - 0 1 1 0 0 canaries - by alice at 2026-11-23T08:59:00Z: kernel regression the flags: allowed from 2026-11-24T09:00:00Z (minAge 24h0m0s)",
+		"4600.1.0 2026-11-23T06:00:00Z 1 2 1 1 1 waiting -  rp/prod: denied by 4600.1.0 | the flags: allowed from 2026-11-24T06:00:00Z (minAge 24h0m0s)",
+		"4600.0.0 - 2 0 0 0 0 canaries -  ",
+		"4459.2.0 - 1 0 0 1 0 released 2026-11-23T08:00:00Z  ",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -75,3 +77,10 @@ func TestVersionRows(t *testing.T) {
 }
 
 func itoa(i int) string { return fmt.Sprint(i) }
+
+func provenCell(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Format(time.RFC3339)
+}
