@@ -8,7 +8,7 @@ export CGO_ENABLED ?= 0
 # binaries link without DWARF (-w): stack traces keep their file:line, the links are faster.
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath -ldflags=-w)
 
-.PHONY: build test unit lint release docs generate deps controlplane demo bench bench-fleet chaos render image clean e2e e2e-deps cluster cluster-down butane flatcar-image terraform-deps
+.PHONY: build test unit lint release docs generate deps controlplane demo demo-promotion bench bench-fleet chaos render image clean e2e e2e-deps cluster cluster-down butane flatcar-image terraform-deps
 
 ## build: the binaries into bin/ (update-agent, update-operator, kubectl-slipway), version-stamped
 build:
@@ -84,6 +84,13 @@ demo: deps
 	@echo "  cached) and update-operator from this tree, then runs the demo (~1 min)."
 	@SLIPWAY_CONTROLPLANE_DIR=$$(hack/build-controlplane.sh etcd kube-apiserver kube-controller-manager | tail -1) && \
 		cd e2e && SLIPWAY_CONTROLPLANE_DIR=$$SLIPWAY_CONTROLPLANE_DIR go run ./cmd/demo
+
+## demo-promotion: staging and production as two real control planes, each with its operator and simulated
+##                 nodes, and a real Prometheus scraping staging: production reboots into a version only after
+##                 staging proved it and it soaked (~1.5 min once the control plane is built)
+demo-promotion: deps
+	@SLIPWAY_CONTROLPLANE_DIR=$$(hack/build-controlplane.sh etcd kube-apiserver | tail -1) && \
+		cd e2e && SLIPWAY_CONTROLPLANE_DIR=$$SLIPWAY_CONTROLPLANE_DIR go run ./cmd/demo-promotion
 
 ## bench: signal→reboot-ok latency and idle API writes on the real apiserver, then bench-fleet
 bench: controlplane

@@ -83,7 +83,13 @@ type Agent struct {
 	lastState    protocol.NodeState   // for logging changes only
 	rebootAfter  time.Time            // earliest next Reboot call
 	confError    string               // why update.conf does not say what the pool declares; "" it does
+	confRetry    time.Time            // a failed write of update.conf is tried again from then on
+	confDelay    time.Duration        // the backoff of the last failed write
 	checkPending bool                 // update.conf changed; update_engine not yet asked to check
+	checking     bool                 // an ask is under way (checkNow); its answer comes on checkDone
+	checkDone    chan error
+	checkError   string    // why the last ask failed ("" none)
+	checkRetry   time.Time // a failed ask is repeated from then on
 	backoff      wait.Backoff
 }
 
@@ -113,7 +119,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.RebootRepeat <= 0 {
 		cfg.RebootRepeat = 5 * time.Minute
 	}
-	return &Agent{cfg: cfg, overlay: nodes.NewOverlay(), notify: make(chan struct{}, 1), backoff: cfg.RebootBackoff}, nil
+	return &Agent{cfg: cfg, overlay: nodes.NewOverlay(), notify: make(chan struct{}, 1), checkDone: make(chan error, 1), backoff: cfg.RebootBackoff}, nil
 }
 
 func (a *Agent) poke() {
@@ -177,6 +183,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			if s.NeedsReboot() {
 				a.needed = true
 			}
+		case err := <-a.checkDone:
+			a.checked(log, err)
 		case <-a.notify:
 		case <-filePoll.C:
 		case <-retry.C:
@@ -348,58 +356,111 @@ func (a *Agent) desired(n *corev1.Node) *nodes.Patch {
 	}
 	if a.info.Server != "" {
 		p.SetAnnotation(n, protocol.Server, a.info.Server)
+	} else if a.info.HaveConf {
+		p.DeleteAnnotation(n, protocol.Server) // update.conf read, and no SERVER in it
 	}
-	if a.confError != "" {
+	switch {
+	case a.confError != "":
 		p.SetAnnotation(n, protocol.UpdateConfError, a.confError)
-	} else {
+	case a.checkError != "":
+		p.SetAnnotation(n, protocol.UpdateConfError, a.checkError)
+	default:
 		p.DeleteAnnotation(n, protocol.UpdateConfError)
 	}
 	return p
 }
 
 // applyUpdateConf writes what the operator published for this node's pool (pool-group, pool-server)
-// into update.conf, then asks update_engine to check so the channel changes now, and re-reads what
-// the agent reports. Nothing published: the file is left as it is. The values are checked again
-// here, whoever wrote them (plain http is the operator's to refuse; the agent takes http or https).
-// A refusal or failure is kept in confError, which the next patch reports.
+// into update.conf, then has update_engine asked to check (checkNow) so the channel changes now, and
+// re-reads what the agent reports. Nothing published: the file is left as it is. The values are
+// checked again here, whoever wrote them (plain http is the operator's to refuse; the agent takes http
+// or https). A refusal or failure is kept in confError, which the next patch reports: worded without
+// anything that changes from one attempt to the next (a temporary file's name), so a failing write
+// does not patch the Node at every sync; a failed write is tried again after a backoff.
 func (a *Agent) applyUpdateConf(ctx context.Context, log klog.Logger, n *corev1.Node) {
 	want := updateconf.Settings{Group: n.Annotations[protocol.PoolGroup], Server: n.Annotations[protocol.PoolServer]}
 	_, hasGroup := n.Annotations[protocol.PoolGroup]
 	_, hasServer := n.Annotations[protocol.PoolServer]
 	if !hasGroup && !hasServer {
-		a.confError = ""
+		a.confError, a.checkPending, a.checkError, a.confRetry = "", false, "", time.Time{}
 		return
 	}
 	prev := a.confError
-	a.confError = ""
-	if err := want.Validate(true); err != nil || (hasGroup && want.Group == "") || (hasServer && want.Server == "") {
+	now := time.Now()
+	switch err := want.Validate(true); {
+	case err != nil || (hasGroup && want.Group == "") || (hasServer && want.Server == ""):
 		if err == nil {
 			err = errors.New("an empty value")
 		}
 		a.confError = "refused the pool's update settings: " + err.Error()
-	} else if changed, err := updateconf.Apply(a.cfg.HostRoot, want); err != nil {
-		a.confError = err.Error()
-	} else if changed {
-		log.Info("update.conf now says what the node's pool declares", "group", want.Group, "server", want.Server)
-		a.rereadHostInfo(log)
-		a.checkPending = a.cfg.CheckForUpdate != nil
-	}
-	if a.checkPending {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := a.cfg.CheckForUpdate(cctx)
-		cancel()
-		if err != nil {
-			// The file is written; update_engine reads it at its next periodic check anyway. Asked
-			// again at the next sync.
-			a.confError = "update.conf written; asking update_engine to check now failed (it reads the file at its next periodic check): " + err.Error()
-		} else {
-			a.checkPending = false
-			log.Info("asked update_engine to check for an update with the new settings")
+	case now.Before(a.confRetry):
+		// The last write failed: keep its error until the backoff passed.
+	default:
+		changed, err := updateconf.Apply(a.cfg.HostRoot, want)
+		switch {
+		case err != nil:
+			a.confError = writeError(err)
+			if !errors.Is(err, updateconf.ErrNotManaged) {
+				a.confDelay = min(max(2*a.confDelay, time.Minute), 15*time.Minute)
+				a.confRetry = now.Add(a.confDelay)
+			}
+		default:
+			a.confError, a.confDelay, a.confRetry = "", 0, time.Time{}
+			if changed {
+				log.Info("update.conf now says what the node's pool declares", "group", want.Group, "server", want.Server)
+				a.rereadHostInfo(log)
+				a.checkPending, a.checkError, a.checkRetry = a.cfg.CheckForUpdate != nil, "", time.Time{}
+			}
 		}
 	}
 	if a.confError != prev && a.confError != "" {
 		log.Info("update.conf not changed to what the node's pool declares", "why", a.confError)
 	}
+	a.checkNow(ctx)
+}
+
+// checkNow asks update_engine to check, on a goroutine of its own (a hung system bus must not stop
+// the agent from reporting and rebooting); its answer comes back through checkDone to the Run loop.
+// A failed ask is tried again a minute later.
+func (a *Agent) checkNow(ctx context.Context) {
+	if !a.checkPending || a.checking || time.Now().Before(a.checkRetry) {
+		return
+	}
+	a.checking = true
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		a.checkDone <- a.cfg.CheckForUpdate(cctx)
+	}()
+}
+
+// checked takes checkNow's answer (on the Run loop).
+func (a *Agent) checked(log klog.Logger, err error) {
+	a.checking = false
+	if err != nil {
+		a.checkError = "update.conf written; asking update_engine to check now failed (it reads the file at its next periodic check): " + err.Error()
+		a.checkRetry = time.Now().Add(time.Minute)
+		log.Info("asking update_engine to check failed; the file is written, and it is asked again in a minute", "error", err.Error())
+		return
+	}
+	a.checkPending, a.checkError = false, ""
+	log.Info("asked update_engine to check for an update with the new settings")
+}
+
+// writeError words a failure to write update.conf without what changes between attempts.
+func writeError(err error) string {
+	if errors.Is(err, updateconf.ErrNotManaged) {
+		return err.Error()
+	}
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		return "cannot write /" + updateconf.Path + ": " + pe.Op + ": " + pe.Err.Error()
+	case errors.As(err, &le):
+		return "cannot write /" + updateconf.Path + ": " + le.Op + ": " + le.Err.Error()
+	}
+	return err.Error()
 }
 
 // rereadHostInfo refreshes what the agent reports from os-release and update.conf.

@@ -22,8 +22,10 @@ type HostInfo struct {
 	// Server is update.conf's SERVER (/etc over /usr), bounded; "" when no file sets one.
 	Server string
 	// HaveOS and HaveGroup say which of the above were read; labels of unread ones are left alone.
+	// HaveConf: some update.conf was read (so an empty Server means none sets one).
 	HaveOS    bool
 	HaveGroup bool
+	HaveConf  bool
 }
 
 // Where Flatcar keeps these files, relative to the host root. update.conf in /etc overrides the one in
@@ -71,6 +73,7 @@ func ReadHostInfo(root string) (HostInfo, []error) {
 	if !found {
 		problems = append(problems, fmt.Errorf("update.conf: none of %v under %s", updateConfPaths, root))
 	}
+	info.HaveConf = found
 	return info, problems
 }
 

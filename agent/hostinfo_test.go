@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -48,7 +50,7 @@ func TestReadHostInfo(t *testing.T) {
 	if len(problems) != 0 {
 		t.Fatalf("problems: %v", problems)
 	}
-	want := HostInfo{ID: "flatcar", Version: "4459.2.1", Group: "my-beta", Server: "https://example.com/", HaveOS: true, HaveGroup: true}
+	want := HostInfo{ID: "flatcar", Version: "4459.2.1", Group: "my-beta", Server: "https://example.com/", HaveOS: true, HaveGroup: true, HaveConf: true}
 	if info != want {
 		t.Errorf("got %+v, want %+v", info, want)
 	}
@@ -72,5 +74,19 @@ func TestReadHostInfoMissingAndUnreadable(t *testing.T) {
 	info, _ = ReadHostInfo(root)
 	if !info.HaveGroup || info.Group != "alpha" {
 		t.Errorf("got %+v, want group alpha", info)
+	}
+}
+
+// A failed write of update.conf is reported in words that do not change between attempts (no
+// temporary file's name), so the agent does not patch its Node at every sync while it fails.
+func TestWriteErrorIsStable(t *testing.T) {
+	a := writeError(&fs.PathError{Op: "write", Path: "/host/etc/flatcar/.update.conf.slipway-123", Err: syscall.ENOSPC})
+	b := writeError(&fs.PathError{Op: "write", Path: "/host/etc/flatcar/.update.conf.slipway-456", Err: syscall.ENOSPC})
+	if a != b || strings.Contains(a, "slipway-123") || !strings.Contains(a, "no space left") {
+		t.Errorf("%q vs %q", a, b)
+	}
+	r := writeError(&os.LinkError{Op: "rename", Old: "/host/etc/flatcar/.update.conf.slipway-1", New: "/host/etc/flatcar/update.conf", Err: syscall.EBUSY})
+	if strings.Contains(r, "slipway-1") || !strings.Contains(r, "rename") {
+		t.Errorf("%q", r)
 	}
 }

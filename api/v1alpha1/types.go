@@ -216,7 +216,7 @@ type RequireProof struct {
 	// MinCycles: cycles that must have finished on the version there.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:validation:Maximum=200
 	MinCycles *int32 `json:"minCycles,omitempty"`
 	// Soak: how long the version must have been proven there (its canaries finished, their bake
 	// passed, no failure, no halt).

@@ -78,23 +78,35 @@ func (r *runner) versionEditor(ctx context.Context, rng *rand.Rand) {
 		return
 	}
 	pools := slices.Sorted(maps.Keys(r.cfg.Pools))
-	deny := func(ctx context.Context, pool string, versions []string) {
+	deny := func(ctx context.Context, pool string, versions []string) error {
 		body, _ := json.Marshal(map[string]interface{}{"spec": map[string]interface{}{"versions": map[string]interface{}{"deny": versions}}})
 		u, err := dyn.Resource(v1alpha1.Resource).Patch(ctx, pool, types.MergePatchType, body, metav1.PatchOptions{})
 		if err != nil {
-			if ctx.Err() == nil {
-				r.say("version edit of %s failed (the API server may be restarting): %v", pool, err)
-			}
-			return
+			return err
 		}
 		r.check.DenyVersions(pool, u.GetGeneration(), versions)
+		return nil
+	}
+	// lift takes a deny back, retrying through API server and etcd restarts: one left in force would
+	// hold that pool's nodes for good.
+	lift := func(ctx context.Context, pool string) {
+		for {
+			err := deny(ctx, pool, []string{})
+			if err == nil || ctx.Err() != nil {
+				return
+			}
+			r.say("lifting the deny of %s failed (the API server may be restarting), retrying: %v", pool, err)
+			if testenv.WaitCtx(ctx, time.Second) != nil {
+				return
+			}
+		}
 	}
 	var denied string // the pool whose deny is in force, lifted before returning
 	defer func() {
 		if denied != "" {
-			lift, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			deny(lift, denied, []string{})
+			lift(ctx, denied)
 		}
 	}()
 	for {
@@ -106,13 +118,20 @@ func (r *runner) versionEditor(ctx context.Context, rng *rand.Rand) {
 		v := release(n.staged + 1)
 		n.mu.Unlock()
 		pool := pools[rng.IntN(len(pools))]
-		deny(ctx, pool, []string{v})
-		denied = pool
-		r.versionEdits.Add(1)
+		denied = pool // set before: a patch that failed may still have been applied
+		if err := deny(ctx, pool, []string{v}); err != nil {
+			if ctx.Err() == nil {
+				r.say("version edit of %s failed (the API server may be restarting): %v", pool, err)
+			}
+		} else {
+			r.versionEdits.Add(1)
+		}
 		if testenv.WaitCtx(ctx, 2*time.Second+time.Duration(rng.Int64N(int64(4*time.Second)))) != nil {
 			return
 		}
-		deny(ctx, pool, []string{})
-		denied = ""
+		lift(ctx, pool)
+		if ctx.Err() == nil {
+			denied = ""
+		}
 	}
 }

@@ -106,16 +106,19 @@ func (s Settings) Validate(allowHTTP bool) error {
 	return errors.Join(errs...)
 }
 
-// Read returns the GROUP and SERVER one update.conf sets (the last line of each wins, as in a shell),
-// and whether it carries the Marker.
+// Read returns the GROUP and SERVER one update.conf sets as update_engine reads it, and whether it
+// carries the Marker. update_engine's key-value parser (simple_key_value_store) splits each line at
+// its first '=' and trims nothing: `GROUP="beta"` sets the group `"beta"` quotes included, and
+// ` GROUP=beta` or `GROUP =beta` set no GROUP at all. Read does the same, so a line in any other form
+// never counts as already saying what a pool declares (Edit rewrites it, or refuses the user's file).
+// The last line of a key wins.
 func Read(content []byte) (set Settings, managed bool) {
 	for _, line := range lines(content) {
-		t := strings.TrimSpace(line)
-		if strings.HasPrefix(t, markerPrefix) {
+		if isMarker(line) {
 			managed = true
 			continue
 		}
-		k, v, ok := keyValue(t)
+		k, v, ok := strings.Cut(line, "=")
 		switch {
 		case !ok:
 		case k == "GROUP":
@@ -125,6 +128,12 @@ func Read(content []byte) (set Settings, managed bool) {
 		}
 	}
 	return set, managed
+}
+
+// isMarker: the line is the Marker (or its prefix alone, or followed by a space and any text).
+func isMarker(line string) bool {
+	t := strings.TrimSpace(line)
+	return t == markerPrefix || strings.HasPrefix(t, markerPrefix+" ")
 }
 
 // Edit returns update.conf's new content so that it sets what want declares, and whether that differs

@@ -77,6 +77,9 @@ func NewProofSource(cfg ProofSourceConfig) (*ProofSource, error) {
 	if u.User != nil {
 		return nil, errors.New("proof URL: credentials in the URL are refused (the URL is published in the fleet's status); use --proof-bearer-token-file")
 	}
+	if cfg.BearerTokenFile != "" && u.Scheme != "https" {
+		return nil, errors.New("proof URL: a bearer token is sent only over https (anyone on a plain-http path would read it)")
+	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
@@ -103,7 +106,7 @@ func NewProofSource(cfg ProofSourceConfig) (*ProofSource, error) {
 		if _, err := os.Stat(cfg.BearerTokenFile); err != nil {
 			return nil, fmt.Errorf("proof bearer token file: %w", err)
 		}
-		rt = bearerFile{rt, cfg.BearerTokenFile}
+		rt = bearerFile{rt, cfg.BearerTokenFile, u.Host}
 	}
 	secrets := redact.Secrets(u, 0, 3)
 	c, err := promapi.NewClient(promapi.Config{Address: cfg.URL, RoundTripper: boundedAnswers{rt, MaxAnswerBytes}})
@@ -131,13 +134,18 @@ func SharedProofSource(cfg ProofSourceConfig) (*ProofSource, error) {
 	return actual.(*ProofSource), nil
 }
 
-// bearerFile adds "Authorization: Bearer <the file's content>" to every request.
+// bearerFile adds "Authorization: Bearer <the file's content>" to every request to host, and to no
+// other (a redirect elsewhere gets no token).
 type bearerFile struct {
 	rt   http.RoundTripper
 	path string
+	host string
 }
 
 func (b bearerFile) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Host != b.host {
+		return b.rt.RoundTrip(r)
+	}
 	tok, err := os.ReadFile(b.path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the bearer token: %w", err)
@@ -150,8 +158,11 @@ func (b bearerFile) RoundTrip(r *http.Request) (*http.Response, error) {
 // matcher is one PromQL label matcher: name, operator, double-quoted value.
 var matcher = regexp.MustCompile(`^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=|!=|=~|!~)\s*"((?:[^"\\]|\\.)*)"\s*$`)
 
-// CheckSelector checks a proof selector: PromQL label matchers separated by commas
-// (cluster="staging",env=~"stg.*"), at least one, none on __name__ or version (the gate sets those).
+// CheckSelector checks a proof selector: PromQL equality matchers separated by commas
+// (cluster="staging",region="eu"), at least one, none on __name__ or version (the gate sets those).
+// Only equality: the selector names one cluster. A regular expression or a negation could match several
+// clusters, and a cluster that never ran a version has no series to say so: the gate could not tell it
+// from one that is not there, and would judge by the others alone.
 func CheckSelector(sel string) error {
 	if strings.TrimSpace(sel) == "" {
 		return errors.New("selector is empty: name the cluster whose proof counts, e.g. cluster=\"staging\"")
@@ -161,13 +172,11 @@ func CheckSelector(sel string) error {
 		if m == nil {
 			return fmt.Errorf("selector %q: %q is not a label matcher (name=\"value\", !=, =~, !~)", sel, part)
 		}
-		if m[1] == "__name__" || m[1] == "version" {
+		if m[1] == "__name__" || m[1] == "version" || m[1] == "result" {
 			return fmt.Errorf("selector %q: %s is set by the gate", sel, m[1])
 		}
-		if strings.HasPrefix(m[2], "=~") || m[2] == "!~" {
-			if _, err := regexp.Compile("^(?:" + m[3] + ")$"); err != nil {
-				return fmt.Errorf("selector %q: %w", sel, err)
-			}
+		if m[2] != "=" {
+			return fmt.Errorf("selector %q: %s%s: only name=\"value\" matchers, naming one cluster (a cluster without the version has no series, so a selector matching several would judge by those that have one)", sel, m[1], m[2])
 		}
 	}
 	return nil
@@ -227,12 +236,16 @@ func (s *ProofSource) query(ctx context.Context, version, selector string) ([]Pr
 	q := fmt.Sprintf(`{__name__=~"slipway_version_(cycles|halted|proven_since_seconds)",version=%q,%s}`, version, selector)
 	qctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	val, _, err := s.api.Query(qctx, q, s.cfg.Now())
+	val, warnings, err := s.api.Query(qctx, q, s.cfg.Now())
 	switch {
 	case err != nil && errors.Is(qctx.Err(), context.DeadlineExceeded):
 		return nil, fmt.Errorf("%s did not answer within %s", s.addr, s.cfg.Timeout)
 	case err != nil:
 		return nil, errors.New(shorten(fmt.Sprintf("cannot query %s: %s", s.addr, redact.Scrub(err.Error(), s.secrets))))
+	}
+	if len(warnings) > 0 {
+		// A partial answer (a store down behind Thanos or Mimir) may lack the series that hold: fail closed.
+		return nil, errors.New(shorten(fmt.Sprintf("%s answered with warnings (a partial answer is no proof): %s", s.addr, strings.Join(warnings, "; "))))
 	}
 	vec, ok := val.(model.Vector)
 	if !ok {
@@ -262,7 +275,11 @@ func (s *ProofSource) query(ctx context.Context, version, selector string) ([]Pr
 		case name == "slipway_version_halted":
 			p.Halted = p.Halted || v != 0
 		case name == "slipway_version_proven_since_seconds":
-			p.ProvenSince = time.Unix(int64(v), 0).UTC()
+			t := time.Unix(int64(v), 0).UTC()
+			if v <= 0 || t.After(s.cfg.Now().Add(5*time.Minute)) {
+				return nil, fmt.Errorf("%s answered %v for %s: not a time this side of now", s.addr, v, name)
+			}
+			p.ProvenSince = t
 		}
 	}
 	out := make([]ProofSeries, 0, len(order))

@@ -169,6 +169,9 @@ func Compile(s Spec) (*Policy, error) {
 	if err := p.Update.Validate(s.Update.AllowHTTP); err != nil {
 		return nil, fmt.Errorf("update-group/update-server: %w", err)
 	}
+	if srv := p.Update.Server; srv != "" && len(s.Update.AllowServers) > 0 && !slices.ContainsFunc(s.Update.AllowServers, func(prefix string) bool { return strings.HasPrefix(srv, prefix) }) {
+		return nil, fmt.Errorf("update-server %q: not under any --update-server-allow (%s)", srv, strings.Join(s.Update.AllowServers, ", "))
+	}
 	if d.UndrainableRetry.Duration <= 0 {
 		return nil, fmt.Errorf("undrainable-retry %s must be positive", d.UndrainableRetry.Duration)
 	}
@@ -272,8 +275,8 @@ func requireProof(r RequireProof, src ProofSource) (*blocker.Proof, error) {
 	if err := blocker.CheckSelector(r.Selector); err != nil {
 		return nil, fmt.Errorf("require-proof-selector: %w", err)
 	}
-	if r.MinCycles < 1 {
-		return nil, fmt.Errorf("require-proof-min-cycles %d: at least 1", r.MinCycles)
+	if r.MinCycles < 1 || r.MinCycles > fleetrecord.MaxProofs {
+		return nil, fmt.Errorf("require-proof-min-cycles %d: from 1 to %d (the other cluster's fleet record keeps its newest %d finished cycles; a count past them could never be reached)", r.MinCycles, fleetrecord.MaxProofs, fleetrecord.MaxProofs)
 	}
 	if r.Soak.Duration < 0 {
 		return nil, fmt.Errorf("require-proof-soak %s must not be negative", r.Soak.Duration)

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math/rand"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -49,11 +50,11 @@ func TestMerge(t *testing.T) {
 	// it); the flags' --allow-http-update-server stays the fleet's.
 	def.Update = Update{Group: "stable", Server: "https://a.example/", AllowHTTP: true}
 	got = MergeSpec(def, v1alpha1.RebootPolicySpec{Update: &v1alpha1.Update{Group: ptr("beta")}})
-	if got.Update != (Update{Group: "beta", Server: "https://a.example/", AllowHTTP: true}) {
+	if !reflect.DeepEqual(got.Update, Update{Group: "beta", Server: "https://a.example/", AllowHTTP: true}) {
 		t.Errorf("merged update %+v", got.Update)
 	}
 	got = MergeSpec(def, v1alpha1.RebootPolicySpec{Update: &v1alpha1.Update{Server: ptr("")}})
-	if got.Update != (Update{Group: "stable", AllowHTTP: true}) {
+	if !reflect.DeepEqual(got.Update, Update{Group: "stable", AllowHTTP: true}) {
 		t.Errorf("merged update %+v", got.Update)
 	}
 	def.Update.AllowHTTP = false
@@ -62,6 +63,18 @@ func TestMerge(t *testing.T) {
 	})); p.Err == "" {
 		t.Error("http server accepted without --allow-http-update-server")
 	}
+	def.Update.AllowServers = []string{"https://nebraska.example/"}
+	if p := CompilePool(def, rp("h", 0, map[string]string{"a": "b"}, func(s *v1alpha1.RebootPolicySpec) {
+		s.Update = &v1alpha1.Update{Server: ptr("https://evil.example/v1/update/")}
+	})); !strings.Contains(p.Err, "not under any --update-server-allow") {
+		t.Errorf("a server outside --update-server-allow: %q", p.Err)
+	}
+	if p := CompilePool(def, rp("h", 0, map[string]string{"a": "b"}, func(s *v1alpha1.RebootPolicySpec) {
+		s.Update = &v1alpha1.Update{Server: ptr("https://nebraska.example/v1/update/")}
+	})); p.Err != "" {
+		t.Errorf("a server under --update-server-allow: %q", p.Err)
+	}
+	def.Update.AllowServers = nil
 	def.Update.AllowHTTP = true
 	if p := CompilePool(def, rp("h", 0, map[string]string{"a": "b"}, func(s *v1alpha1.RebootPolicySpec) {
 		s.Update = &v1alpha1.Update{Server: ptr("http://n.example/")}

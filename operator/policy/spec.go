@@ -119,6 +119,9 @@ type Update struct {
 	Group     string `json:"group,omitempty"`
 	Server    string `json:"server,omitempty"`
 	AllowHTTP bool   `json:"allowHTTP,omitempty"`
+	// AllowServers is --update-server-allow: when set, a server must begin with one of these (the
+	// fleet's; a RebootPolicy cannot set it).
+	AllowServers []string `json:"allowServers,omitempty"`
 }
 
 // Settle is --settle-time, --settle-pdbs, --settle-timeout and --settle-timeout-policy.

@@ -89,7 +89,7 @@ func (c *Checker) observeCanary(s *nodeState, n *corev1.Node, prev *corev1.Node,
 		k.finished[running] = append(k.finished[running], time.Time{})
 	case busy && s.cycleFor == "":
 		v := n.Annotations[KeyNewVersion]
-		if rv := n.Annotations[KeyRebootVersion]; !fromWatch && rv != "" {
+		if rv := n.Annotations[KeyRebootVersion]; !fromWatch && rv != "" && n.Annotations[KeyRebootOK] == "true" {
 			// First seen in a relist, past its grant: the start fell into the watch gap, and the node may
 			// have staged its next version since it rebooted (its cycle not finished yet). The cycle is
 			// for the version its reboot was granted for.

@@ -357,7 +357,13 @@ func (c *Checker) observeNode(n *corev1.Node, fromWatch bool) {
 		if v := n.Annotations[KeyNewVersion]; v != n.Labels[KeyVersion] {
 			s.grantVersion = v // an update to another version (simulations may stage the one running)
 		}
-		c.noteVersionGrant(n.Name, n.Annotations[KeyAdmittedPolicy], n.Annotations[KeyNewVersion])
+		// The version the operator granted the reboot for; new-version only where it wrote none (a node
+		// back from its reboot may already have staged the next one).
+		granted := n.Annotations[KeyRebootVersion]
+		if granted == "" {
+			granted = n.Annotations[KeyNewVersion]
+		}
+		c.noteVersionGrant(n.Name, n.Annotations[KeyAdmittedPolicy], granted)
 		if !n.Spec.Unschedulable {
 			c.violate(Drain, n.Name, "reboot-ok=true on a schedulable node (granted without cordon and drain)")
 		}

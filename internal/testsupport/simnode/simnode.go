@@ -161,7 +161,7 @@ func (n *Node) writeHostFiles(first bool) error {
 	}
 	if first {
 		files["usr/share/flatcar/update.conf"] = "SERVER=https://public.update.flatcar-linux.net/v1/update/\nGROUP=stable\n"
-		files["etc/flatcar/update.conf"] = updateconf.Marker + "\nGROUP=\"stable\"\nREBOOT_STRATEGY=off\n"
+		files["etc/flatcar/update.conf"] = updateconf.Marker + "\nGROUP=stable\nREBOOT_STRATEGY=off\n"
 		if n.userConf {
 			files["etc/flatcar/update.conf"] = "GROUP=\"stable\"\nREBOOT_STRATEGY=off\n"
 		}
