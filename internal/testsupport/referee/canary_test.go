@@ -61,7 +61,7 @@ func TestCanaryInvariant(t *testing.T) {
 	// is for B, the version its reboot was granted for, not a second canary of C.
 	c = setup()
 	c.ObserveNode(versioned("a", 2, "A", "C", cordoned...)) // the canary of C
-	b := versioned("b", 3, "B", "C", granted...) // back from its reboot, the grant not yet ended
+	b := versioned("b", 3, "B", "C", granted...)            // back from its reboot, the grant not yet ended
 	b.Annotations[KeyRebootVersion] = "B"
 	c.ReplaceNodes([]corev1.Node{*versioned("a", 2, "A", "C", cordoned...), *b, *versioned("c", 1, "A", "0.0.0"), *versioned("z", 1, "Z", "0.0.0")})
 	wantKinds(t, c)
