@@ -29,6 +29,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/testsupport/simnode"
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
 	"github.com/slipway-dev/slipway/internal/updateengine"
+	"github.com/slipway-dev/slipway/operator/blocker"
 )
 
 var start = time.Now()
@@ -116,6 +117,9 @@ func run(soak, timeout time.Duration) error {
 			"--max-unavailable=1", "--drain-timeout=1m", "--drain-retry-base=1s", "--drain-retry-max=5s"}
 		if name == "staging" {
 			args = append(args, fmt.Sprintf("--http-address=127.0.0.1:%d", stagingPort))
+			if err := os.MkdirAll(filepath.Join(dir, "prometheus"), 0o755); err != nil {
+				return err
+			}
 			if prom, err = testenv.StartPrometheusWith(filepath.Join(dir, "prometheus"), testenv.PrometheusConfig{
 				Targets: []testenv.ScrapeTarget{{Job: "slipway", Address: fmt.Sprintf("127.0.0.1:%d", stagingPort), Labels: map[string]string{"cluster": "staging"}}}}); err != nil {
 				if errors.Is(err, testenv.ErrNoPrometheus) {
@@ -153,13 +157,13 @@ func run(soak, timeout time.Duration) error {
 			return err
 		}
 	}
-	_, provenAt, err := waitAll(ctx, staging, "rebooted into "+version, func(n *corev1.Node) bool {
+	_, _, err = waitAll(ctx, staging, "rebooted into "+version, func(n *corev1.Node) bool {
 		return n.Labels[protocol.Version] == version && n.Annotations[protocol.RebootNeeded] == protocol.False && !n.Spec.Unschedulable
 	})
 	if err != nil {
 		return err
 	}
-	say("staging: both nodes on %s: proven there (2 cycles finished, no canaries, no failure)", version)
+	say("staging: both nodes on %s (production requires 2 finished cycles there, then the soak from the moment it was proven)", version)
 	admitted, _, err := waitAll(ctx, prod, "admitted", func(n *corev1.Node) bool {
 		return n.Annotations[protocol.CycleStarted] != "" || n.Labels[protocol.Version] == version
 	})
@@ -171,8 +175,18 @@ func run(soak, timeout time.Duration) error {
 	}); err != nil {
 		return err
 	}
-	say("timeline: staging proved %s by %s; soak %s; production's first node admitted %s (%.1fs after)", version,
-		provenAt.Format("15:04:05.0"), soak, admitted.Format("15:04:05.0"), admitted.Sub(provenAt).Seconds())
+	// When staging proved it, as production's gate reads it (whole seconds).
+	src, err := blocker.NewProofSource(blocker.ProofSourceConfig{URL: prom.URL})
+	if err != nil {
+		return err
+	}
+	series, err := src.Series(ctx, version, `cluster="staging"`)
+	if err != nil || len(series) != 1 || series[0].ProvenSince.IsZero() {
+		return fmt.Errorf("staging's proof of %s as Prometheus has it: %+v, %v", version, series, err)
+	}
+	provenAt := series[0].ProvenSince
+	say("timeline: staging proved %s at %s (slipway_version_proven_since_seconds); soak %s; production's first node admitted %s (%.1fs after)", version,
+		provenAt.Local().Format("15:04:05"), soak, admitted.Format("15:04:05.0"), admitted.Sub(provenAt).Seconds())
 	if admitted.Add(time.Second).Before(provenAt.Add(soak)) {
 		return fmt.Errorf("production was admitted before staging's proof plus the soak")
 	}
