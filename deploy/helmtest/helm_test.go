@@ -610,6 +610,16 @@ func TestValues(t *testing.T) {
 			c["env"] = append(c["env"].([]any), env...)
 		},
 	}, {
+		name: "proofSecret: the proof's bearer token mounted from a Secret and passed as a file",
+		vals: `operator: {proofSecret: slipway-proof}`,
+		edit: func(t *testing.T, o objects) {
+			appendArgs(o[operatorKey], "--proof-bearer-token-file=/var/run/secrets/slipway-proof/token")
+			c := container(o[operatorKey])
+			c["volumeMounts"] = []any{map[string]any{"name": "proof", "mountPath": "/var/run/secrets/slipway-proof", "readOnly": true}}
+			spec := o[operatorKey]["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+			spec["volumes"] = []any{map[string]any{"name": "proof", "secret": map[string]any{"secretName": "slipway-proof"}}}
+		},
+	}, {
 		name: "operator flags left out",
 		vals: `operator: {maxUnavailable: "", drainTimeout: "", drainFailurePolicy: "", startPaused: false}`,
 		edit: func(t *testing.T, o objects) { delete(container(o[operatorKey]), "args") },

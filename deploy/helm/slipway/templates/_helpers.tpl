@@ -68,6 +68,7 @@ operator.extraArgs.
 {{- if $op.excludeFromLoadBalancers }}{{ $args = append $args "--exclude-from-load-balancers=true" }}{{ end -}}
 {{- with $op.preRebootNodeLabels }}{{ $args = append $args (printf "--pre-reboot-node-labels=%s" (join "," .)) }}{{ end -}}
 {{- with $op.postRebootNodeLabels }}{{ $args = append $args (printf "--post-reboot-node-labels=%s" (join "," .)) }}{{ end -}}
+{{- if $op.proofSecret }}{{ $args = append $args "--proof-bearer-token-file=/var/run/secrets/slipway-proof/token" }}{{ end -}}
 {{- range $op.extraArgs }}{{ $args = append $args (toString .) }}{{ end -}}
 {{- toYaml $args -}}
 {{- end -}}
