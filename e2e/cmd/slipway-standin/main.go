@@ -81,7 +81,7 @@ func run(newVersion, stateDir, osRelease, rebootRequired string, stepDelay time.
 		return err
 	}
 	ue.StepDelay = stepDelay
-	ue.ConfRoot, ue.Offers = confRoot, offers
+	ue.ReadUpdateConf(confRoot, offers)
 	ue.OnNeedReboot = func(version string) {
 		_ = os.MkdirAll(stateDir, 0o755)
 		_ = os.WriteFile(staged, []byte(version), 0o644)

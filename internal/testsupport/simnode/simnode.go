@@ -128,7 +128,7 @@ func New(ctx context.Context, name string, o Options) (*Node, error) {
 		n.Stop()
 		return nil, err
 	}
-	n.UE.ConfRoot, n.UE.Offers = filepath.Join(o.Dir, "host"), o.Offers
+	n.UE.ReadUpdateConf(filepath.Join(o.Dir, "host"), o.Offers)
 	loginConn, err := bus.Connect()
 	if err != nil {
 		n.Stop()
@@ -342,7 +342,8 @@ func (n *Node) RestartUpdateEngine(gap time.Duration) error {
 		conn.Close()
 		return err
 	}
-	ue.StepDelay, ue.OnNeedReboot, ue.ConfRoot, ue.Offers = old.StepDelay, old.OnNeedReboot, old.ConfRoot, old.Offers
+	ue.StepDelay, ue.OnNeedReboot = old.StepDelay, old.OnNeedReboot
+	ue.ReadUpdateConf(old.UpdateConf())
 	n.mu.Lock()
 	n.UE, n.ueConn = ue, conn
 	n.conns = append(n.conns, conn)

@@ -24,15 +24,29 @@ type UpdateEngine struct {
 	NewVersion string
 	// OnNeedReboot, if set, runs when AttemptUpdate has staged version (before the signal).
 	OnNeedReboot func(version string)
-	// ConfRoot, when set, is the host root whose update.conf (the image's, then /etc/flatcar's) an
-	// AttemptUpdate over D-Bus reads before it checks, as update_engine does at every check; Offers then
-	// says which version the update server offers the GROUP it read ("" or absent: NewVersion).
-	ConfRoot string
-	Offers   map[string]string
-
 	mu     sync.Mutex
 	status updateengine.Status
 	checks []updateconf.Settings
+	// confRoot, when set, is the host root whose update.conf (the image's, then /etc/flatcar's) an
+	// AttemptUpdate over D-Bus reads before it checks, as update_engine does at every check; offers then
+	// says which version the update server offers the GROUP it read ("" or absent: NewVersion).
+	confRoot string
+	offers   map[string]string
+}
+
+// ReadUpdateConf makes every AttemptUpdate over D-Bus read update.conf under root first and stage
+// what offers names for the group it read (other groups: NewVersion).
+func (u *UpdateEngine) ReadUpdateConf(root string, offers map[string]string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.confRoot, u.offers = root, offers
+}
+
+// UpdateConf is what ReadUpdateConf set.
+func (u *UpdateEngine) UpdateConf() (root string, offers map[string]string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.confRoot, u.offers
 }
 
 // ServeUpdateEngine exports the stand-in on conn and takes the bus name. It starts idle, with
@@ -77,12 +91,12 @@ func (u *UpdateEngine) attemptUpdate() *dbus.Error {
 		return nil
 	}
 	version := u.NewVersion
-	if u.ConfRoot != "" {
-		set := updateconf.Effective(u.ConfRoot)
+	if root, offers := u.UpdateConf(); root != "" {
+		set := updateconf.Effective(root)
 		u.mu.Lock()
 		u.checks = append(u.checks, set)
 		u.mu.Unlock()
-		if v := u.Offers[set.Group]; v != "" {
+		if v := offers[set.Group]; v != "" {
 			version = v
 		}
 	}
@@ -90,7 +104,7 @@ func (u *UpdateEngine) attemptUpdate() *dbus.Error {
 	return nil
 }
 
-// Checks returns what update.conf said at each AttemptUpdate over D-Bus (with ConfRoot set).
+// Checks returns what update.conf said at each AttemptUpdate over D-Bus (ReadUpdateConf).
 func (u *UpdateEngine) Checks() []updateconf.Settings {
 	u.mu.Lock()
 	defer u.mu.Unlock()
