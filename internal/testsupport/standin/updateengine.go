@@ -24,9 +24,9 @@ type UpdateEngine struct {
 	NewVersion string
 	// OnNeedReboot, if set, runs when AttemptUpdate has staged version (before the signal).
 	OnNeedReboot func(version string)
-	mu     sync.Mutex
-	status updateengine.Status
-	checks []updateconf.Settings
+	mu           sync.Mutex
+	status       updateengine.Status
+	checks       []updateconf.Settings
 	// confRoot, when set, is the host root whose update.conf (the image's, then /etc/flatcar's) an
 	// AttemptUpdate over D-Bus reads before it checks, as update_engine does at every check; offers then
 	// says which version the update server offers the GROUP it read ("" or absent: NewVersion).
