@@ -27,6 +27,13 @@ func (p policyNodes) SetRules(byName map[string]*admission.Rules, limits map[str
 
 func (p policyNodes) Waiting() { p.c.lookAtWaiting() }
 
+// All puts every node in the queue (a pool's update settings changed).
+func (p policyNodes) All() {
+	for _, n := range p.c.Nodes() {
+		p.c.queue.Add(n.Name)
+	}
+}
+
 func (p policyNodes) Memory() admission.Memory { return p.c.store.View() }
 
 // PolicyOf is the RebootPolicy n is in ("" the flags'): the one its cycle is pinned to (inCycle: the

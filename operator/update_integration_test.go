@@ -100,4 +100,10 @@ func TestPoolUpdateChannel(t *testing.T) {
 	waitNode(t, stable.Name, 20*time.Second, "follows beta", func(n *corev1.Node) bool {
 		return n.Annotations[protocol.PoolGroup] == "beta" && n.Labels[protocol.Group] == "beta" && n.Annotations[protocol.Server] == nebraska
 	})
+
+	// An edit of the pool reaches its idle node too (nothing else about that node changes).
+	patchPolicy(t, dyn, "beta", map[string]interface{}{"spec": map[string]interface{}{"update": map[string]interface{}{"group": "alpha"}}})
+	waitNode(t, beta.Name, 20*time.Second, "the idle node follows the edit", func(n *corev1.Node) bool {
+		return n.Annotations[protocol.PoolGroup] == "alpha" && n.Labels[protocol.Group] == "alpha"
+	})
 }

@@ -46,6 +46,9 @@ type Nodes interface {
 	SetRules(byName map[string]*admission.Rules, limits map[string]budget.Max)
 	// Waiting: the waiting nodes should be looked at again.
 	Waiting()
+	// All: every node should be looked at again (what a pool declares for each node's update.conf
+	// changed: idle nodes too must be told).
+	All()
 	// Memory is the fleet's memory as admissions read it (the canaries of the status).
 	Memory() admission.Memory
 }
@@ -82,6 +85,7 @@ type Runtime struct {
 	// held for DeleteGrace).
 	compileMu  sync.Mutex
 	tombstones map[string]tombstone
+	updates    string // updateFingerprint of the last compile (compileMu)
 	// queue: compileKey (compile every RebootPolicy again), statusKey (queue every pool's status
 	// write), or a policy's name (write its status).
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -333,7 +337,32 @@ func (r *Runtime) compile() {
 		return true
 	})
 	r.cfg.Nodes.Waiting()
+	if u := updateFingerprint(set); u != r.updates {
+		// A pool's update settings, or which nodes a pool with some selects, may have changed: every
+		// node gets its pool-group and pool-server looked at (nodes that wait only are not enough).
+		r.updates = u
+		r.cfg.Nodes.All()
+	}
 	r.queue.Add(statusKey)
+}
+
+// updateFingerprint sums up what decides each node's update settings: every pool's name, generation
+// (a selector or priority edit changes it) and settings, when any pool declares some ("" when none
+// does: then only the flags' apply, which every node got at its first sync).
+func updateFingerprint(set *policy.PoolSet) string {
+	var b strings.Builder
+	any := false
+	for _, p := range set.Pools() {
+		fmt.Fprintf(&b, "%s/%d/%v;", p.Name, p.Generation, p.Deleted)
+		if p.Policy != nil && !p.Policy.Update.Empty() {
+			any = true
+			fmt.Fprintf(&b, "%s %s;", p.Policy.Update.Group, p.Policy.Update.Server)
+		}
+	}
+	if !any {
+		return ""
+	}
+	return b.String()
 }
 
 // tombstone is a deleted RebootPolicy whose nodes are held until until.
