@@ -94,7 +94,7 @@ func writeHistory(w io.Writer, cycles []history.Cycle, from time.Time, zone *tim
 			took = d.Round(time.Second).String()
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Ended.In(zone).Format("Mon 01-02 15:04"), oneLine(c.Node), orDash(oneLine(c.Version)),
-			c.Result, took, span(c.Asked, c.Admitted), span(drain, c.Granted), span(c.Granted, c.Ended), orDash(oneLine(c.Why)))
+			oneLine(c.Result), took, span(c.Asked, c.Admitted), span(drain, c.Granted), span(c.Granted, c.Ended), orDash(oneLine(c.Why)))
 	}
 	return tw.Flush()
 }

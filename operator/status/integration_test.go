@@ -1079,6 +1079,18 @@ Mon 11-23 07:31  db-0   4593.2.5  failed    19m0s  12m0s   8m0s   11m0s   old-ve
 			t.Errorf("%v: exit %d, want %d", bad, code, ExitUsage)
 		}
 	}
+	// Whoever may write the ConfigMap may put anything in a cycle: printed on one line, no escape
+	// sequence reaches the terminal (the clipboard, the screen), the result field included.
+	hostile := "x\x1b]52;c;ZXZpbA==\x07\x1b[2J\r\nFleet: running\u009b31m\u202e"
+	rec.Add(history.Cycle{Node: "web-1", Version: "4593.2.5" + hostile, Admitted: at(40), Ended: at(50), Result: "finished" + hostile, Why: hostile})
+	cm.Data[history.Key] = rec.Encode()
+	if _, err := c.CoreV1().ConfigMaps(ns).Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := run("history")
+	if strings.ContainsAny(out, "\x1b\x07\r\u009b\u202e") || strings.Count(out, "\n") != 4 || !strings.Contains(out, "web-1") {
+		t.Errorf("history with a hostile cycle:\n%q", out)
+	}
 }
 
 // kubectl slipway versions on a real API server: a Node staging a version the published policy
