@@ -37,14 +37,15 @@ func createRebootPolicy(t *testing.T, ctx context.Context, dyn dynamic.Interface
 }
 
 // A pool's channel reaches a real VM and a denied version is never rebooted into while an allowed one
-// is. Pool e2e-beta declares update.group beta; the node's update.conf is its user's own, so the agent
+// is. Pool e2e-beta declares update.group beta; node-0's update.conf is its user's own, so the agent
 // refuses and says why; once the user marks the file as Slipway's, the agent writes GROUP=beta, asks
 // update_engine (the stand-in, which reads update.conf at every check) to check, beta's release
-// (9999.1.0) is staged and the node reboots into it. Pool e2e-hold denies 9999.0.0, which the other node
-// stages: it waits with the rule named and does not reboot.
+// (9999.1.0) is staged and the node reboots into it. Pool e2e-hold declares group lts and denies lts's
+// release (9999.2.0): node-1's agent moves it to lts, it stages 9999.2.0 and waits with the rule named,
+// and does not reboot.
 func TestChannelAndDeniedVersionOnVM(t *testing.T) {
 	f := features.New("update channel per pool, a denied version held").
-		Assess("the channel reaches update.conf and the label; 9999.1.0 rolls, 9999.0.0 waits", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
+		Assess("the channel reaches update.conf and the label; 9999.1.0 rolls, 9999.2.0 waits", func(ctx context.Context, t *testing.T, cfg *envconf.Config) context.Context {
 			skipIfNeeded(t)
 			if cluster == nil {
 				t.Skip("needs a shell into the nodes (the local QEMU provider)")
@@ -57,6 +58,9 @@ func TestChannelAndDeniedVersionOnVM(t *testing.T) {
 			names := nodeNames(t, ctx, c)
 			beta, held := names[0], names[1]
 			sh := nodeShell(ctx, t, cluster.VM(beta))
+			// node-1's file is Slipway's to edit from the start (as the new-node snippet writes it).
+			nodeShell(ctx, t, cluster.VM(held))("grep -qx '# managed-by: slipway' /etc/flatcar/update.conf || sed -i '1i # managed-by: slipway' /etc/flatcar/update.conf")
+			hs := before(t, ctx, c, held)
 			for node, pool := range map[string]string{beta: "beta", held: "hold"} {
 				body := `{"metadata":{"labels":{"` + poolLabel + `":"` + pool + `"}}}`
 				if _, err := c.CoreV1().Nodes().Patch(ctx, node, "application/merge-patch+json", []byte(body), metav1.PatchOptions{}); err != nil {
@@ -66,11 +70,12 @@ func TestChannelAndDeniedVersionOnVM(t *testing.T) {
 			sel := func(v string) metav1.LabelSelector {
 				return metav1.LabelSelector{MatchLabels: map[string]string{poolLabel: v}}
 			}
-			group := "beta"
-			createRebootPolicy(t, ctx, dyn, "e2e-beta", v1alpha1.RebootPolicySpec{NodeSelector: sel("beta"), Update: &v1alpha1.Update{Group: &group}})
-			createRebootPolicy(t, ctx, dyn, "e2e-hold", v1alpha1.RebootPolicySpec{NodeSelector: sel("hold"), Versions: &v1alpha1.Versions{Deny: []string{"9999.0.0"}}})
+			betaGroup, ltsGroup := "beta", "lts"
+			createRebootPolicy(t, ctx, dyn, "e2e-beta", v1alpha1.RebootPolicySpec{NodeSelector: sel("beta"), Update: &v1alpha1.Update{Group: &betaGroup}})
+			createRebootPolicy(t, ctx, dyn, "e2e-hold", v1alpha1.RebootPolicySpec{NodeSelector: sel("hold"), Update: &v1alpha1.Update{Group: &ltsGroup},
+				Versions: &v1alpha1.Versions{Deny: []string{"9999.2.0"}}})
 
-			// 1. The user's own update.conf: refused, said on the Node, the file untouched.
+			// 1. node-0: the user's own update.conf: refused, said on the Node, the file untouched.
 			userConf := sh("cat /etc/flatcar/update.conf")
 			if _, err := testenv.WaitNode(ctx, c, beta, 2*time.Minute, func(n *corev1.Node) bool {
 				return n.Annotations[protocol.PoolGroup] == "beta" && strings.Contains(n.Annotations[protocol.UpdateConfError], "managed-by: slipway")
@@ -82,17 +87,16 @@ func TestChannelAndDeniedVersionOnVM(t *testing.T) {
 			}
 			t.Logf("%s: update.conf is the user's own (%q): left alone, update-conf-error says why", beta, userConf)
 
-			// 2. The held node stages 9999.0.0 (update_engine's own path) and waits, named.
-			hs := before(t, ctx, c, held)
-			fireAttemptUpdate(t, ctx, held)
+			// 2. node-1 follows lts (its agent writes it and asks update_engine), stages lts's release and
+			// waits, named.
 			if _, err := testenv.WaitNode(ctx, c, held, 2*time.Minute, func(n *corev1.Node) bool {
-				return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "version: 9999.0.0 denied by rp/e2e-hold")
+				return n.Labels[protocol.Group] == "lts" && strings.HasPrefix(n.Annotations[protocol.BlockedBy], "version: 9999.2.0 denied by rp/e2e-hold")
 			}); err != nil {
-				t.Fatalf("%s: not held for its denied version: %v", held, err)
+				t.Fatalf("%s: not on lts and held for its denied version: %v", held, err)
 			}
 
-			// 3. The user marks the file as Slipway's: GROUP=beta written, other lines kept, update_engine
-			// asked, beta's release staged and rebooted into.
+			// 3. The user marks node-0's file as Slipway's: GROUP=beta written, other lines kept,
+			// update_engine asked, beta's release staged and rebooted into.
 			bs := before(t, ctx, c, beta)
 			sh("sed -i '1i # managed-by: slipway' /etc/flatcar/update.conf")
 			waitRebooted(t, ctx, c, bs, rebootLimit)
@@ -112,7 +116,7 @@ func TestChannelAndDeniedVersionOnVM(t *testing.T) {
 			}
 			t.Logf("%s: update.conf %q, group label beta, rebooted into 9999.1.0", beta, conf)
 
-			// 4. The denied version was never rebooted into: the held node is still held, on its boot.
+			// 4. The denied version was never rebooted into: node-1 is still held, on its boot.
 			h, err := c.CoreV1().Nodes().Get(ctx, held, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -121,10 +125,10 @@ func TestChannelAndDeniedVersionOnVM(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if h.Status.NodeInfo.BootID != hs.bootID || boots != hs.boots || !strings.HasPrefix(h.Annotations[protocol.BlockedBy], "version: 9999.0.0 denied") {
+			if h.Status.NodeInfo.BootID != hs.bootID || boots != hs.boots || !strings.HasPrefix(h.Annotations[protocol.BlockedBy], "version: 9999.2.0 denied") {
 				t.Errorf("%s: boot %s (was %s), boots %d (was %d), blocked-by %q", held, h.Status.NodeInfo.BootID, hs.bootID, boots, hs.boots, h.Annotations[protocol.BlockedBy])
 			}
-			t.Logf("%s: still held (%s), not rebooted", held, h.Annotations[protocol.BlockedBy])
+			t.Logf("%s: on lts, still held (%s), not rebooted", held, h.Annotations[protocol.BlockedBy])
 			return ctx
 		}).Feature()
 	testEnv.Test(t, f)

@@ -113,8 +113,9 @@ After=dbus.service
 [Service]
 Type=dbus
 BusName=com.coreos.update1
-# The update server offers beta its own release, so a channel change stages another version.
-ExecStart=/usr/local/bin/slipway-standin --offer=beta=9999.1.0
+# The update server offers beta and lts releases of their own, so a channel change stages another
+# version than the one the node runs (stable's 9999.0.0, which earlier scenarios rebooted into).
+ExecStart=/usr/local/bin/slipway-standin --offer=beta=9999.1.0,lts=9999.2.0
 Restart=always
 [Install]
 WantedBy=multi-user.target
