@@ -70,25 +70,16 @@ type answer struct {
 
 // NewAlerts checks the configuration and builds the blocker. It makes no request.
 func NewAlerts(cfg AlertsConfig) (*Alerts, error) {
-	u, err := url.Parse(cfg.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		// Not repeated: what cannot be parsed cannot be redacted either.
-		return nil, fmt.Errorf("prometheus URL (%d characters, not shown: it may hold credentials): want http(s)://host[:port][/prefix]", len(cfg.URL))
+	u, err := endpoint(cfg.URL, "prometheus URL")
+	if err != nil {
+		return nil, err
 	}
 	for _, name := range cfg.Require {
 		if name == "" {
 			return nil, errors.New("required alert: empty name")
 		}
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Second
-	}
-	if cfg.TTL <= 0 {
-		cfg.TTL = 10 * time.Second
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	queryDefaults(&cfg.Timeout, &cfg.TTL, &cfg.Now)
 	secrets := redact.Secrets(u, 0, 3)
 	rt := cfg.RoundTripper
 	if rt == nil {
@@ -99,6 +90,29 @@ func NewAlerts(cfg AlertsConfig) (*Alerts, error) {
 		return nil, fmt.Errorf("prometheus URL %s: %s", redact.URL(u), redact.Scrub(err.Error(), secrets))
 	}
 	return &Alerts{cfg: cfg, api: promv1.NewAPI(c), addr: redact.URL(u), secrets: secrets}, nil
+}
+
+// endpoint parses the base URL of a Prometheus-compatible API (what names it in errors).
+func endpoint(raw, what string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// Not repeated: what cannot be parsed cannot be redacted either.
+		return nil, fmt.Errorf("%s (%d characters, not shown: it may hold credentials): want http(s)://host[:port][/prefix]", what, len(raw))
+	}
+	return u, nil
+}
+
+// queryDefaults fills a query's timeout (5 s), the answer's reuse (10 s) and the clock.
+func queryDefaults(timeout, ttl *time.Duration, now *func() time.Time) {
+	if *timeout <= 0 {
+		*timeout = 5 * time.Second
+	}
+	if *ttl <= 0 {
+		*ttl = 10 * time.Second
+	}
+	if *now == nil {
+		*now = time.Now
+	}
 }
 
 // MaxAnswerBytes bounds one answer from Prometheus: the client reads an answer whole, so one huge

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -70,9 +69,9 @@ type ProofSeries struct {
 // NewProofSource checks the configuration and builds the source. It makes no request; the CA file is
 // read now (a bad one is a start-up error), the token file at every query.
 func NewProofSource(cfg ProofSourceConfig) (*ProofSource, error) {
-	u, err := url.Parse(cfg.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("proof URL (%d characters, not shown: it may hold credentials): want http(s)://host[:port][/prefix]", len(cfg.URL))
+	u, err := endpoint(cfg.URL, "proof URL")
+	if err != nil {
+		return nil, err
 	}
 	if u.User != nil {
 		return nil, errors.New("proof URL: credentials in the URL are refused (the URL is published in the fleet's status); use --proof-bearer-token-file")
@@ -80,15 +79,7 @@ func NewProofSource(cfg ProofSourceConfig) (*ProofSource, error) {
 	if cfg.BearerTokenFile != "" && u.Scheme != "https" {
 		return nil, errors.New("proof URL: a bearer token is sent only over https (anyone on a plain-http path would read it)")
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Second
-	}
-	if cfg.TTL <= 0 {
-		cfg.TTL = 10 * time.Second
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	queryDefaults(&cfg.Timeout, &cfg.TTL, &cfg.Now)
 	tr := promapi.DefaultRoundTripper.(*http.Transport).Clone()
 	if cfg.CAFile != "" {
 		pem, err := os.ReadFile(cfg.CAFile)
