@@ -1,6 +1,7 @@
 // Package notify sends the update-operator's notifications (--notify-url) through shoutrrr, the
 // library kured users already configure: the same URLs (slack://, teams://, telegram://, ntfy://,
-// generic://, logger:// and the rest) work here, all but e-mail (smtp://; services.go says why).
+// smtp://, generic://, logger:// and the rest) work here; three of them are sent by Slipway's own
+// code (services.go says why).
 //
 // Nothing in it ever holds up the controller. Notify formats the message and puts it on one bounded
 // queue per URL, without waiting; a full queue drops the message and counts it
@@ -281,9 +282,6 @@ func newTarget(raw string, queue int, timeout time.Duration, log klog.Logger) (*
 		return nil, errors.New("has no service: want e.g. slack://, teams://, generic://...")
 	}
 	scheme, _, custom := strings.Cut(u.Scheme, "+") // generic+https://host/path
-	if why, ok := refused[scheme]; ok {
-		return nil, fail("%s", why)
-	}
 	mk, ok := services[scheme]
 	if !ok {
 		return nil, fail("unknown service %q (known: %s)", scheme, strings.Join(knownServices(), ", "))
@@ -311,8 +309,11 @@ func newTarget(raw string, queue int, timeout time.Duration, log klog.Logger) (*
 	if scheme == "logger" {
 		level = 0 // logger:// writes notifications to the operator's log
 	}
-	if h, ok := svc.(*genericHook); ok {
-		h.timeout = timeout // the whole request, body included: a stalled server does not hold its URL's queue
+	switch s := svc.(type) {
+	case *genericHook:
+		s.timeout = timeout // the whole request, body included: a stalled server does not hold its URL's queue
+	case *email:
+		s.timeout = timeout // the whole SMTP session
 	}
 	if err := svc.Initialize(u, stdLogger{log.WithName("notify").WithValues("target", name), level, secrets}); err != nil {
 		return nil, fail("%v", err)

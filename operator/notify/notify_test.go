@@ -336,7 +336,12 @@ func TestRefusesBadURLs(t *testing.T) {
 		{"generic://h/x?template=xml", `notify URL 2 of 2 "generic://h/…?…": template "xml": only json (or none, for the message as plain text)`, ""},
 		{"generic://h/x?disabletls=maybe", `notify URL 2 of 2 "generic://h/…?…": setting config properties from service URL query: accepted values are 1, true, yes or 0, false, no`, ""},
 		{"logger+http://h/x", `notify URL 2 of 2 "logger+http://h/…": service "logger" has no logger+<scheme>:// form`, ""},
-		{"smtp://user:mailpassword@mail.example:587/?from=a@example&to=b@example", `notify URL 2 of 2 "smtp://***@mail.example:587?…": e-mail (smtp://) is not built into the update-operator`, "mailpassword"},
+		{"smtp://user:mailpassword@mail.example:587/?from=a@example&to=b@example&auth=Bogus", `notify URL 2 of 2 "smtp://***@mail.example:587?…": setting query parameter "auth" to "Bogus": `, "mailpassword"},
+		{"smtp://user:mailpassword@mail.example:587/?from=ops@example.com", `notify URL 2 of 2 "smtp://***@mail.example:587?…": toAddress missing from config URL`, "mailpassword"},
+		{"smtp://mail.example/?from=ops@example.com&to=a@example.com,Bob%20%3Cb@example.com%3E", `notify URL 2 of 2 "smtp://mail.example?…": toaddresses: "Bob+<b@example.com>": want a bare address, without a name`, ""},
+		{"smtp://mail.example/?from=ops%0d%0aBcc:%20x@evil.example&to=a@example.com", `notify URL 2 of 2 "smtp://mail.example?…": fromaddress: "ops\r\nBcc:+x@evil.example" is not an e-mail address`, ""},
+		{"smtp://mail.example/?from=ops@example.com&to=a@example.com&auth=CRAMMD5", `notify URL 2 of 2 "smtp://mail.example?…": auth=CRAMMD5 needs a user name`, ""},
+		{"smtp://mail.example/?from=ops@example.com&to=a@example.com&timeout=0s", `notify URL 2 of 2 "smtp://mail.example?…": timeout 0s: want more than 0`, ""},
 	} {
 		_, err := New([]string{good, c.url}, prometheus.NewRegistry(), klog.Background())
 		if err == nil {

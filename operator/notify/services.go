@@ -45,15 +45,16 @@ type service interface {
 	Send(message string, params *types.Params) error
 }
 
-// services are the notification services by URL scheme: shoutrrr's router's table, less three.
+// services are the notification services by URL scheme: shoutrrr's router's table, three of them
+// sent here.
 //
 // Why not shoutrrr's router: it links all of its services, and three of them (smtp, generic, logger)
 // send through text/template. Executing a template looks methods up by name at run time, so the Go
 // linker must then keep every exported method of every type the operator can put in an interface:
 // with them the update-operator is an 88 MB binary that maps 41.7 MiB of itself at 5,000 nodes,
 // without them 55 MB and 29.5 MiB (docs/performance.md). generic:// and logger:// are sent here as
-// shoutrrr sends them, from shoutrrr's own URL parsing (genericHook, logLine); smtp:// is refused with
-// what to use instead. TestNoReflectiveTemplates (operator/cmd/update-operator) fails if a dependency
+// shoutrrr sends them, and smtp:// with Go's net/smtp (email.go), each from shoutrrr's own URL parsing
+// (genericHook, logLine, email). TestNoReflectiveTemplates (operator/cmd/update-operator) fails if a dependency
 // brings text/template's execution back.
 var services = map[string]func() service{
 	"bark":       func() service { return &bark.Service{} },
@@ -76,17 +77,12 @@ var services = map[string]func() service{
 	"pushover":   func() service { return &pushover.Service{} },
 	"rocketchat": func() service { return &rocketchat.Service{} },
 	"signal":     func() service { return &signal.Service{} },
+	"smtp":       func() service { return &email{} },
 	"slack":      func() service { return &slack.Service{} },
 	"teams":      func() service { return &teams.Service{} },
 	"telegram":   func() service { return &telegram.Service{} },
 	"wecom":      func() service { return &wecom.Service{} },
 	"zulip":      func() service { return &zulip.Service{} },
-}
-
-// refused names the shoutrrr services this operator does not send to, and what to use instead.
-var refused = map[string]string{
-	"smtp": "e-mail (smtp://) is not built into the update-operator (shoutrrr's e-mail service needs text/template, which costs the operator ~12 MiB of memory): " +
-		"send to a chat or incident service, or to a webhook that mails (generic://)",
 }
 
 // knownServices lists the schemes, sorted, for error messages.
