@@ -66,6 +66,9 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		f.VolumesAttached, wait = c.volumesHeld(v, log)
 		retry = minRetry(retry, wait)
 	}
+	var delayed time.Duration
+	f.DrainDelayed, f.RebootDelayed, delayed = c.delays(v, state, f.DrainDone)
+	retry = minRetry(retry, delayed)
 	state, row := protocol.Decide(f)
 	retry = minRetry(retry, wait)
 	switch row.Do {
@@ -93,6 +96,38 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		s.pdbs = v.drain.pdbs
 	}
 	return 0, c.act(ctx, s, log)
+}
+
+// delays says whether kured's --drain-delay or --reboot-delay holds a draining node, and when to look
+// again. The drain delay counts from drain-started (on the Node: a new leader keeps the same clock)
+// and ends early once any attempt of this drain ran; the reboot delay from the end of the drain
+// attempt that succeeded (in memory: a new leader drains again, finds nothing to evict, and waits the
+// whole delay once more, the safe side).
+func (c *Controller) delays(v view, state protocol.State, drainDone bool) (drainDelayed, rebootDelayed bool, retry time.Duration) {
+	d := v.pol.Drain
+	if state != protocol.Draining || d.Delay <= 0 && d.RebootDelay <= 0 {
+		return false, false, 0
+	}
+	left := func(since, now time.Time, delay time.Duration) time.Duration {
+		if delay <= 0 || since.IsZero() {
+			return 0
+		}
+		return since.Add(delay).Sub(now)
+	}
+	if drainDone {
+		// The drainer dates its attempts by the wall clock, not the controller's (tests move that one).
+		if l := left(v.drain.at, time.Now(), d.RebootDelay); l > 0 {
+			return false, true, l + 10*time.Millisecond
+		}
+		return false, false, 0
+	}
+	if v.drained {
+		return false, false, 0 // an attempt ran already (the delay was set mid-drain): no going back
+	}
+	if l := left(protocol.StageSince(state, v.n), c.cfg.Now(), d.Delay); l > 0 {
+		return true, false, l + 10*time.Millisecond
+	}
+	return false, false, 0
 }
 
 // observe reads the node's facts and reports malformed values once per change of them.

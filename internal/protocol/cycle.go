@@ -111,7 +111,9 @@ var Table = []Row{
 	{Draining, "reboot-needed no longer true", func(f Facts) bool { return !f.Needed }, Abort, Idle},
 	{Draining, "drain failed, --drain-failure-policy=skip", func(f Facts) bool { return f.Undrainable && !f.DrainDone }, SkipUndrainable, Idle},
 	{Draining, "drain succeeded, VolumeAttachments still name the node", func(f Facts) bool { return f.DrainDone && f.VolumesAttached }, Wait, Draining},
+	{Draining, "drain succeeded less than --reboot-delay ago", func(f Facts) bool { return f.DrainDone && f.RebootDelayed }, Wait, Draining},
 	{Draining, "drain succeeded", func(f Facts) bool { return f.DrainDone }, GrantReboot, Rebooting},
+	{Draining, "drain started less than --drain-delay ago (cordoned, nothing evicted yet)", func(f Facts) bool { return f.DrainDelayed }, Wait, Draining},
 	{Draining, "drain not yet done", always, Drain, Draining},
 
 	{Rebooting, "agent not back in a new boot yet", always, Wait, Rebooting},

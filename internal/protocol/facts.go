@@ -63,6 +63,9 @@ type Facts struct {
 	// VolumesAttached: VolumeAttachments still name the node after its drain (--wait-for-volume-detach);
 	// rebooting now would outrun the CSI detach (Multi-Attach errors where the pods went).
 	VolumesAttached bool
+	// DrainDelayed: less than kured's --drain-delay has passed since the drain started (no eviction yet);
+	// RebootDelayed: less than --reboot-delay has passed since the drain finished.
+	DrainDelayed, RebootDelayed bool
 
 	// Malformed lists keys whose values were neither "true" nor "false"; they read as false, except
 	// reboot-paused, which reads as paused.

@@ -62,6 +62,12 @@ type DrainConfig struct {
 	// PodSelector is kured's --drain-pod-selector: only pods matching this label selector are evicted;
 	// the others stay on the node through its reboot. "": every pod.
 	PodSelector string
+	// Delay is kured's --drain-delay: the first eviction waits this long after the drain started (the
+	// node is cordoned at once: no new pod lands on it meanwhile). 0: none.
+	Delay time.Duration
+	// RebootDelay is kured's --reboot-delay: reboot-ok waits this long after the drain finished (the
+	// node stays drained). 0: none.
+	RebootDelay time.Duration
 }
 
 // DefaultUndrainableRetry is DrainConfig.UndrainableRetry's default.

@@ -194,13 +194,21 @@ func Compile(s Spec) (*Policy, error) {
 	if p.Steer, err = steering(s.Steering, s.GroupLabel); err != nil {
 		return nil, err
 	}
+	if d.Delay.Duration < 0 || d.RebootDelay.Duration < 0 {
+		return nil, fmt.Errorf("drain-delay (%s) and reboot-delay (%s) must not be negative", d.Delay.Duration, d.RebootDelay.Duration)
+	}
+	// The drain's stage is timed from its start (--reboot-timeout): a delay as long would stall every cycle.
+	if rt := p.RebootTimeout; rt > 0 && d.Delay.Duration+d.RebootDelay.Duration >= rt {
+		return nil, fmt.Errorf("drain-delay (%s) plus reboot-delay (%s) must be shorter than reboot-timeout (%s): the drain's stage, delays included, is timed from its start", d.Delay.Duration, d.RebootDelay.Duration, rt)
+	}
 	if d.RetryBase.Duration <= 0 || d.RetryMax.Duration < d.RetryBase.Duration {
 		return nil, fmt.Errorf("drain-retry-base (%s) must be positive and at most drain-retry-max (%s)", d.RetryBase.Duration, d.RetryMax.Duration)
 	}
 	p.Drain = DrainConfig{Timeout: d.Timeout.Duration, GracePeriod: d.GracePeriod.Duration, Force: d.Force, Policy: drainPolicy,
 		RetryBase: d.RetryBase.Duration, RetryMax: d.RetryMax.Duration, SkipWaitForDelete: d.SkipWaitForDelete.Duration,
 		SkipWaitForDeleteAll: d.SkipWaitForDeleteAll.Duration, PodSelector: d.PodSelector,
-		WaitForVolumeDetach: d.WaitForVolumeDetach, VolumeDetachTimeout: d.VolumeDetachTimeout.Duration, UndrainableRetry: d.UndrainableRetry.Duration}
+		WaitForVolumeDetach: d.WaitForVolumeDetach, VolumeDetachTimeout: d.VolumeDetachTimeout.Duration, UndrainableRetry: d.UndrainableRetry.Duration,
+		Delay: d.Delay.Duration, RebootDelay: d.RebootDelay.Duration}
 	for _, a := range append(slices.Clone(s.Hooks.Before), s.Hooks.After...) {
 		if owner, ok := protocol.Owners[a]; ok {
 			return nil, fmt.Errorf("before-reboot-annotations/after-reboot-annotations: %q is a protocol key written by the %s; pick a name of your own", a, owner)

@@ -158,6 +158,9 @@ type Drain struct {
 	PodSelector          string          `json:"podSelector,omitempty"`
 	WaitForVolumeDetach  bool            `json:"waitForVolumeDetach"`
 	VolumeDetachTimeout  metav1.Duration `json:"volumeDetachTimeout"`
+	// Delay and RebootDelay are kured's --drain-delay and --reboot-delay (0: none).
+	Delay       metav1.Duration `json:"delay,omitzero"`
+	RebootDelay metav1.Duration `json:"rebootDelay,omitzero"`
 }
 
 // Steering is --prefer-no-schedule-taint, --exclude-from-load-balancers and kured's node labels.

@@ -21,8 +21,6 @@ var kuredFlags = map[string]string{
 	"force-reboot":              "--drain-failure-policy=force",
 	"metrics-host":              kuredMetricsAlt,
 	"metrics-port":              kuredMetricsAlt,
-	"drain-delay":               "--before-reboot-annotations (a hook that holds the drain until it says so)",
-	"reboot-delay":              "--after-reboot-annotations or --before-reboot-annotations (hooks); the agent reboots as soon as it is granted",
 	"reboot-method":             kuredRebootAlt,
 	"reboot-command":            kuredRebootAlt,
 	"reboot-signal":             kuredRebootAlt,
@@ -62,7 +60,7 @@ const (
 // kuredSame are kured's flags update-operator defines under the same name, meaning what they meant.
 var kuredSame = []string{"blocking-pod-selector", "prometheus-url", "alert-firing-only", "drain-timeout", "drain-grace-period",
 	"drain-pod-selector", "skip-wait-for-delete-timeout", "notify-url", "prefer-no-schedule-taint", "pre-reboot-node-labels",
-	"post-reboot-node-labels"}
+	"post-reboot-node-labels", "drain-delay", "reboot-delay"}
 
 // refuseKured says what to use instead of the kured flags in args and the KURED_* variables of kured's
 // flags in the environment (nil: none): kured's settings carried over are never dropped in silence.
