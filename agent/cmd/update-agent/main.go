@@ -21,6 +21,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/flagenv"
 	"github.com/slipway-dev/slipway/internal/fluoflags"
 	"github.com/slipway-dev/slipway/internal/kubeclient"
+	"github.com/slipway-dev/slipway/internal/logformat"
 	"github.com/slipway-dev/slipway/internal/login1"
 	"github.com/slipway-dev/slipway/internal/sysbus"
 	"github.com/slipway-dev/slipway/internal/updateengine"
@@ -81,6 +82,7 @@ type options struct {
 	node, kubeconfig, hostRoot, bootIDFile, rebootRequired string
 	filePoll                                               time.Duration
 	printVersion                                           bool
+	logFormat                                              string
 	limits                                                 kubeclient.Limits
 }
 
@@ -97,8 +99,12 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.DurationVar(&o.filePoll, "reboot-required-poll", 10*time.Second, "how often to check --reboot-required-file")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	kubeclient.AddLogFlags(fs)
+	logformat.AddFlag(fs, &o.logFormat)
 	addFLUOFlags(fs)
 	if err := flagenv.Parse(fs, args, "UPDATE_AGENT"); err != nil {
+		return nil, fs, err
+	}
+	if err := logformat.Check(o.logFormat); err != nil {
 		return nil, fs, err
 	}
 	if err := o.limits.Validate(); err != nil {
@@ -128,6 +134,10 @@ func run() int {
 	if o.printVersion {
 		fmt.Println(version.String())
 		return 0
+	}
+	if err := logformat.Apply(o.logFormat, fs, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "update-agent:", err)
+		return 2
 	}
 	for _, w := range fluoflags.Warnings(fs, fluoIgnored) {
 		klog.Warning(w)

@@ -46,7 +46,6 @@ var kuredFlags = map[string]string{
 	"end-time":                  kuredWindowAlt,
 	"time-zone":                 kuredWindowAlt,
 	"annotate-nodes":            "nothing: every node in its cycle carries update.slipway.dev/cycle-started and the protocol's annotations",
-	"log-format":                "nothing: logs are structured (klog's text form)",
 }
 
 // What several kured flags take instead, each said once.
@@ -60,7 +59,7 @@ const (
 // kuredSame are kured's flags update-operator defines under the same name, meaning what they meant.
 var kuredSame = []string{"blocking-pod-selector", "prometheus-url", "alert-firing-only", "drain-timeout", "drain-grace-period",
 	"drain-pod-selector", "skip-wait-for-delete-timeout", "notify-url", "prefer-no-schedule-taint", "pre-reboot-node-labels",
-	"post-reboot-node-labels", "drain-delay", "reboot-delay"}
+	"post-reboot-node-labels", "drain-delay", "reboot-delay", "log-format"}
 
 // refuseKured says what to use instead of the kured flags in args and the KURED_* variables of kured's
 // flags in the environment (nil: none): kured's settings carried over are never dropped in silence.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -70,5 +71,28 @@ func TestKuredFlags(t *testing.T) {
 	code, stderr := runOperator(t, []string{"POD_NAMESPACE=x"}, "--reboot-days=mon,fri", "--start-time=22:00")
 	if code == 0 || !strings.Contains(stderr, "--reboot-days is kured's: use --reboot-window") || !strings.Contains(stderr, "--start-time is kured's") {
 		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// kured's --log-format: json makes the binary's lines JSON objects from the first one; a value kured
+// does not take stops it at once.
+func TestKuredLogFormat(t *testing.T) {
+	code, stderr := runOperator(t, []string{"POD_NAMESPACE=x", "KUBERNETES_SERVICE_HOST="}, "--log-format=json", "--kubeconfig=/nonexistent/kubeconfig")
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if code == 0 || len(lines) == 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil || m["msg"] == nil || m["level"] == nil {
+			t.Errorf("not a JSON log line: %q (%v)", l, err)
+		}
+	}
+	if !strings.Contains(stderr, `"msg":"no Kubernetes client configuration"`) {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+	code, stderr = runOperator(t, []string{"POD_NAMESPACE=x"}, "--log-format=logfmt")
+	if code != 2 || !strings.Contains(stderr, `log-format "logfmt": want "text" or "json"`) {
+		t.Errorf("--log-format=logfmt: exit %d, stderr:\n%s", code, stderr)
 	}
 }

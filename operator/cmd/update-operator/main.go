@@ -40,6 +40,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/fluoflags"
 	"github.com/slipway-dev/slipway/internal/httpserve"
 	"github.com/slipway-dev/slipway/internal/kubeclient"
+	"github.com/slipway-dev/slipway/internal/logformat"
 	"github.com/slipway-dev/slipway/internal/version"
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/fence"
@@ -94,6 +95,7 @@ type options struct {
 	httpAddr, fleetlockAddr, profilingAddr    string
 	printVersion                              bool
 	startPaused                               bool
+	logFormat                                 string
 }
 
 func main() {
@@ -189,6 +191,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.StringVar(&o.fleetlockAddr, "fleetlock-address", "", "removed: FleetLock is served by update-agent fleetlock (per node, deploy/fleetlock; or --central, deploy/fleetlock-central); set, it stops the operator with that message")
 	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
 	kubeclient.AddLogFlags(fs)
+	logformat.AddFlag(fs, &o.logFormat)
 	fluoflags.AddKlog(fs) // FLUO's klog flags, with klog's meaning
 	if err := refuseKured(fs, args); err != nil {
 		return nil, fs, err
@@ -197,6 +200,9 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 		return nil, fs, err
 	}
 	if err := o.limits.Validate(); err != nil {
+		return nil, fs, err
+	}
+	if err := logformat.Check(o.logFormat); err != nil {
 		return nil, fs, err
 	}
 	if o.fleetlockAddr != "" {
@@ -262,6 +268,10 @@ func run() int {
 	}
 	cfg, err := o.config()
 	if err != nil {
+		fmt.Fprintln(os.Stderr, "update-operator:", err)
+		return 2
+	}
+	if err := logformat.Apply(o.logFormat, fs, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "update-operator:", err)
 		return 2
 	}
