@@ -117,6 +117,7 @@ var effects = []effect{
 				m.drainSeconds.Observe(d.Seconds())
 			}
 		},
+		Notify:   notify.KindRebootGranted,
 		EndsWait: true, EndsDrains: true,
 	},
 	{

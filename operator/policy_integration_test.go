@@ -3,10 +3,12 @@ package operator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -651,45 +653,64 @@ func metricWithLabel(t *testing.T, reg *prometheus.Registry, name, label, value 
 	return nil
 }
 
-// Issue 11, notifications through the controller: a node's cycle sends "started" and "finished" to a
-// shoutrrr generic webhook (a local HTTP server), as --notify-url would.
+// Issue 11, notifications through the controller: a node's cycle sends "started", "rebooting" and
+// "finished" to a shoutrrr generic webhook (a local HTTP server), as --notify-url would; with kured's
+// --message-template-* (its defaults here), kured's three messages instead.
 func TestNotificationsOfACycle(t *testing.T) {
 	needCluster(t)
-	cleanNodes(t)
-	var mu sync.Mutex
-	var got []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		got = append(got, string(b))
-		mu.Unlock()
-	}))
-	t.Cleanup(srv.Close)
-	sender, err := notify.New([]string{"generic://" + srv.Listener.Addr().String() + "/hook?disabletls=yes"}, prometheus.NewRegistry(), klog.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go sender.Run(ctx)
-	sn := simNodes(t, "notify", 1)[0]
-	startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Notify = sender }})
-	if err := sn.SendNeedReboot(); err != nil {
-		t.Fatal(err)
-	}
-	waitNode(t, sn.Name, 30*time.Second, "cycle finished", finished)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		mu.Lock()
-		all := strings.Join(got, "\n")
-		mu.Unlock()
-		if strings.Contains(all, "node notify-0: reboot cycle started") && strings.Contains(all, "node notify-0: reboot finished") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("notifications received: %q", all)
-		}
-		time.Sleep(100 * time.Millisecond)
+	for i, c := range []struct {
+		name string
+		opts []notify.Option
+		want []string
+	}{
+		{"Slipway's messages", nil, []string{"node notify%d-0: reboot cycle started", "node notify%d-0: drained; rebooting", "node notify%d-0: reboot finished"}},
+		{"kured's templates", []notify.Option{notify.Templates("Draining node %s", "Rebooting node %s", "Node %s rebooted & uncordoned successfully!")},
+			[]string{"Draining node notify%d-0", "Rebooting node notify%d-0", "Node notify%d-0 rebooted & uncordoned successfully!"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cleanNodes(t)
+			var mu sync.Mutex
+			var got []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				got = append(got, string(b))
+				mu.Unlock()
+			}))
+			t.Cleanup(srv.Close)
+			sender, err := notify.New([]string{"generic://" + srv.Listener.Addr().String() + "/hook?disabletls=yes"}, prometheus.NewRegistry(), klog.Background(), c.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			go sender.Run(ctx)
+			sn := simNodes(t, fmt.Sprintf("notify%d", i), 1)[0]
+			stop := startOperator(t, opOptions{tweak: func(c *operator.Config) { c.Notify = sender }})
+			defer stop()
+			if err := sn.SendNeedReboot(); err != nil {
+				t.Fatal(err)
+			}
+			waitNode(t, sn.Name, 30*time.Second, "cycle finished", finished)
+			var want []string
+			for _, w := range c.want {
+				want = append(want, fmt.Sprintf(w, i))
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				mu.Lock()
+				seen := slices.Clone(got)
+				mu.Unlock()
+				// Each message begins as wanted (Slipway's finished one goes on: "in 1s; uncordoned").
+				if slices.EqualFunc(seen, want, strings.HasPrefix) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("notifications received: %q, want %q (prefixes) in that order", seen, want)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
 	}
 }
 

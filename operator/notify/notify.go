@@ -41,6 +41,7 @@ import (
 // Kinds of Event.
 const (
 	KindCycleStarted  = "cycle-started"  // a node was admitted into its reboot cycle
+	KindRebootGranted = "reboot-granted" // a node was drained and granted its reboot
 	KindCycleFinished = "cycle-finished" // a node's reboot was verified (boot ID changed, Ready) and its cycle ended
 	KindCycleAborted  = "cycle-aborted"  // a cycle ended without a verified reboot
 	KindStalled       = "stalled"        // a node stayed too long in one stage (--reboot-timeout)
@@ -83,6 +84,9 @@ func Message(ev Event) string {
 	switch ev.Kind {
 	case KindCycleStarted:
 		b.WriteString("reboot cycle started")
+		suffix(&b, " (", ev.Detail, ")")
+	case KindRebootGranted:
+		b.WriteString("drained; rebooting")
 		suffix(&b, " (", ev.Detail, ")")
 	case KindCycleFinished:
 		b.WriteString("reboot finished (boot ID changed, Ready)")
@@ -173,6 +177,7 @@ type options struct {
 	timeout      time.Duration
 	blockedAfter time.Duration
 	quiet        []string
+	templates    map[string]string
 }
 
 // Option tunes a Sender.
@@ -188,17 +193,29 @@ func SendTimeout(d time.Duration) Option { return func(o *options) { o.timeout =
 // 1 h); 0 or less sends none.
 func BlockedAfter(d time.Duration) Option { return func(o *options) { o.blockedAfter = d } }
 
+// Templates are kured's --message-template-drain, --message-template-reboot and
+// --message-template-uncordon: when set, the message of a cycle's start, of its grant and of its
+// verified end is the template with the node's name substituted as kured substitutes it
+// (fmt.Sprintf(template, node): its %s, e.g. kured's defaults "Draining node %s", "Rebooting node %s",
+// "Node %s rebooted & uncordoned successfully!"). "" keeps Slipway's own message for that kind.
+func Templates(drain, reboot, uncordon string) Option {
+	return func(o *options) {
+		o.templates = map[string]string{KindCycleStarted: drain, KindRebootGranted: reboot, KindCycleFinished: uncordon}
+	}
+}
+
 // QuietKinds replaces DefaultQuietKinds.
 func QuietKinds(kinds ...string) Option { return func(o *options) { o.quiet = kinds } }
 
 // Sender delivers Events to every --notify-url. A nil *Sender, or one without URLs, accepts every
 // call and sends nothing, so the controller can hold one unconditionally.
 type Sender struct {
-	targets []*target
-	log     klog.Logger
-	timeout time.Duration
-	rule    *BlockedRule
-	started sync.Once
+	targets   []*target
+	log       klog.Logger
+	timeout   time.Duration
+	rule      *BlockedRule
+	started   sync.Once
+	templates map[string]string
 
 	sent, dropped, failed prometheus.Counter
 }
@@ -230,8 +247,9 @@ func New(urls []string, reg prometheus.Registerer, log klog.Logger, opts ...Opti
 		return nil, fmt.Errorf("notification send timeout %s: want more than 0", o.timeout)
 	}
 	s := &Sender{
-		log:     log,
-		timeout: o.timeout,
+		log:       log,
+		timeout:   o.timeout,
+		templates: o.templates,
 		sent: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "slipway_operator_notifications_sent_total", Help: "Notifications delivered, counted once per --notify-url.",
 		}),
@@ -345,7 +363,7 @@ func (s *Sender) Notify(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
-	q := queued{kind: ev.Kind, msg: Message(ev)}
+	q := queued{kind: ev.Kind, msg: s.message(ev)}
 	for _, t := range s.targets {
 		select {
 		case t.queue <- q:
@@ -354,6 +372,14 @@ func (s *Sender) Notify(ev Event) {
 			s.log.V(1).Info("notification dropped: queue full (endpoint slow or hung)", "target", t.name, "kind", ev.Kind, "node", ev.Node)
 		}
 	}
+}
+
+// message is ev's text: its kured template, if one is set for its kind, else Message.
+func (s *Sender) message(ev Event) string {
+	if t := s.templates[ev.Kind]; t != "" && ev.Node != "" {
+		return cut(fmt.Sprintf(t, ev.Node), maxMessage) // kured's substitution, its quirks included
+	}
+	return Message(ev)
 }
 
 // Blocked reports that node waits, held by why (its blocked-by value, "<kind>: <detail>"); see

@@ -486,3 +486,25 @@ func hungAtN0(t *testing.T, d time.Duration) (*webhook, *prometheus.Registry, *S
 	}
 	return hook, reg, s
 }
+
+// kured's --message-template-*: the node's name put in as kured puts it (fmt.Sprintf), for the three
+// kinds kured has; the other kinds, and a kind without a template, keep Slipway's message.
+func TestTemplates(t *testing.T) {
+	s, err := New(nil, nil, klog.Background(), Templates("Draining node %s", "", "Node %s done; 100%% %d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ev   Event
+		want string
+	}{
+		{Event{Kind: KindCycleStarted, Node: "w-1"}, "Draining node w-1"},
+		{Event{Kind: KindRebootGranted, Node: "w-1"}, "node w-1: drained; rebooting"},
+		{Event{Kind: KindCycleFinished, Node: "w-1", Took: time.Minute}, "Node w-1 done; 100% %!d(MISSING)"}, // kured's quirks kept
+		{Event{Kind: KindStalled, Node: "w-1", Reason: "not-ready"}, "node w-1: stalled (not-ready)"},
+	} {
+		if got := s.message(c.ev); got != c.want {
+			t.Errorf("%s: %q, want %q", c.ev.Kind, got, c.want)
+		}
+	}
+}

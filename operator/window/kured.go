@@ -96,6 +96,10 @@ func parseKured(fields []string) (*kured, error) {
 	}
 	fields = fields[1:]
 	if len(fields) > 0 {
+		if fields[0] == "Local" {
+			// kured loads "Local" as its container's zone, and kured's own image has none but UTC.
+			return nil, fmt.Errorf(`time zone "Local": in kured it is the zone of kured's container, UTC in kured's own image: write UTC to keep the hours kured used (or the IANA name of the zone you meant, e.g. Europe/Berlin)`)
+		}
 		if k.loc, err = loadZone(fields[0]); err != nil {
 			return nil, err
 		}

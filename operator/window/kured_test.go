@@ -90,7 +90,7 @@ func TestKuredRefused(t *testing.T) {
 		"kured mon 25:00-05:00":            "start",
 		"kured mon 22:00-5:00:00pm":        "end",
 		"kured mon 22:00-05:00 Mars/Olymp": "unknown",
-		"kured mon 22:00-05:00 Local":      "local zone",
+		"kured mon 22:00-05:00 Local":      "UTC in kured's own image: write UTC",
 		"kured mon 22:00-05:00 UTC extra":  "unexpected",
 	} {
 		_, err := ParseWindow(spec)

@@ -8,15 +8,20 @@ import (
 	"testing"
 )
 
-// kuredAll is every flag of kured 1.17's cmd/kured (its NewRootCommand). kured's module is not served
-// by the module proxy here, so this list is kept by hand from its source; docs/migrate.md maps each.
+// kuredAll is every flag kured's cmd/kured registers, kept by hand from its source (the module proxy
+// here refuses kured's module): kured 1.17's NewRootCommand, and the same set in main() at
+// kubereboot/kured@bec02fa6f9aebc42138dec43b0c83486c3b2d2fa (main after 1.20.0, go 1.24.6; the line
+// kured 1.21 to 1.23 ship from moved its environment binding to internal/cli/envtoflag.go at
+// 4e1e302f58ef94bccfc182d7144af80ec58003ed and dropped the --slack-* flags), plus --pprof-enabled,
+// which one snapshot had (f3403a05b069fa7343a24378750c1479d2149605). docs/migrate.md maps each.
 var kuredAll = []string{"node-id", "force-reboot", "metrics-host", "metrics-port", "drain-grace-period", "drain-pod-selector",
 	"skip-wait-for-delete-timeout", "drain-delay", "drain-timeout", "reboot-delay", "reboot-method", "period", "ds-namespace",
 	"ds-name", "lock-annotation", "lock-ttl", "lock-release-delay", "prometheus-url", "alert-filter-regexp",
 	"alert-filter-match-only", "alert-firing-only", "reboot-sentinel", "prefer-no-schedule-taint", "reboot-sentinel-command",
 	"reboot-command", "concurrency", "reboot-signal", "slack-hook-url", "slack-username", "slack-channel", "notify-url",
 	"message-template-uncordon", "message-template-drain", "message-template-reboot", "blocking-pod-selector", "reboot-days",
-	"start-time", "end-time", "time-zone", "annotate-nodes", "log-format", "pre-reboot-node-labels", "post-reboot-node-labels"}
+	"start-time", "end-time", "time-zone", "annotate-nodes", "log-format", "pre-reboot-node-labels", "post-reboot-node-labels",
+	"pprof-enabled"}
 
 // Every kured flag is either update-operator's under the same name or refused with what to use
 // instead, as a flag and as kured's KURED_* variable: nothing from a kured manifest is dropped in silence.
@@ -65,6 +70,18 @@ func TestKuredFlags(t *testing.T) {
 		t.Setenv("KURED_SERVICE_PORT", "8080")
 		if _, _, err := parse(nil); err != nil {
 			t.Errorf("service-link variables refused: %v", err)
+		}
+	})
+	// kured's empty --reboot-days never reboots: said, with what does that here.
+	for _, args := range [][]string{{"--reboot-days="}, {"--reboot-days= "}} {
+		if _, _, err := parse(args); err == nil || !strings.Contains(err.Error(), `is kured's "never reboot": start paused (--start-paused`) {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+	t.Run("KURED_REBOOT_DAYS empty", func(t *testing.T) {
+		t.Setenv("KURED_REBOOT_DAYS", "")
+		if _, _, err := parse(nil); err == nil || !strings.Contains(err.Error(), `KURED_REBOOT_DAYS= (empty) is kured's "never reboot"`) {
+			t.Errorf("KURED_REBOOT_DAYS empty: %v", err)
 		}
 	})
 	// The binary says it and exits as on any bad flag, before it needs a cluster.

@@ -89,6 +89,8 @@ type options struct {
 	profiling                                 bool
 	notifyURLs                                urlsFlag
 	notifyBlockedAfter                        time.Duration
+	templateDrain, templateReboot             string
+	templateUncordon                          string
 	namespace, leaseName, identity            string
 	leaderElect                               bool
 	leaseDuration, renewDeadline, retryPeriod time.Duration
@@ -127,6 +129,9 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.BoolVar(&o.spec.Alerts.AcceptEmpty, "alert-accept-empty", false, "with --prometheus-url and no --alert-require: admit on an answer without any alert (fail open: a Prometheus that lost its rules lets every node go); default false, which requires Watchdog")
 	fs.StringVar(&o.spec.MinReadyNodes, "min-ready-nodes", "", "admit a node only if at least this many other nodes stay Ready, schedulable and out of a cycle: a count or % of all nodes (rounded up); empty disables")
 	fs.Var(&o.notifyURLs, "notify-url", "send notifications (cycle started, finished or aborted; stalled; fleet paused; blocked longer than --notify-blocked-after) to this shoutrrr URL, as kured's --notify-url: slack://, teams://, telegram://, ntfy://, smtp://user:pass@host:587/?from=...&to=..., generic://host/path?template=json, logger:// ...; repeatable (several in UPDATE_OPERATOR_NOTIFY_URL separated by spaces); none: off")
+	fs.StringVar(&o.templateDrain, "message-template-drain", "", "kured's flag, kured's meaning: the --notify-url message when a node's cycle starts, its %s the node's name (kured's default: \"Draining node %s\"); empty: Slipway's own message")
+	fs.StringVar(&o.templateReboot, "message-template-reboot", "", "kured's flag, kured's meaning: the --notify-url message when a drained node is granted its reboot, its %s the node's name (kured's default: \"Rebooting node %s\"); empty: Slipway's own message")
+	fs.StringVar(&o.templateUncordon, "message-template-uncordon", "", "kured's flag, kured's meaning: the --notify-url message when a node's reboot is verified and its cycle ends (uncordoned), its %s the node's name (kured's default: \"Node %s rebooted & uncordoned successfully!\"); empty: Slipway's own message")
 	fs.DurationVar(&o.notifyBlockedAfter, "notify-blocked-after", time.Hour, "notify once when nodes have been held this long by a pause or a blocker (not the plan: the budget, a window, the control-plane order, settling, canaries); once per episode, once per blocker fleet-wide; 0 never")
 	fs.Var((*multiFlag)(&o.spec.Windows), "reboot-window", "a reboot window \"[DAYS ]HH:MM-HH:MM[ ZONE]\", e.g. \"Mon-Fri 22:00-05:00 Europe/Berlin\"; DAYS like Mon-Fri, Sat,Sun, Mon,Wed-Fri, Fri-Mon or * (default every day), or days of each month: 3rd-Tue, last-Fri, 16 (mixable: 1st-Sat,15), naming the day the window starts; an end at or before the start is on the next day; ZONE an IANA name (default UTC). \"kured DAYS START-END [ZONE]\" takes kured's --reboot-days, --start-time, --end-time and --time-zone with kured's meaning (the weekday of the instant: \"kured mon,fri 22:00-05:00\" is never open early Saturday). Repeat for more windows: new cycles start only while one is open (FLUO's --reboot-window-start/length is one more); none means always")
 	fs.Var((*multiFlag)(&o.spec.Exclusions), "reboot-exclusion", "a change freeze during which no new cycle starts, \"FROM/TO[ ZONE]\" with FROM and TO as YYYY-MM-DD (whole days, inclusive) or YYYY-MM-DDTHH:MM, or a single YYYY-MM-DD; e.g. \"2026-11-27/2026-12-01 America/New_York\". Wins over every window; cycles in flight finish. Repeatable")
@@ -407,7 +412,8 @@ func run() int {
 func (o *options) instrument(reg prometheus.Registerer, log klog.Logger) (*operator.Metrics, *notify.Sender, error) {
 	kubeclient.RegisterMetrics(reg, "slipway_operator")
 	m := operator.NewMetrics(reg)
-	n, err := notify.New(o.notifyURLs, reg, log, notify.BlockedAfter(o.notifyBlockedAfter))
+	n, err := notify.New(o.notifyURLs, reg, log, notify.BlockedAfter(o.notifyBlockedAfter),
+		notify.Templates(o.templateDrain, o.templateReboot, o.templateUncordon))
 	return m, n, err
 }
 
