@@ -55,6 +55,7 @@ import (
 	"github.com/slipway-dev/slipway/operator/notify"
 	"github.com/slipway-dev/slipway/operator/policies"
 	"github.com/slipway-dev/slipway/operator/policy"
+	"github.com/slipway-dev/slipway/operator/remediation"
 	"github.com/slipway-dev/slipway/operator/stall"
 )
 
@@ -113,6 +114,8 @@ type Config struct {
 	// HistoryEvery: how long a cycle that ended may wait before the history is written
 	// (DefaultHistoryEvery when 0); the controller writes what waits when it stops.
 	HistoryEvery time.Duration
+	// Remediation holds the remediation fences of nodes in their cycle (nil: none).
+	Remediation *remediation.Keeper
 	// StartPaused: on a fresh install (no slipway-fleet ConfigMap in Namespace yet) the leader
 	// creates it paused before its first admission (--start-paused).
 	StartPaused bool
@@ -330,6 +333,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		marks = append(marks, nodeFailures(n, admission.Of(n, c.cfg.GroupLabel, c.cfg.StallPolicy))...)
 	}
 	c.store.Load(marks)
+	// What an operator before this one left on remediation controllers' objects: kept for nodes in
+	// their cycle, removed for the rest.
+	c.cfg.Remediation.Sweep(ctx, c.fenced)
 	c.synced.Store(true)
 	c.lastProgress.Store(c.cfg.Now().UnixNano())
 	c.queue.Add(fleetKey)

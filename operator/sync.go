@@ -20,6 +20,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	n, err := c.node(name)
 	if apierrors.IsNotFound(err) {
 		c.forgetNode(name)
+		c.cfg.Remediation.Forget(ctx, name)
 		return 0, nil
 	}
 	if err != nil {
@@ -35,6 +36,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if err != nil {
 		return 0, err
 	}
+	c.cfg.Remediation.Sync(ctx, n, fenced(state, f), protocol.StageSince(state, n))
 	if n, err = c.publishUpdate(ctx, n); err != nil {
 		return 0, err
 	}
@@ -98,6 +100,20 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	return 0, c.act(ctx, s, log)
 }
 
+// fenced: the node's remediation fences hold (remediation.Keeper): from its cordon until it is
+// verified back, unless it stalled (then it is broken, and remediation is what it needs).
+func fenced(state protocol.State, f protocol.Facts) bool { return state.InCycle() && f.Stalled == "" }
+
+// fenced is the same for a node by name, from the index (Sweep's question).
+func (c *Controller) fenced(name string) bool {
+	n, err := c.node(name)
+	if err != nil {
+		return false
+	}
+	f := protocol.Observe(n, c.cfg.Hooks)
+	return fenced(protocol.Classify(f), f)
+}
+
 // delays says whether kured's --drain-delay or --reboot-delay holds a draining node, and when to look
 // again. The drain delay counts from drain-started (on the Node: a new leader keeps the same clock)
 // and ends early once any attempt of this drain ran; the reboot delay from the end of the drain
@@ -159,6 +175,12 @@ func (c *Controller) act(ctx context.Context, s step, log klog.Logger) error {
 	p := e.patch(s)
 	p.ResourceVersion = s.n.ResourceVersion
 	actx := ctx
+	if s.admission() {
+		// Before the cordon: a remediation controller must know first (an error holds the admission).
+		if err := c.cfg.Remediation.Admit(ctx, s.n); err != nil {
+			return err
+		}
+	}
 	if s.admission() && c.cfg.Fence != nil {
 		// An admission: only in this leadership term, and written before the lease could pass on.
 		term, err := c.cfg.Fence(ctx)

@@ -73,9 +73,11 @@ func applyCRD(ctx context.Context, dyn dynamic.Interface, obj *unstructured.Unst
 	group, _, _ := unstructured.NestedString(obj.Object, "spec", "group")
 	plural, _, _ := unstructured.NestedString(obj.Object, "spec", "names", "plural")
 	versions, _, _ := unstructured.NestedSlice(obj.Object, "spec", "versions")
-	var version string
-	if len(versions) > 0 {
-		version, _, _ = unstructured.NestedString(versions[0].(map[string]interface{}), "name")
+	var version string // the storage version: served for certain (a CRD may list versions it no longer serves first)
+	for _, v := range versions {
+		if storage, _, _ := unstructured.NestedBool(v.(map[string]interface{}), "storage"); storage {
+			version, _, _ = unstructured.NestedString(v.(map[string]interface{}), "name")
+		}
 	}
 	gvr := schema.GroupVersionResource{Group: group, Version: version, Resource: plural}
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {

@@ -26,11 +26,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -46,6 +48,7 @@ import (
 	"github.com/slipway-dev/slipway/operator/fence"
 	"github.com/slipway-dev/slipway/operator/notify"
 	"github.com/slipway-dev/slipway/operator/policy"
+	"github.com/slipway-dev/slipway/operator/remediation"
 	"github.com/slipway-dev/slipway/operator/status"
 )
 
@@ -83,21 +86,24 @@ func (l *selectorFlag) Set(s string) error {
 
 type options struct {
 	// spec is the reboot policy: the policy flags bind straight into it (package policy).
-	spec                                      policy.Spec
-	kubeconfig                                string
-	limits                                    kubeclient.Limits
-	profiling                                 bool
-	notifyURLs                                urlsFlag
-	notifyBlockedAfter                        time.Duration
-	templateDrain, templateReboot             string
-	templateUncordon                          string
-	namespace, leaseName, identity            string
-	leaderElect                               bool
-	leaseDuration, renewDeadline, retryPeriod time.Duration
-	httpAddr, fleetlockAddr, profilingAddr    string
-	printVersion                              bool
-	startPaused                               bool
-	logFormat                                 string
+	spec                          policy.Spec
+	kubeconfig                    string
+	limits                        kubeclient.Limits
+	profiling                     bool
+	notifyURLs                    urlsFlag
+	notifyBlockedAfter            time.Duration
+	templateDrain, templateReboot string
+	templateUncordon              string
+	// remediationLeaseNamespace: medik8s' lease namespace ("" no lease fence); machinesKubeconfig:
+	// the Cluster API management cluster's kubeconfig ("" no Machine fence).
+	remediationLeaseNamespace, machinesKubeconfig string
+	namespace, leaseName, identity                string
+	leaderElect                                   bool
+	leaseDuration, renewDeadline, retryPeriod     time.Duration
+	httpAddr, fleetlockAddr, profilingAddr        string
+	printVersion                                  bool
+	startPaused                                   bool
+	logFormat                                     string
 }
 
 func main() {
@@ -132,6 +138,8 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.StringVar(&o.templateDrain, "message-template-drain", "", "kured's flag, kured's meaning: the --notify-url message when a node's cycle starts, its %s the node's name (kured's default: \"Draining node %s\"); empty: Slipway's own message")
 	fs.StringVar(&o.templateReboot, "message-template-reboot", "", "kured's flag, kured's meaning: the --notify-url message when a drained node is granted its reboot, its %s the node's name (kured's default: \"Rebooting node %s\"); empty: Slipway's own message")
 	fs.StringVar(&o.templateUncordon, "message-template-uncordon", "", "kured's flag, kured's meaning: the --notify-url message when a node's reboot is verified and its cycle ends (uncordoned), its %s the node's name (kured's default: \"Node %s rebooted & uncordoned successfully!\"); empty: Slipway's own message")
+	fs.StringVar(&o.remediationLeaseNamespace, "remediation-lease-namespace", "", "tell medik8s NodeHealthCheck that a node in its cycle reboots on purpose: hold its Lease node-<node> in this namespace (medik8s-leases) from the cordon until the node is verified back, each stage for --reboot-timeout (a stalled node is let go); needs RBAC for leases there (deploy/remediation-fence); empty: off")
+	fs.StringVar(&o.machinesKubeconfig, "remediation-machines-kubeconfig", "", "tell Cluster API's MachineHealthCheck that a node in its cycle reboots on purpose: a kubeconfig file (a mounted Secret) of the management cluster, whose RBAC allows get, list and patch on machines only; the node's Machine carries cluster.x-k8s.io/skip-remediation from the cordon until the node is verified back (a stalled node is let go); empty: off")
 	fs.DurationVar(&o.notifyBlockedAfter, "notify-blocked-after", time.Hour, "notify once when nodes have been held this long by a pause or a blocker (not the plan: the budget, a window, the control-plane order, settling, canaries); once per episode, once per blocker fleet-wide; 0 never")
 	fs.Var((*multiFlag)(&o.spec.Windows), "reboot-window", "a reboot window \"[DAYS ]HH:MM-HH:MM[ ZONE]\", e.g. \"Mon-Fri 22:00-05:00 Europe/Berlin\"; DAYS like Mon-Fri, Sat,Sun, Mon,Wed-Fri, Fri-Mon or * (default every day), or days of each month: 3rd-Tue, last-Fri, 16 (mixable: 1st-Sat,15), naming the day the window starts; an end at or before the start is on the next day; ZONE an IANA name (default UTC). \"kured DAYS START-END [ZONE]\" takes kured's --reboot-days, --start-time, --end-time and --time-zone with kured's meaning (the weekday of the instant: \"kured mon,fri 22:00-05:00\" is never open early Saturday). Repeat for more windows: new cycles start only while one is open (FLUO's --reboot-window-start/length is one more); none means always")
 	fs.Var((*multiFlag)(&o.spec.Exclusions), "reboot-exclusion", "a change freeze during which no new cycle starts, \"FROM/TO[ ZONE]\" with FROM and TO as YYYY-MM-DD (whole days, inclusive) or YYYY-MM-DDTHH:MM, or a single YYYY-MM-DD; e.g. \"2026-11-27/2026-12-01 America/New_York\". Wins over every window; cycles in flight finish. Repeatable")
@@ -327,6 +335,13 @@ func run() int {
 		return 2
 	}
 	cfg.Metrics, cfg.Notify = metrics, notifier
+	if cfg.Remediation, err = o.remediation(client, cfg, reg, log); err != nil {
+		log.Error(err, "the remediation fence")
+		return 2
+	}
+	if b := cfg.Remediation.Blocker(); b != nil {
+		cfg.Blockers = append(cfg.Blockers, b)
+	}
 	if notifier.Enabled() {
 		log.Info("notifications on", "targets", notifier.Targets(), "blockedAfter", o.notifyBlockedAfter)
 	}
@@ -409,6 +424,35 @@ func run() int {
 // instrument registers on reg every metric of Slipway's own that /metrics serves (the caller adds Go's
 // and the process's): client-go's requests, the controller's and the notifier's, whose --notify-url it
 // checks. docs/reference/metrics.md is generated from it.
+// remediation builds the remediation fences the flags ask for (nil: none).
+func (o *options) remediation(client kubernetes.Interface, cfg operator.Config, reg prometheus.Registerer, log klog.Logger) (*remediation.Keeper, error) {
+	var fences []remediation.Fence
+	if o.remediationLeaseNamespace != "" {
+		fences = append(fences, &remediation.Lease{Client: client, Namespace: o.remediationLeaseNamespace, Now: time.Now})
+	}
+	if o.machinesKubeconfig != "" {
+		rc, err := clientcmd.BuildConfigFromFlags("", o.machinesKubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--remediation-machines-kubeconfig %s: %w", o.machinesKubeconfig, err)
+		}
+		rc.UserAgent = "slipway-update-operator/" + version.String()
+		dyn, err := dynamic.NewForConfig(rc)
+		if err != nil {
+			return nil, err
+		}
+		disc, err := discovery.NewDiscoveryClientForConfig(rc)
+		if err != nil {
+			return nil, err
+		}
+		res, err := remediation.MachinesResource(disc)
+		if err != nil {
+			return nil, fmt.Errorf("--remediation-machines-kubeconfig: %w", err)
+		}
+		fences = append(fences, &remediation.Machine{Client: dyn, Resource: res})
+	}
+	return remediation.NewKeeper(fences, cfg.RebootTimeout, cfg.Recorder, log, time.Now, reg)
+}
+
 func (o *options) instrument(reg prometheus.Registerer, log klog.Logger) (*operator.Metrics, *notify.Sender, error) {
 	kubeclient.RegisterMetrics(reg, "slipway_operator")
 	m := operator.NewMetrics(reg)

@@ -18,6 +18,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/internal/testsupport/docs"
 	"github.com/slipway-dev/slipway/operator/admission"
+	"github.com/slipway-dev/slipway/operator/remediation"
 )
 
 // docs/reference/metrics.md is generated from what the operator registers (instrument, on a fresh
@@ -30,6 +31,10 @@ func TestMetricsReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Observe(emptyFleet{}) // without a view the controller's collector leaves some series out
+	// The remediation fence's, registered when a fence is on (--remediation-lease-namespace).
+	if _, err := remediation.NewKeeper([]remediation.Fence{&remediation.Lease{}}, time.Hour, nil, klog.Background(), time.Now, rec); err != nil {
+		t.Fatal(err)
+	}
 	described := describe(t, rec.collectors)
 
 	// The registry, as /metrics serves it, has nothing the page would not list, and agrees on each.

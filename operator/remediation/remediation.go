@@ -1,0 +1,274 @@
+// Package remediation tells the remediation controllers a cluster runs that a node in its reboot cycle
+// reboots on purpose, so they do not replace the machine in the middle of its update (Flatcar #939:
+// Cluster API's MachineHealthCheck can see a rebooting node NotReady and delete its Machine).
+//
+// Each Fence is one controller's own "leave this node alone" sign: medik8s NodeHealthCheck skips a
+// node whose Lease node-<name> in medik8s-leases another holder keeps valid (Lease); Cluster API's
+// MachineHealthCheck skips a Machine annotated cluster.x-k8s.io/skip-remediation (Machine). The
+// Keeper holds every fence from a node's cordon until it is verified back, renews a lease when the
+// node enters another stage (so it lapses when a stage outlasts --reboot-timeout, as the stall
+// does), lets go when the cycle ends or the node stalls (then the node is broken, and remediating it
+// is what those controllers are for), and never leaves one behind: what it set carries Slipway's
+// holder or marker, and Sweep removes what no node in a cycle needs after a crash or a leader
+// change. What another holder set is never touched.
+package remediation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/slipway-dev/slipway/operator/admission"
+)
+
+// Holder is the identity Slipway's marks carry (the Lease's holderIdentity, the Machine's marker).
+const Holder = "slipway-update-operator"
+
+// Mark is one thing a fence set for a node, enough to remove it again without the Node.
+type Mark struct {
+	Node            string
+	Namespace, Name string // of the object that carries it (the Lease, the Machine)
+}
+
+// Fence is one remediation controller's sign.
+type Fence interface {
+	// Kind names the fence in logs, Events and metrics (nhc-lease, capi-machine).
+	Kind() string
+	// Hold sets the sign for n, valid from since for valid (a Lease's term; signs without one ignore
+	// it). ok false: the fence does not apply to this node (a Node no Machine backs); nothing set.
+	Hold(ctx context.Context, n *corev1.Node, since time.Time, valid time.Duration) (m Mark, ok bool, err error)
+	// Release removes the sign m names if it is still Slipway's.
+	Release(ctx context.Context, m Mark) error
+	// Held lists the signs Slipway holds now, for Sweep.
+	Held(ctx context.Context) ([]Mark, error)
+}
+
+// Grace is added to --reboot-timeout for a lease's term: the stall is reported before the lease lapses.
+const Grace = 2 * time.Minute
+
+// Keeper holds the fences of the nodes in their cycle. A nil *Keeper does nothing.
+type Keeper struct {
+	fences  []Fence
+	timeout time.Duration // --reboot-timeout: a stage's term
+	rec     record.EventRecorder
+	log     klog.Logger
+	now     func() time.Time
+
+	mu   sync.Mutex
+	held map[string]map[string]held // node -> fence kind -> what it holds
+
+	errors *prometheus.CounterVec
+	gauge  *prometheus.GaugeVec
+}
+
+type held struct {
+	mark  Mark
+	since time.Time
+}
+
+// NewKeeper keeps fences for nodes whose stages each have timeout (--reboot-timeout, > 0). reg may be nil.
+func NewKeeper(fences []Fence, timeout time.Duration, rec record.EventRecorder, log klog.Logger, now func() time.Time, reg prometheus.Registerer) (*Keeper, error) {
+	if len(fences) == 0 {
+		return nil, nil
+	}
+	if timeout <= 0 {
+		return nil, fmt.Errorf("the remediation fence needs --reboot-timeout: a fence without a term would keep a broken node from remediation for ever")
+	}
+	k := &Keeper{fences: fences, timeout: timeout, rec: rec, log: log.WithName("remediation"), now: now, held: map[string]map[string]held{},
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "slipway_operator_remediation_fence_errors_total",
+			Help: "Failed attempts to set, renew or remove a remediation fence (a NodeHealthCheck Lease, a Machine's skip-remediation), by fence.",
+		}, []string{"fence"}),
+		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "slipway_operator_remediation_fences",
+			Help: "Nodes whose remediation fence this operator holds now, by fence.",
+		}, []string{"fence"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{k.errors, k.gauge} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, f := range fences {
+		k.gauge.WithLabelValues(f.Kind())
+		k.errors.WithLabelValues(f.Kind())
+	}
+	return k, nil
+}
+
+// refuser is a fence that can say a node must not start its cycle now (another controller holds it).
+type refuser interface {
+	Refuses(ctx context.Context, n *corev1.Node) (bool, string)
+}
+
+// BlockerName is the blocked-by kind of a node a remediation controller holds.
+const BlockerName = "remediation"
+
+// Blocker holds the admission of a node that a remediation controller is working on (its lease held
+// by another holder): blocked-by "remediation: ...", asked again like any blocker. Nil for a nil Keeper.
+func (k *Keeper) Blocker() admission.Blocker {
+	if k == nil {
+		return nil
+	}
+	return admission.Func{N: BlockerName, F: func(ctx context.Context, n *corev1.Node) (bool, string) {
+		for _, f := range k.fences {
+			if r, ok := f.(refuser); ok {
+				if no, why := r.Refuses(ctx, n); no {
+					return true, why
+				}
+			}
+		}
+		return false, ""
+	}}
+}
+
+// Admit sets every fence of a node about to be admitted, before it is cordoned. An error (another
+// holder keeps the lease: that controller is remediating the node now; or the API refused) means the
+// node must not start its cycle now.
+func (k *Keeper) Admit(ctx context.Context, n *corev1.Node) error {
+	if k == nil {
+		return nil
+	}
+	return k.hold(ctx, n, k.now(), true)
+}
+
+// Sync keeps n's fences as its state says: held while it is in its cycle and not stalled (renewed
+// when a new stage began at since), removed otherwise. Errors are reported (log, Event, metric), not
+// returned: a rebooting node goes on whatever a fence does.
+func (k *Keeper) Sync(ctx context.Context, n *corev1.Node, fenced bool, since time.Time) {
+	if k == nil {
+		return
+	}
+	if fenced {
+		if since.IsZero() {
+			since = k.now()
+		}
+		_ = k.hold(ctx, n, since, false)
+		return
+	}
+	k.Forget(ctx, n.Name)
+}
+
+func (k *Keeper) hold(ctx context.Context, n *corev1.Node, since time.Time, admitting bool) error {
+	k.mu.Lock()
+	have := k.held[n.Name]
+	k.mu.Unlock()
+	for _, f := range k.fences {
+		if h, ok := have[f.Kind()]; ok && h.since.Equal(since) {
+			continue // this stage's term is held already
+		}
+		m, ok, err := f.Hold(ctx, n, since, k.timeout+Grace)
+		if err != nil {
+			k.report(n, f.Kind(), "set", err)
+			if admitting && !errors.Is(err, ErrNotBacking) {
+				return fmt.Errorf("remediation fence %s: %w", f.Kind(), err)
+			}
+			continue
+		}
+		if !ok {
+			continue
+		}
+		k.mu.Lock()
+		if k.held[n.Name] == nil {
+			k.held[n.Name] = map[string]held{}
+		}
+		if _, had := k.held[n.Name][f.Kind()]; !had {
+			k.gauge.WithLabelValues(f.Kind()).Inc()
+			k.log.V(1).Info("remediation fence set", "node", n.Name, "fence", f.Kind(), "object", m.Namespace+"/"+m.Name)
+		}
+		k.held[n.Name][f.Kind()] = held{mark: m, since: since}
+		k.mu.Unlock()
+	}
+	return nil
+}
+
+// Forget removes every fence Slipway holds for node (its cycle ended, it stalled, or it was deleted).
+func (k *Keeper) Forget(ctx context.Context, node string) {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	have := k.held[node]
+	k.mu.Unlock()
+	for _, f := range k.fences {
+		h, ok := have[f.Kind()]
+		if !ok {
+			continue
+		}
+		if err := f.Release(ctx, h.mark); err != nil {
+			k.report(nil, f.Kind(), "remove", fmt.Errorf("node %s: %w", node, err))
+			continue // kept: the next sync of the node tries again
+		}
+		k.mu.Lock()
+		delete(k.held[node], f.Kind())
+		if len(k.held[node]) == 0 {
+			delete(k.held, node)
+		}
+		k.mu.Unlock()
+		k.gauge.WithLabelValues(f.Kind()).Dec()
+		k.log.V(1).Info("remediation fence removed", "node", node, "fence", f.Kind())
+	}
+}
+
+// Sweep, before the first sync, takes over what a previous operator left: the signs of nodes still in
+// their cycle are remembered (their syncs renew them), every other one is removed. fenced says whether
+// a node (by name) is in its cycle and not stalled; false for a node that no longer exists.
+func (k *Keeper) Sweep(ctx context.Context, fenced func(node string) bool) {
+	if k == nil {
+		return
+	}
+	for _, f := range k.fences {
+		marks, err := f.Held(ctx)
+		if err != nil {
+			k.report(nil, f.Kind(), "list", err)
+			continue
+		}
+		for _, m := range marks {
+			if fenced(m.Node) {
+				k.mu.Lock()
+				if k.held[m.Node] == nil {
+					k.held[m.Node] = map[string]held{}
+				}
+				if _, had := k.held[m.Node][f.Kind()]; !had {
+					k.gauge.WithLabelValues(f.Kind()).Inc()
+				}
+				k.held[m.Node][f.Kind()] = held{mark: m} // zero since: the node's next sync renews it
+				k.mu.Unlock()
+				continue
+			}
+			if err := f.Release(ctx, m); err != nil {
+				k.report(nil, f.Kind(), "remove", fmt.Errorf("node %s (left by an earlier operator): %w", m.Node, err))
+				continue
+			}
+			k.log.Info("removed a remediation fence an earlier operator left", "node", m.Node, "fence", f.Kind(), "object", m.Namespace+"/"+m.Name)
+		}
+	}
+}
+
+// Holds reports whether the fence kind is held for node (for tests and the status view).
+func (k *Keeper) Holds(node, kind string) bool {
+	if k == nil {
+		return false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.held[node][kind]
+	return ok
+}
+
+func (k *Keeper) report(n *corev1.Node, kind, what string, err error) {
+	k.errors.WithLabelValues(kind).Inc()
+	k.log.Info("remediation fence: "+what+" failed", "fence", kind, "error", err.Error())
+	if n != nil && k.rec != nil {
+		k.rec.Eventf(n, corev1.EventTypeWarning, "RemediationFenceFailed", "could not %s the %s remediation fence: %v", what, kind, err)
+	}
+}
