@@ -8,10 +8,12 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/slipway-dev/slipway/operator/health"
 )
@@ -116,5 +118,59 @@ func TestNodePrepConfigIsTheSnippet(t *testing.T) {
 	}
 	if string(got) != string(want) {
 		t.Error("deploy/node-prep/flatcar-slipway.ign differs from butane/snippets/flatcar-slipway.ign: run make butane")
+	}
+}
+
+// deploy/remediation-fence on a real API server: the operator gets --remediation-lease-namespace
+// (as its variable) and, through the component's Role, exactly what the fence does with medik8s' node
+// leases in medik8s' namespace: create, read, renew, list, remove; nothing in another namespace.
+func TestRemediationFenceComponent(t *testing.T) {
+	ctx := context.Background()
+	cp := controlPlane(t)
+	admin := cp.Client()
+	all := docs(t, kustomize(t, overlay(t, "remediation-fence", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: unused\n  annotations: {config.kubernetes.io/local-config: \"true\"}\n")))
+	var dep appsv1.Deployment
+	decodeDoc(t, all, "Deployment/slipway-update-operator", &dep)
+	found := false
+	for _, e := range dep.Spec.Template.Spec.Containers[0].Env {
+		found = found || e.Name == "UPDATE_OPERATOR_REMEDIATION_LEASE_NAMESPACE" && e.Value == "medik8s-leases"
+	}
+	if !found {
+		t.Error("the operator does not get UPDATE_OPERATOR_REMEDIATION_LEASE_NAMESPACE=medik8s-leases")
+	}
+	var role rbacv1.Role
+	var binding rbacv1.RoleBinding
+	decodeDoc(t, all, "Role/slipway-remediation-fence", &role)
+	decodeDoc(t, all, "RoleBinding/slipway-remediation-fence", &binding)
+	for _, ns := range []string{"medik8s-leases", "elsewhere"} {
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	if _, err := admin.RbacV1().Roles("medik8s-leases").Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().RoleBindings("medik8s-leases").Create(ctx, &binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	op := as(t, cp, "slipway-update-operator")
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("slipway-update-operator")}}
+	leases := op.CoordinationV1().Leases("medik8s-leases")
+	created, err := leases.Create(ctx, lease, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create in medik8s-leases: %v", err)
+	}
+	created.Spec.LeaseDurationSeconds = ptr.To(int32(60))
+	if _, err := leases.Update(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("renew: %v", err)
+	}
+	if _, err := leases.List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("list: %v", err)
+	}
+	if err := leases.Delete(ctx, "node-a", metav1.DeleteOptions{}); err != nil {
+		t.Errorf("delete: %v", err)
+	}
+	if _, err := op.CoordinationV1().Leases("elsewhere").Create(ctx, lease, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("a lease in another namespace: %v, want forbidden", err)
 	}
 }

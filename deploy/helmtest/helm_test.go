@@ -620,6 +620,29 @@ func TestValues(t *testing.T) {
 			spec["volumes"] = []any{map[string]any{"name": "proof", "secret": map[string]any{"secretName": "slipway-proof"}}}
 		},
 	}, {
+		name: "remediationFence: NodeHealthCheck's lease (a Role in medik8s-leases) and the Machine's kubeconfig mounted beside the proof's token",
+		vals: `operator: {proofSecret: slipway-proof, remediationFence: {nodeHealthCheck: true, machinesKubeconfigSecret: capi-mgmt}}`,
+		edit: func(t *testing.T, o objects) {
+			appendArgs(o[operatorKey], "--proof-bearer-token-file=/var/run/secrets/slipway-proof/token",
+				"--remediation-lease-namespace=medik8s-leases", "--remediation-machines-kubeconfig=/var/run/secrets/slipway-machines/kubeconfig")
+			c := container(o[operatorKey])
+			c["volumeMounts"] = []any{
+				map[string]any{"name": "proof", "mountPath": "/var/run/secrets/slipway-proof", "readOnly": true},
+				map[string]any{"name": "machines", "mountPath": "/var/run/secrets/slipway-machines", "readOnly": true}}
+			spec := o[operatorKey]["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+			spec["volumes"] = []any{map[string]any{"name": "proof", "secret": map[string]any{"secretName": "slipway-proof"}},
+				map[string]any{"name": "machines", "secret": map[string]any{"secretName": "capi-mgmt"}}}
+			o["rbac.authorization.k8s.io/v1 Role medik8s-leases/slipway-remediation-fence"] = map[string]any{
+				"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+				"metadata": map[string]any{"name": "slipway-remediation-fence", "namespace": "medik8s-leases"},
+				"rules":    []any{map[string]any{"apiGroups": []any{"coordination.k8s.io"}, "resources": []any{"leases"}, "verbs": []any{"get", "list", "create", "update", "delete"}}}}
+			o["rbac.authorization.k8s.io/v1 RoleBinding medik8s-leases/slipway-remediation-fence"] = map[string]any{
+				"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+				"metadata": map[string]any{"name": "slipway-remediation-fence", "namespace": "medik8s-leases"},
+				"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "slipway-remediation-fence"},
+				"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": "slipway-update-operator", "namespace": "slipway-system"}}}
+		},
+	}, {
 		name: "operator flags left out",
 		vals: `operator: {maxUnavailable: "", drainTimeout: "", drainFailurePolicy: "", startPaused: false}`,
 		edit: func(t *testing.T, o objects) { delete(container(o[operatorKey]), "args") },

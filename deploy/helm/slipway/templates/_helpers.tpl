@@ -69,6 +69,8 @@ operator.extraArgs.
 {{- with $op.preRebootNodeLabels }}{{ $args = append $args (printf "--pre-reboot-node-labels=%s" (join "," .)) }}{{ end -}}
 {{- with $op.postRebootNodeLabels }}{{ $args = append $args (printf "--post-reboot-node-labels=%s" (join "," .)) }}{{ end -}}
 {{- if $op.proofSecret }}{{ $args = append $args "--proof-bearer-token-file=/var/run/secrets/slipway-proof/token" }}{{ end -}}
+{{- if ($op.remediationFence).nodeHealthCheck }}{{ $args = append $args "--remediation-lease-namespace=medik8s-leases" }}{{ end -}}
+{{- if ($op.remediationFence).machinesKubeconfigSecret }}{{ $args = append $args "--remediation-machines-kubeconfig=/var/run/secrets/slipway-machines/kubeconfig" }}{{ end -}}
 {{- range $op.extraArgs }}{{ $args = append $args (toString .) }}{{ end -}}
 {{- toYaml $args -}}
 {{- end -}}
