@@ -103,7 +103,7 @@ func (g *gates) shortPDBs(value string) []string {
 // the PDBs they fall under and the disruptions each allows now, read from the PDB informer. The pods
 // are the drain's own list (one LIST for both). Pods the drain does not evict (DaemonSet, mirror)
 // are not in it: their PDBs are not consumed. PDBs that allow no disruption now can never be short
-// (shortPDBs) and are left out, and at most maxSettlePDBs are kept (the first by name): a tenant with
+// (shortPDBs) and are left out, and at most maxSettlePDBs are kept (keepSettlePDBs): a tenant with
 // thousands of PDBs must not make the grant's PATCH exceed the API server's 256 KiB of annotations.
 // The PDBs left out still gate the next drain's evictions themselves.
 func (g *gates) pdbsBefore(node string, pods []corev1.Pod) string {
@@ -125,18 +125,42 @@ func (g *gates) pdbsBefore(node string, pods []corev1.Pod) string {
 			seen[pdb.Namespace+"/"+pdb.Name] = pdb.Status.DisruptionsAllowed
 		}
 	}
-	items := make([]string, 0, len(seen))
-	for k, v := range seen {
-		if v > 0 {
-			items = append(items, k+"="+strconv.Itoa(int(v)))
-		}
-	}
-	sort.Strings(items)
-	if len(items) > maxSettlePDBs {
-		g.cfg.Log.Info("--settle-pdbs: more PodDisruptionBudgets than are kept; settling waits for the first by name", "node", node, "pdbs", len(items), "kept", maxSettlePDBs)
-		items = items[:maxSettlePDBs]
+	items, dropped := keepSettlePDBs(seen, maxSettlePDBs)
+	if dropped > 0 {
+		g.cfg.Log.Info("--settle-pdbs: more PodDisruptionBudgets than are kept; settling waits for those that allowed the fewest disruptions", "node", node, "pdbs", len(items)+dropped, "kept", len(items))
 	}
 	return strings.Join(items, ",")
+}
+
+// keepSettlePDBs is the settle-pdbs entries ("namespace/name=allowed", sorted by name) of the PDBs in
+// seen that allowed a disruption, at most max of them: those that allowed the fewest (ties by name).
+// They are the ones a drain can exhaust, so the settle waits for what matters; a tenant who adds
+// PDBs (with many disruptions allowed, or named to sort first) cannot choose which ones are waited for.
+func keepSettlePDBs(seen map[string]int32, max int) (items []string, dropped int) {
+	type entry struct {
+		key     string
+		allowed int32
+	}
+	var all []entry
+	for k, v := range seen {
+		if v > 0 {
+			all = append(all, entry{k, v})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].allowed != all[j].allowed {
+			return all[i].allowed < all[j].allowed
+		}
+		return all[i].key < all[j].key
+	})
+	if len(all) > max {
+		all, dropped = all[:max], len(all)-max
+	}
+	for _, e := range all {
+		items = append(items, e.key+"="+strconv.Itoa(int(e.allowed)))
+	}
+	sort.Strings(items)
+	return items, dropped
 }
 
 // maxSettlePDBs bounds the settle-pdbs annotation: 64 entries of at most 253+1+63+1+10 bytes each
