@@ -26,6 +26,11 @@ const (
 // cycles of the fleet (a night's roll-out of 2,000 nodes, or the last few days of a smaller fleet).
 const MaxCycles = 2000
 
+// MaxBytes bounds the record's JSON as well: a cycle's texts (node names of 253 bytes, a drain error
+// as its why) can make 2,000 cycles larger than the ConfigMap may be (1 MiB). The newest cycles that
+// fit are kept, the encoded record stays under half of it.
+const MaxBytes = 512 << 10
+
 // Results of a cycle: the operator's slipway_operator_cycles_total results.
 const (
 	Finished    = "finished"
@@ -115,10 +120,18 @@ func (r *Record) sort() {
 	})
 }
 
-// Bound keeps the newest MaxCycles.
+// Bound keeps the newest MaxCycles, and of those the newest whose JSON fits in MaxBytes.
 func (r *Record) Bound() {
 	if len(r.Cycles) > MaxCycles {
 		r.Cycles = slices.Clone(r.Cycles[len(r.Cycles)-MaxCycles:])
+	}
+	size := len(`{"cycles":[]}`)
+	for i := len(r.Cycles) - 1; i >= 0; i-- {
+		b, _ := json.Marshal(r.Cycles[i])
+		if size += len(b) + 1; size > MaxBytes { // +1: the comma
+			r.Cycles = slices.Clone(r.Cycles[i+1:])
+			return
+		}
 	}
 }
 

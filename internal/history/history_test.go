@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -146,5 +147,36 @@ func TestSVG(t *testing.T) {
 	}
 	if b, err := os.ReadFile(png); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
 		t.Fatalf("no PNG rendered: %v", err)
+	}
+}
+
+// The record is bounded by bytes too: 2,000 cycles with long texts (a 253-byte node name, a drain
+// error as the why) would not fit in a ConfigMap; the newest that fit in MaxBytes are kept.
+func TestBoundByBytes(t *testing.T) {
+	var r Record
+	t0 := time.Date(2026, 11, 27, 22, 0, 0, 0, time.UTC)
+	long := strings.Repeat("n", 253)
+	for i := 0; i < MaxCycles; i++ {
+		r.Add(Cycle{Node: fmt.Sprintf("%s-%d", long[:240], i), Ended: t0.Add(time.Duration(i) * time.Second), Result: Failed,
+			Why: "drain: " + strings.Repeat("cannot evict pod: disruption budget ", 20)})
+	}
+	enc := r.Encode()
+	if len(enc) > MaxBytes {
+		t.Fatalf("encoded %d bytes, want at most %d", len(enc), MaxBytes)
+	}
+	back, err := Decode(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(back.Cycles); n == 0 || n == MaxCycles || !strings.HasSuffix(back.Cycles[n-1].Node, fmt.Sprintf("-%d", MaxCycles-1)) {
+		t.Errorf("kept %d cycles, the newest %q: want fewer than %d, the newest kept", n, back.Cycles[max(n-1, 0)].Node, MaxCycles)
+	}
+	// Short cycles: the count bounds, not the bytes.
+	var small Record
+	for i := 0; i < MaxCycles+10; i++ {
+		small.Add(Cycle{Node: fmt.Sprintf("n%d", i), Ended: t0.Add(time.Duration(i) * time.Second), Result: Finished})
+	}
+	if got, _ := Decode(small.Encode()); len(got.Cycles) != MaxCycles {
+		t.Errorf("%d short cycles kept, want %d", len(got.Cycles), MaxCycles)
 	}
 }
