@@ -202,7 +202,7 @@ var effects = []effect{
 }
 
 // endCycleWrites is what ending a cycle writes (Finish and Abort).
-const endCycleWrites = "reboot-ok=false (if present); drop labels before-reboot, after-reboot and every hook annotation; uncordon if Slipway (or a replaced FLUO agent: agent-made-unschedulable=false) cordoned; drop cordoned, drain-started, drain-error, reboot-boot-id, reboot-ok-time, reboot-version, cycle-started, stalled, blocked-by (admitted-group and admitted-control-plane stay: while the node settles they hold the pools it was admitted in); drop the exclude-from-external-load-balancers label and the --prefer-no-schedule-taint taint if Slipway added them (lb-excluded, prefer-no-schedule-taint); the --post-reboot-node-labels, on labels Slipway set (steering-labels) or absent ones only (a SteeringLabelsKept Warning names any other)"
+const endCycleWrites = "reboot-ok=false (if present); drop labels before-reboot, after-reboot and every hook annotation; uncordon if Slipway (or a replaced FLUO agent: agent-made-unschedulable=false) cordoned; drop cordoned, drain-started, drain-error, reboot-boot-id, reboot-ok-time, reboot-version, cycle-started, stalled, stalled-at, blocked-by (admitted-group and admitted-control-plane stay: while the node settles they hold the pools it was admitted in); drop the exclude-from-external-load-balancers label and the --prefer-no-schedule-taint taint if Slipway added them (lb-excluded, prefer-no-schedule-taint); the --post-reboot-node-labels, on labels Slipway set (steering-labels) or absent ones only (a SteeringLabelsKept Warning names any other)"
 
 // steerAdmissionWrites is what steer.Config.Admit writes.
 const steerAdmissionWrites = "label node.kubernetes.io/exclude-from-external-load-balancers=true and lb-excluded=true unless the node has that label (--exclude-from-load-balancers); the --pre-reboot-node-labels, recorded in steering-labels (a label Slipway did not set holds the admission, blocked-by steering-label)"
@@ -394,7 +394,7 @@ func endCycle(s step) *nodes.Patch {
 	if s.f.FLUOCordoned {
 		p.SetAnnotation(n, protocol.AgentMadeUnschedulable, protocol.False)
 	}
-	for _, k := range []string{protocol.Cordoned, protocol.DrainStarted, protocol.DrainError, protocol.RebootBootID, protocol.RebootOKTime, protocol.RebootVersion, protocol.CycleStarted, protocol.AdmittedBy, protocol.AdmittedPolicy, protocol.Stalled, protocol.BlockedBy} {
+	for _, k := range []string{protocol.Cordoned, protocol.DrainStarted, protocol.DrainError, protocol.RebootBootID, protocol.RebootOKTime, protocol.RebootVersion, protocol.CycleStarted, protocol.AdmittedBy, protocol.AdmittedPolicy, protocol.Stalled, protocol.StalledAt, protocol.BlockedBy} {
 		// admitted-group and admitted-control-plane stay: a node settling after its cycle holds the slots
 		// of the pools it was admitted in (admission.Node.SettleIn); the next admission writes them anew.
 		p.DeleteAnnotation(n, k)

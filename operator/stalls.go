@@ -37,8 +37,12 @@ func (c *Controller) markStall(ctx context.Context, n *corev1.Node, state protoc
 	p := nodes.Patch{ResourceVersion: n.ResourceVersion}
 	if reason == "" {
 		p.DeleteAnnotation(n, protocol.Stalled)
+		p.DeleteAnnotation(n, protocol.StalledAt)
 	} else {
 		p.SetAnnotation(n, protocol.Stalled, reason)
+		if f.Stalled == "" { // dated when first seen; a change of reason keeps the date
+			p.SetAnnotation(n, protocol.StalledAt, now.UTC().Format(time.RFC3339))
+		}
 	}
 	failed := postGrant && c.cfg.MaxFailedReboots > 0
 	if failed {

@@ -55,6 +55,12 @@ func TestNeverReturningNodeStalls(t *testing.T) {
 	if got := n.Annotations[protocol.Stalled]; got != stall.RebootTimeout {
 		t.Errorf("stalled = %q, want %q", got, stall.RebootTimeout)
 	}
+	// Dated when seen: at or after the grant plus --reboot-timeout (RFC 3339: to the second).
+	seen, err1 := time.Parse(time.RFC3339, n.Annotations[protocol.StalledAt])
+	granted, err2 := time.Parse(time.RFC3339, n.Annotations[protocol.RebootOKTime])
+	if err1 != nil || err2 != nil || seen.Before(granted) {
+		t.Errorf("stalled-at %q, reboot-ok-time %q: want the stall dated when seen, after the grant", n.Annotations[protocol.StalledAt], n.Annotations[protocol.RebootOKTime])
+	}
 	if !waitEvent(t, lost.Name, "Stalled") {
 		t.Error("no Stalled Warning Event")
 	}

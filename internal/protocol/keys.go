@@ -114,6 +114,10 @@ const (
 	// (a StallReason); removed when the node moves on. A Warning Event and the metric
 	// slipway_operator_stalled_nodes{reason} say the same.
 	Stalled = SlipwayPrefix + "stalled"
+	// StalledAt — operator: RFC 3339 time the operator saw the stall (written and removed with
+	// stalled). A canary's stall counts against its version from then, not from its grant: one seen
+	// after a resume --version is not taken for one before it.
+	StalledAt = SlipwayPrefix + "stalled-at"
 
 	// SettlePDBs — operator: the PodDisruptionBudgets the pods its drain evicted fell under, with the
 	// disruptions each allowed before the first eviction, "<namespace>/<name>=<n>,..." (sorted; those
@@ -259,6 +263,7 @@ var Owners = map[string]Writer{
 	AdmittedPolicy:         WriterOperator,
 	RebootFailed:           WriterOperator,
 	Stalled:                WriterOperator,
+	StalledAt:              WriterOperator,
 	BlockedBy:              WriterOperator,
 	SettlePDBs:             WriterOperator,
 	Undrainable:            WriterOperator,

@@ -40,7 +40,7 @@ type Node struct {
 	// For canaries and per-version halts: Version is the OS version it runs (its version label),
 	// FinishedAt when its last cycle finished (last-reboot-time; zero none), FailedAt when its
 	// failed-version was recorded, StalledVersion the version it stalled rebooting for after its grant
-	// ("" none) and StalledAt that grant's time.
+	// ("" none) and StalledAt when the stall was seen (stalled-at; its grant's time when none).
 	Version                         string
 	FinishedAt, FailedAt, StalledAt time.Time
 	StalledVersion                  string
@@ -78,7 +78,11 @@ func Of(n *corev1.Node, groupLabel string, policy stall.SlotPolicy) Node {
 		e.FailedAt = timeOf(mark)
 	}
 	if v := n.Annotations[protocol.RebootVersion]; v != "" && f.Stalled != "" && f.Stalled != stall.Ungranted && stall.PostGrant(e.State) {
-		e.StalledVersion, e.StalledAt = v, timeOf(n.Annotations[protocol.RebootOKTime])
+		// Dated when the operator saw it (an older operator wrote no stalled-at: its grant then).
+		e.StalledVersion, e.StalledAt = v, timeOf(n.Annotations[protocol.StalledAt])
+		if e.StalledAt.IsZero() {
+			e.StalledAt = timeOf(n.Annotations[protocol.RebootOKTime])
+		}
 	}
 	if e.State.InCycle() {
 		// Once granted, its cycle is for the version pinned then (reboot-version, the operator's own

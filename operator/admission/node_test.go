@@ -168,3 +168,25 @@ func TestSettleInKeepsTheAdmittedGroup(t *testing.T) {
 		t.Fatalf("a settling node's pools: %v, want its own group, the one it was admitted in, the control plane's", got)
 	}
 }
+
+// A canary's stall is dated when the operator saw it (stalled-at), not at its grant: a stall seen
+// after a resume --version (which forgives what came before it) counts. Without stalled-at (an older
+// operator's), the grant's time.
+func TestStallDatedWhenSeen(t *testing.T) {
+	node := func(stalledAt string) *corev1.Node {
+		a := map[string]string{protocol.RebootNeeded: "true", protocol.RebootOK: "true", protocol.RebootBootID: "boot-1",
+			protocol.RebootVersion: "4500.6.0", protocol.RebootOKTime: "2026-11-26T03:00:00Z", protocol.Stalled: "reboot-timeout"}
+		if stalledAt != "" {
+			a[protocol.StalledAt] = stalledAt
+		}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", UID: "u", Labels: map[string]string{protocol.Version: "4500.5.0"}, Annotations: a},
+			Status: corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{BootID: "boot-1"}}}
+	}
+	e := Of(node("2026-11-26T03:31:00Z"), "", stall.Hold)
+	if e.StalledVersion != "4500.6.0" || !e.StalledAt.Equal(time.Date(2026, 11, 26, 3, 31, 0, 0, time.UTC)) {
+		t.Errorf("stalled %q at %s, want 4500.6.0 at 03:31 (when it was seen)", e.StalledVersion, e.StalledAt)
+	}
+	if e := Of(node(""), "", stall.Hold); !e.StalledAt.Equal(time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)) {
+		t.Errorf("without stalled-at: %s, want the grant's 03:00", e.StalledAt)
+	}
+}
