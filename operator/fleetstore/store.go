@@ -162,6 +162,17 @@ func New(cfg Config) (*Store, error) {
 	if _, err := s.recordInf.AddEventHandler(onchange.Any(func() { cfg.OnSync(0) })); err != nil {
 		return nil, err
 	}
+	// Deleted (a person, a careless uninstall): this leader's memory is written again at once, as a
+	// new ConfigMap. Its own last write no longer stands for what is stored.
+	if _, err := s.recordInf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) {
+		s.mu.Lock()
+		s.recWritten = nil
+		s.mu.Unlock()
+		cfg.Log.Info("the fleet record was deleted; writing it again from this operator's memory", "configMap", cfg.Namespace+"/"+fleetrecord.ConfigMapName)
+		cfg.OnSync(0)
+	}}); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
