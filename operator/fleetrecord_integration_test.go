@@ -15,7 +15,8 @@ import (
 
 // A deleted fleet record is written again by the running leader, from its memory (here a person's
 // resume it read from the record): the next leader would otherwise rebuild from the Nodes' marks
-// only, and a deleted Node's halts and failures would be lost.
+// only, and a deleted Node's halts and failures would be lost. A resume dated in the future is not
+// taken into memory, and the record written next no longer has it.
 func TestDeletedFleetRecordWrittenAgain(t *testing.T) {
 	needCluster(t)
 	cleanNodes(t)
@@ -23,7 +24,10 @@ func TestDeletedFleetRecordWrittenAgain(t *testing.T) {
 	const ns = "slipway-record-again"
 	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	_ = client.CoreV1().ConfigMaps(ns).Delete(ctx, fleetrecord.ConfigMapName, metav1.DeleteOptions{})
-	resumed := fleetrecord.Record{Resumes: []fleetrecord.Resume{{Version: "4500.6.0", By: "ops", At: time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC), Why: "tested"}}}
+	// A person's resume, and one dated in 2100 (which would forgive every failure of 4500.6.0 until then):
+	// the operator takes the first into its memory and drops the second.
+	resumed := fleetrecord.Record{Resumes: []fleetrecord.Resume{{Version: "4500.6.0", By: "ops", At: time.Now().Add(-time.Hour).UTC().Truncate(time.Second), Why: "tested"},
+		{Version: "4500.6.0", By: "mallory", At: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}}}
 	if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleetrecord.ConfigMapName},
 		Data: map[string]string{fleetrecord.Key: resumed.Encode()}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -51,11 +55,12 @@ func TestDeletedFleetRecordWrittenAgain(t *testing.T) {
 		return ok
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if r, ok := stored(); ok && len(r.Resumes) == 1 && statusPublished() {
+		if r, ok := stored(); ok && len(r.Resumes) == 1 && r.Resumes[0].By == "ops" && statusPublished() {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the operator never published its fleet status")
+			r, _ := stored()
+			t.Fatalf("the operator never published its fleet status with the record holding ops' resume alone: %+v", r.Resumes)
 		}
 	}
 	if err := client.CoreV1().ConfigMaps(ns).Delete(ctx, fleetrecord.ConfigMapName, metav1.DeleteOptions{}); err != nil {

@@ -217,6 +217,26 @@ func (r *Record) Merge(o Record) bool {
 	return changed
 }
 
+// MaxResumeSkew is how far past a reader's clock a resume may be dated and still count: the API server
+// and the operator's node disagree by seconds, not more.
+const MaxResumeSkew = 5 * time.Minute
+
+// DropFuture returns r without the resumes dated after limit (the reader's clock plus MaxResumeSkew),
+// and those resumes. A resume dated in 2100 would otherwise forgive every failure and halt until then.
+func (r Record) DropFuture(limit time.Time) (Record, []Resume) {
+	var future []Resume
+	keep := r.Resumes[:0:0]
+	for _, x := range r.Resumes {
+		if x.At.After(limit) {
+			future = append(future, x)
+			continue
+		}
+		keep = append(keep, x)
+	}
+	r.Resumes = keep
+	return r, future
+}
+
 // Proved reports whether the machine uid (on node) has a proof for version v: its cycle for v finished.
 func (r Record) Proved(node, uid, v string) bool {
 	for _, p := range r.Proofs {

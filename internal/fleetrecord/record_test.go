@@ -409,3 +409,26 @@ func TestReplacedOncePerMachine(t *testing.T) {
 		t.Fatalf("a second machine replaced is not a second failure: %+v", r.Failures)
 	}
 }
+
+// A resume dated past the reader's clock (plus the skew) does not count: one dated in 2100 would
+// forgive every failure and lift every halt until then.
+func TestDropFuture(t *testing.T) {
+	now := time.Date(2026, 11, 27, 22, 0, 0, 0, time.UTC)
+	var r Record
+	r.AddResume(Resume{Version: "4500.6.0", By: "ops", At: now.Add(-time.Hour)})
+	r.AddResume(Resume{Version: "4500.6.0", By: "mallory", At: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)})
+	r.AddResume(Resume{By: "skewed", At: now.Add(2 * time.Minute)})
+	kept, future := r.DropFuture(now.Add(MaxResumeSkew))
+	if len(future) != 1 || future[0].By != "mallory" {
+		t.Fatalf("dropped %+v, want mallory's 2100 resume", future)
+	}
+	if got := kept.ResumedAt("4500.6.0"); !got.Equal(now.Add(-time.Hour)) {
+		t.Errorf("4500.6.0 resumed at %s, want the hour-old resume", got)
+	}
+	if got := kept.ResumedAt(""); !got.Equal(now.Add(2 * time.Minute)) {
+		t.Errorf("the budget's resume, 2 minutes ahead (within the skew): %s", got)
+	}
+	if len(r.Resumes) != 3 {
+		t.Error("DropFuture changed its receiver")
+	}
+}

@@ -39,6 +39,7 @@ func (s *Store) Load(marks []fleetrecord.Failure) {
 	for _, f := range marks {
 		stored.AddFailure(f)
 	}
+	stored = s.withoutFuture(stored)
 	s.mu.Lock()
 	s.rec.Merge(stored)
 	s.vers.Merge(vers)
@@ -56,6 +57,18 @@ func (s *Store) See(version, node string, at time.Time) {
 		s.cfg.OnMemory()
 		s.cfg.OnSync(0)
 	}
+}
+
+// withoutFuture drops the resumes of rec dated after this operator's clock plus
+// fleetrecord.MaxResumeSkew, saying so: they are not taken into memory, so the record written next
+// no longer has them (the log keeps what they said).
+func (s *Store) withoutFuture(rec fleetrecord.Record) fleetrecord.Record {
+	rec, future := rec.DropFuture(s.cfg.Now().Add(fleetrecord.MaxResumeSkew))
+	for _, x := range future {
+		s.cfg.Log.Error(errors.New("resume dated in the future"), "a resume in the fleet record is dated after this operator's clock; ignored and removed (resume again: kubectl slipway resume)",
+			"version", x.Version, "by", x.By, "at", x.At, "why", x.Why, "limit", fleetrecord.MaxResumeSkew)
+	}
+	return rec
 }
 
 // recordConfigMap is the fleet record's ConfigMap (nil: none yet, or no namespace): the informer's, or
@@ -121,7 +134,8 @@ func (s *Store) WriteRecord(ctx context.Context, now bool) (lazy bool, err error
 		return false, nil
 	}
 	stored, err := s.storeConfigMap(ctx, fleetrecord.ConfigMapName, s.recordConfigMap(), false, func(cm *corev1.ConfigMap) (map[string]string, error) {
-		rec, broken := decodeRecord(cm)
+		raw, broken := decodeRecord(cm)
+		rec := s.withoutFuture(raw)
 		vers, versBroken := decodeVersions(cm)
 		s.mu.Lock()
 		wasBroken := s.recBroken != "" || s.versBroken != ""
@@ -130,7 +144,7 @@ func (s *Store) WriteRecord(ctx context.Context, now bool) (lazy bool, err error
 		learned = versBroken == "" && s.vers.Merge(vers) || learned
 		s.rec.Bound()
 		want, wantVers := s.rec.Encode(), s.vers.Encode()
-		onlyProofs := s.rec.SameButProofs(rec)
+		onlyProofs := s.rec.SameButProofs(raw) // a dropped resume is more than proofs: written now
 		haveVers := len(s.vers.Seen) > 0 || len(s.vers.Halts) > 0
 		s.mu.Unlock()
 		if learned || wasBroken != (broken != "" || versBroken != "") {
