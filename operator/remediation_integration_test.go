@@ -132,6 +132,9 @@ func TestRemediationFence(t *testing.T) {
 	machine(t, dyn, res, "m0", "fence-0", nil)
 	machine(t, dyn, res, "m1", "fence-1", map[string]any{remediation.SkipRemediation: "", "owner": "a person"})
 	machine(t, dyn, res, "m2", "someone-else", nil)
+	// Another workload cluster's Slipway, managed from the same management cluster, holds m3 for its own
+	// node fence-1: no sweep of this cluster's touches it.
+	machine(t, dyn, res, "m3", "fence-1", map[string]any{remediation.SkipRemediation: "", remediation.SkipRemediationBy: "other-cluster/fence-1"})
 	for i, m := range []string{"m0", "m1", "m2"} {
 		annotate(t, sns[i].Name, map[string]*string{remediation.MachineOfNode: kptr.To(m), remediation.ClusterNamespaceOfNode: kptr.To("capi")})
 	}
@@ -144,7 +147,7 @@ func TestRemediationFence(t *testing.T) {
 	start := func(tap *testenv.LogTap) context.CancelFunc {
 		keeper, err := remediation.NewKeeper([]remediation.Fence{
 			&remediation.Lease{Client: client, Namespace: remediation.DefaultLeaseNamespace, Now: time.Now},
-			&remediation.Machine{Client: dyn, Resource: res},
+			&remediation.Machine{Client: dyn, Resource: res, Cluster: "this-cluster", Namespace: "capi"},
 		}, 30*time.Minute, nil, tap.Logger(klog.Background()), time.Now, prometheus.NewRegistry())
 		if err != nil {
 			t.Fatal(err)
@@ -168,7 +171,7 @@ func TestRemediationFence(t *testing.T) {
 			t.Errorf("%s in its cycle: lease %+v, want Slipway's, valid for --reboot-timeout and more", name, l)
 		}
 	}
-	if a := machineAnnotations(t, dyn, res, "m0"); a[remediation.SkipRemediationBy] != "fence-0" {
+	if a := machineAnnotations(t, dyn, res, "m0"); a[remediation.SkipRemediationBy] != "this-cluster/fence-0" {
 		t.Errorf("m0 (fence-0's Machine) during the cycle: %v, want skip-remediation set by Slipway", a)
 	} else if _, ok := a[remediation.SkipRemediation]; !ok {
 		t.Errorf("m0: no %s", remediation.SkipRemediation)
@@ -233,6 +236,9 @@ func TestRemediationFence(t *testing.T) {
 	a := machineAnnotations(t, dyn, res, "m0")
 	if _, still := a[remediation.SkipRemediation]; still || a[remediation.SkipRemediationBy] != "" {
 		t.Errorf("m0 after the cycle: %v, want Slipway's skip-remediation removed", a)
+	}
+	if a := machineAnnotations(t, dyn, res, "m3"); a[remediation.SkipRemediationBy] != "other-cluster/fence-1" {
+		t.Errorf("m3, another cluster's mark: %v", a)
 	}
 	if a := machineAnnotations(t, dyn, res, "m1"); a["owner"] != "a person" {
 		t.Errorf("m1: %v", a)

@@ -36,7 +36,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if err != nil {
 		return 0, err
 	}
-	c.cfg.Remediation.Sync(ctx, n, fenced(state, f), protocol.StageSince(state, n))
+	retry = minRetry(retry, c.cfg.Remediation.Sync(ctx, n, fenced(state, f), protocol.StageSince(state, n)))
 	if n, err = c.publishUpdate(ctx, n); err != nil {
 		return 0, err
 	}
@@ -175,12 +175,6 @@ func (c *Controller) act(ctx context.Context, s step, log klog.Logger) error {
 	p := e.patch(s)
 	p.ResourceVersion = s.n.ResourceVersion
 	actx := ctx
-	if s.admission() {
-		// Before the cordon: a remediation controller must know first (an error holds the admission).
-		if err := c.cfg.Remediation.Admit(ctx, s.n); err != nil {
-			return err
-		}
-	}
 	if s.admission() && c.cfg.Fence != nil {
 		// An admission: only in this leadership term, and written before the lease could pass on.
 		term, err := c.cfg.Fence(ctx)
@@ -191,6 +185,10 @@ func (c *Controller) act(ctx context.Context, s step, log klog.Logger) error {
 		var cancel context.CancelFunc
 		actx, cancel = context.WithDeadline(ctx, term.Deadline)
 		defer cancel()
+	}
+	if s.admission() {
+		// Before the cordon, and in this leadership term: the remediation controllers are told first.
+		c.cfg.Remediation.Admit(actx, s.n)
 	}
 	if v := s.n.Annotations[protocol.RebootVersion]; e.Do == protocol.Finish && v != "" {
 		// Admitted by this operator for v, boot ID changed, back Ready on v: canary proof. It is in

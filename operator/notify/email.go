@@ -41,8 +41,8 @@ import (
 //   - the subject and names are MIME-encoded and stripped of line breaks (no header injection), the
 //     body is quoted-printable (any text, any line length), the HTML part is escaped;
 //   - credentials never cross an unencrypted connection except to localhost (net/smtp's rule for
-//     PLAIN, applied to LOGIN and XOAUTH2 too), and encryption=ExplicitTLS fails when the server
-//     offers no STARTTLS instead of sending in clear;
+//     PLAIN, applied to LOGIN, CRAM-MD5 and XOAUTH2 too), and encryption=ExplicitTLS fails when the
+//     server offers no STARTTLS instead of sending in clear (and is refused with usestarttls=No);
 //   - auth=Plain uses AUTH PLAIN where offered and AUTH LOGIN where only that is (Office 365 and
 //     others offer LOGIN).
 type email struct {
@@ -82,6 +82,9 @@ func (m *email) Initialize(u *url.URL, log types.StdLogger) error {
 	}
 	if c.Timeout <= 0 {
 		return fmt.Errorf("timeout %s: want more than 0", c.Timeout)
+	}
+	if c.Encryption == smtp.EncMethods.ExplicitTLS && !c.UseStartTLS {
+		return errors.New("the encryption asked for is STARTTLS, and usestarttls=No refuses it: drop one of them")
 	}
 	if c.Auth != smtp.AuthTypes.None && c.Username == "" {
 		return fmt.Errorf("auth=%s needs a user name (smtp://user:password@host)", c.Auth)
@@ -281,7 +284,8 @@ func (m *email) auth(client *netsmtp.Client, encrypted bool) (netsmtp.Auth, erro
 		}
 		return nil, fmt.Errorf("the server offers AUTH %s, not PLAIN or LOGIN (auth=CRAMMD5 or auth=OAuth2 then)", offered)
 	case smtp.AuthTypes.CRAMMD5:
-		return netsmtp.CRAMMD5Auth(c.Username, c.Password), nil
+		// Its answer can be cracked offline: only over TLS too (or to localhost), like the others.
+		return guarded{netsmtp.CRAMMD5Auth(c.Username, c.Password), c.Host}, nil
 	case smtp.AuthTypes.OAuth2:
 		return &xoauth2{user: c.Username, token: c.Password, host: c.Host}, nil
 	}
@@ -409,6 +413,19 @@ func (a *xoauth2) Next(_ []byte, more bool) ([]byte, error) {
 		return []byte{}, nil
 	}
 	return nil, nil
+}
+
+// guarded is an Auth under credentialsMayCross.
+type guarded struct {
+	netsmtp.Auth
+	host string
+}
+
+func (g guarded) Start(server *netsmtp.ServerInfo) (string, []byte, error) {
+	if err := credentialsMayCross(server, g.host); err != nil {
+		return "", nil, err
+	}
+	return g.Auth.Start(server)
 }
 
 // credentialsMayCross is net/smtp's PlainAuth rule: credentials go only over TLS, or to localhost.

@@ -138,6 +138,7 @@ func TestEmailCredentialsOnlyOverTLS(t *testing.T) {
 	for _, a := range []netsmtp.Auth{
 		&loginAuth{user: "u", password: "p", host: "mail.example"},
 		&xoauth2{user: "u", token: "t", host: "mail.example"},
+		guarded{netsmtp.CRAMMD5Auth("u", "p"), "mail.example"},
 	} {
 		if _, _, err := a.Start(&netsmtp.ServerInfo{Name: "mail.example", TLS: false, Auth: []string{"LOGIN", "XOAUTH2"}}); err == nil || !strings.Contains(err.Error(), "unencrypted") {
 			t.Errorf("%T over plain text to mail.example: %v", a, err)

@@ -341,6 +341,7 @@ func TestRefusesBadURLs(t *testing.T) {
 		{"smtp://mail.example/?from=ops@example.com&to=a@example.com,Bob%20%3Cb@example.com%3E", `notify URL 2 of 2 "smtp://mail.example?…": toaddresses: "Bob+<b@example.com>": want a bare address, without a name`, ""},
 		{"smtp://mail.example/?from=ops%0d%0aBcc:%20x@evil.example&to=a@example.com", `notify URL 2 of 2 "smtp://mail.example?…": fromaddress: "ops\r\nBcc:+x@evil.example" is not an e-mail address`, ""},
 		{"smtp://mail.example/?from=ops@example.com&to=a@example.com&auth=CRAMMD5", `notify URL 2 of 2 "smtp://mail.example?…": auth=CRAMMD5 needs a user name`, ""},
+		{"smtp://mail.example/?from=ops@example.com&to=a@example.com&encryption=ExplicitTLS&usestarttls=No", `notify URL 2 of 2 "smtp://mail.example?…": the encryption asked for is STARTTLS, and usestarttls=No refuses it`, ""},
 		{"smtp://mail.example/?from=ops@example.com&to=a@example.com&timeout=0s", `notify URL 2 of 2 "smtp://mail.example?…": timeout 0s: want more than 0`, ""},
 	} {
 		_, err := New([]string{good, c.url}, prometheus.NewRegistry(), klog.Background())

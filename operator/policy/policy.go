@@ -197,9 +197,11 @@ func Compile(s Spec) (*Policy, error) {
 	if d.Delay.Duration < 0 || d.RebootDelay.Duration < 0 {
 		return nil, fmt.Errorf("drain-delay (%s) and reboot-delay (%s) must not be negative", d.Delay.Duration, d.RebootDelay.Duration)
 	}
-	// The drain's stage is timed from its start (--reboot-timeout): a delay as long would stall every cycle.
-	if rt := p.RebootTimeout; rt > 0 && d.Delay.Duration+d.RebootDelay.Duration >= rt {
-		return nil, fmt.Errorf("drain-delay (%s) plus reboot-delay (%s) must be shorter than reboot-timeout (%s): the drain's stage, delays included, is timed from its start", d.Delay.Duration, d.RebootDelay.Duration, rt)
+	// The drain's stage is timed from its start (--reboot-timeout): the delays and one whole drain
+	// attempt must fit in it, or a normal drain would stall.
+	if rt := p.RebootTimeout; rt > 0 && (d.Delay.Duration > 0 || d.RebootDelay.Duration > 0) && d.Delay.Duration+d.RebootDelay.Duration+d.Timeout.Duration >= rt {
+		return nil, fmt.Errorf("drain-delay (%s) plus reboot-delay (%s) plus drain-timeout (%s) must be shorter than reboot-timeout (%s): the drain's stage, delays included, is timed from its start",
+			d.Delay.Duration, d.RebootDelay.Duration, d.Timeout.Duration, rt)
 	}
 	if d.RetryBase.Duration <= 0 || d.RetryMax.Duration < d.RetryBase.Duration {
 		return nil, fmt.Errorf("drain-retry-base (%s) must be positive and at most drain-retry-max (%s)", d.RetryBase.Duration, d.RetryMax.Duration)

@@ -151,7 +151,10 @@ func TestCompileRefuses(t *testing.T) {
 		{func(s *Spec) { s.Drain.Delay = metav1.Duration{Duration: -time.Second} }, "drain-delay (-1s) and reboot-delay (0s) must not be negative"},
 		{func(s *Spec) {
 			s.Drain.Delay, s.Drain.RebootDelay = metav1.Duration{Duration: 20 * time.Minute}, metav1.Duration{Duration: 10 * time.Minute}
-		}, "must be shorter than reboot-timeout (30m0s)"},
+		}, "plus drain-timeout (10m0s) must be shorter than reboot-timeout (30m0s)"},
+		{func(s *Spec) {
+			s.Drain.Delay, s.Drain.RebootDelay = metav1.Duration{Duration: 15 * time.Minute}, metav1.Duration{Duration: 5 * time.Minute}
+		}, "plus drain-timeout (10m0s) must be shorter"},
 		{func(s *Spec) { s.MaxFailedReboots, s.RebootTimeout = 201, metav1.Duration{Duration: time.Hour} }, "max-failed-reboots 201: at most 200"},
 		{func(s *Spec) { s.Canary.MaxFailedPerVersion = 201 }, "max-failed-per-version 201: at most 200"},
 		{func(s *Spec) { s.BlockingPodSelectors = []string{"a in (b"} }, "blocking-pod-selector"},

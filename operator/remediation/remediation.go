@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -131,37 +132,49 @@ func (k *Keeper) Blocker() admission.Blocker {
 	}}
 }
 
-// Admit sets every fence of a node about to be admitted, before it is cordoned. An error (another
-// holder keeps the lease: that controller is remediating the node now; or the API refused) means the
-// node must not start its cycle now.
-func (k *Keeper) Admit(ctx context.Context, n *corev1.Node) error {
+// Admit sets every fence of a node about to be admitted, before it is cordoned. A fence that cannot
+// be set is reported (log, Warning Event, metric) and does not hold the node: one node's Machine
+// annotations, a lease namespace gone or an unreachable management cluster must not stop every reboot
+// of the pool. A node a remediation controller holds is kept out by Blocker, before admission.
+func (k *Keeper) Admit(ctx context.Context, n *corev1.Node) {
 	if k == nil {
-		return nil
+		return
 	}
-	return k.hold(ctx, n, k.now(), true)
+	k.hold(ctx, n, k.now())
 }
 
 // Sync keeps n's fences as its state says: held while it is in its cycle and not stalled (renewed
 // when a new stage began at since), removed otherwise. Errors are reported (log, Event, metric), not
-// returned: a rebooting node goes on whatever a fence does.
-func (k *Keeper) Sync(ctx context.Context, n *corev1.Node, fenced bool, since time.Time) {
+// returned: a rebooting node goes on whatever a fence does. retry > 0: a fence could not be set or
+// removed; sync the node again then (a stalled node sends no news of its own).
+func (k *Keeper) Sync(ctx context.Context, n *corev1.Node, fenced bool, since time.Time) (retry time.Duration) {
 	if k == nil {
-		return
+		return 0
 	}
 	if fenced {
 		if since.IsZero() {
 			since = k.now()
 		}
-		_ = k.hold(ctx, n, since, false)
-		return
+		if !k.hold(ctx, n, since) {
+			return RetryAfter
+		}
+		return 0
 	}
-	k.Forget(ctx, n.Name)
+	if !k.forget(ctx, n.Name, n) {
+		return RetryAfter
+	}
+	return 0
 }
 
-func (k *Keeper) hold(ctx context.Context, n *corev1.Node, since time.Time, admitting bool) error {
+// RetryAfter is how soon a fence that could not be set or removed is tried again.
+const RetryAfter = 30 * time.Second
+
+// hold sets n's fences; false when one failed (reported).
+func (k *Keeper) hold(ctx context.Context, n *corev1.Node, since time.Time) bool {
 	k.mu.Lock()
-	have := k.held[n.Name]
+	have := maps.Clone(k.held[n.Name])
 	k.mu.Unlock()
+	good := true
 	for _, f := range k.fences {
 		if h, ok := have[f.Kind()]; ok && h.since.Equal(since) {
 			continue // this stage's term is held already
@@ -169,8 +182,8 @@ func (k *Keeper) hold(ctx context.Context, n *corev1.Node, since time.Time, admi
 		m, ok, err := f.Hold(ctx, n, since, k.timeout+Grace)
 		if err != nil {
 			k.report(n, f.Kind(), "set", err)
-			if admitting && !errors.Is(err, ErrNotBacking) {
-				return fmt.Errorf("remediation fence %s: %w", f.Kind(), err)
+			if !errors.Is(err, ErrNotBacking) { // a Machine that does not back the node stays so: no retry
+				good = false
 			}
 			continue
 		}
@@ -188,7 +201,7 @@ func (k *Keeper) hold(ctx context.Context, n *corev1.Node, since time.Time, admi
 		k.held[n.Name][f.Kind()] = held{mark: m, since: since}
 		k.mu.Unlock()
 	}
-	return nil
+	return good
 }
 
 // Forget removes every fence Slipway holds for node (its cycle ended, it stalled, or it was deleted).
@@ -196,17 +209,24 @@ func (k *Keeper) Forget(ctx context.Context, node string) {
 	if k == nil {
 		return
 	}
+	k.forget(ctx, node, nil)
+}
+
+// forget is Forget; n (nil: deleted) gets the Warning Event of a failure. false: one failed.
+func (k *Keeper) forget(ctx context.Context, node string, n *corev1.Node) bool {
 	k.mu.Lock()
-	have := k.held[node]
+	have := maps.Clone(k.held[node])
 	k.mu.Unlock()
+	good := true
 	for _, f := range k.fences {
 		h, ok := have[f.Kind()]
 		if !ok {
 			continue
 		}
 		if err := f.Release(ctx, h.mark); err != nil {
-			k.report(nil, f.Kind(), "remove", fmt.Errorf("node %s: %w", node, err))
-			continue // kept: the next sync of the node tries again
+			k.report(n, f.Kind(), "remove", fmt.Errorf("node %s: %w", node, err))
+			good = false
+			continue // kept: the node's next sync (at the latest RetryAfter) tries again
 		}
 		k.mu.Lock()
 		delete(k.held[node], f.Kind())
@@ -217,6 +237,7 @@ func (k *Keeper) Forget(ctx context.Context, node string) {
 		k.gauge.WithLabelValues(f.Kind()).Dec()
 		k.log.V(1).Info("remediation fence removed", "node", node, "fence", f.Kind())
 	}
+	return good
 }
 
 // Sweep, before the first sync, takes over what a previous operator left: the signs of nodes still in

@@ -97,6 +97,7 @@ type options struct {
 	// remediationLeaseNamespace: medik8s' lease namespace ("" no lease fence); machinesKubeconfig:
 	// the Cluster API management cluster's kubeconfig ("" no Machine fence).
 	remediationLeaseNamespace, machinesKubeconfig string
+	machinesNamespace                             string
 	namespace, leaseName, identity                string
 	leaderElect                                   bool
 	leaseDuration, renewDeadline, retryPeriod     time.Duration
@@ -140,6 +141,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.StringVar(&o.templateUncordon, "message-template-uncordon", "", "kured's flag, kured's meaning: the --notify-url message when a node's reboot is verified and its cycle ends (uncordoned), its %s the node's name (kured's default: \"Node %s rebooted & uncordoned successfully!\"); empty: Slipway's own message")
 	fs.StringVar(&o.remediationLeaseNamespace, "remediation-lease-namespace", "", "tell medik8s NodeHealthCheck that a node in its cycle reboots on purpose: hold its Lease node-<node> in this namespace (medik8s-leases) from the cordon until the node is verified back, each stage for --reboot-timeout (a stalled node is let go); needs RBAC for leases there (deploy/remediation-fence); empty: off")
 	fs.StringVar(&o.machinesKubeconfig, "remediation-machines-kubeconfig", "", "tell Cluster API's MachineHealthCheck that a node in its cycle reboots on purpose: a kubeconfig file (a mounted Secret) of the management cluster, whose RBAC allows get, list and patch on machines only; the node's Machine carries cluster.x-k8s.io/skip-remediation from the cordon until the node is verified back (a stalled node is let go); empty: off")
+	fs.StringVar(&o.machinesNamespace, "remediation-machines-namespace", "", "with --remediation-machines-kubeconfig: the management cluster's namespace of this workload cluster's Machines; only Machines there are touched or listed (RBAC may then be a Role there); empty: any namespace")
 	fs.DurationVar(&o.notifyBlockedAfter, "notify-blocked-after", time.Hour, "notify once when nodes have been held this long by a pause or a blocker (not the plan: the budget, a window, the control-plane order, settling, canaries); once per episode, once per blocker fleet-wide; 0 never")
 	fs.Var((*multiFlag)(&o.spec.Windows), "reboot-window", "a reboot window \"[DAYS ]HH:MM-HH:MM[ ZONE]\", e.g. \"Mon-Fri 22:00-05:00 Europe/Berlin\"; DAYS like Mon-Fri, Sat,Sun, Mon,Wed-Fri, Fri-Mon or * (default every day), or days of each month: 3rd-Tue, last-Fri, 16 (mixable: 1st-Sat,15), naming the day the window starts; an end at or before the start is on the next day; ZONE an IANA name (default UTC). \"kured DAYS START-END [ZONE]\" takes kured's --reboot-days, --start-time, --end-time and --time-zone with kured's meaning (the weekday of the instant: \"kured mon,fri 22:00-05:00\" is never open early Saturday). Repeat for more windows: new cycles start only while one is open (FLUO's --reboot-window-start/length is one more); none means always")
 	fs.Var((*multiFlag)(&o.spec.Exclusions), "reboot-exclusion", "a change freeze during which no new cycle starts, \"FROM/TO[ ZONE]\" with FROM and TO as YYYY-MM-DD (whole days, inclusive) or YYYY-MM-DDTHH:MM, or a single YYYY-MM-DD; e.g. \"2026-11-27/2026-12-01 America/New_York\". Wins over every window; cycles in flight finish. Repeatable")
@@ -436,6 +438,7 @@ func (o *options) remediation(client kubernetes.Interface, cfg operator.Config, 
 			return nil, fmt.Errorf("--remediation-machines-kubeconfig %s: %w", o.machinesKubeconfig, err)
 		}
 		rc.UserAgent = "slipway-update-operator/" + version.String()
+		rc.Timeout = remediation.DefaultMachineTimeout // a management cluster that does not answer holds no sync
 		dyn, err := dynamic.NewForConfig(rc)
 		if err != nil {
 			return nil, err
@@ -446,9 +449,17 @@ func (o *options) remediation(client kubernetes.Interface, cfg operator.Config, 
 		}
 		res, err := remediation.MachinesResource(disc)
 		if err != nil {
-			return nil, fmt.Errorf("--remediation-machines-kubeconfig: %w", err)
+			// Unreachable now is no reason not to start: the fence reports each failure as it comes.
+			res = remediation.DefaultMachinesResource
+			log.Error(err, "the management cluster's machines API version is unknown; using "+res.Version)
 		}
-		fences = append(fences, &remediation.Machine{Client: dyn, Resource: res})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cluster, err := remediation.ClusterIdentity(ctx, client)
+		if err != nil {
+			return nil, err
+		}
+		fences = append(fences, &remediation.Machine{Client: dyn, Resource: res, Cluster: cluster, Namespace: o.machinesNamespace})
 	}
 	return remediation.NewKeeper(fences, cfg.RebootTimeout, cfg.Recorder, log, time.Now, reg)
 }
