@@ -35,6 +35,34 @@ func Set(fs *flag.FlagSet, prefix string) error {
 	return err
 }
 
+// Shadowed says, for each flag args give on the command line whose variable under prefix is set too,
+// that the variable is not used: a `kubectl set env` over a Deployment that passes the flag changes
+// nothing, and the binary says so at start rather than leaving the person to wonder. Call it after
+// Parse.
+func Shadowed(fs *flag.FlagSet, args []string, prefix string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		f := fs.Lookup(name)
+		if f == nil || seen[name] {
+			continue
+		}
+		seen[name] = true
+		key := EnvName(prefix, name)
+		if v, ok := os.LookupEnv(key); ok {
+			out = append(out, fmt.Sprintf("%s=%q is not used: --%s=%s on the command line wins (change or remove the argument to set it)", key, v, name, f.Value.String()))
+		}
+	}
+	return out
+}
+
 // Parse parses args into fs, then fills what they left unset from the environment under prefix, and
 // refuses stray arguments: the command line of each of Slipway's commands.
 func Parse(fs *flag.FlagSet, args []string, prefix string) error {

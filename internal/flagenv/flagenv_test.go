@@ -3,6 +3,7 @@ package flagenv
 import (
 	"flag"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -36,5 +37,27 @@ func TestUndocumented(t *testing.T) {
 	fs.Int("v", 0, "")
 	if got := Undocumented(fs, "| `--documented` | `-v` |"); !reflect.DeepEqual(got, []string{"`--secret`"}) {
 		t.Errorf("Undocumented = %v", got)
+	}
+}
+
+// A variable set for a flag the command line gives too is named, with the value that won: the
+// README's `kubectl set env` over a Deployment passing --max-unavailable=1 must not go unnoticed.
+func TestShadowed(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.String("max-unavailable", "1", "")
+	fs.String("reboot-window", "", "")
+	t.Setenv("X_MAX_UNAVAILABLE", "10%")
+	t.Setenv("X_REBOOT_WINDOW", "Mon-Fri 22:00-05:00")
+	args := []string{"--max-unavailable=1"}
+	if err := Parse(fs, args, "X"); err != nil {
+		t.Fatal(err)
+	}
+	got := Shadowed(fs, args, "X")
+	want := `X_MAX_UNAVAILABLE="10%" is not used: --max-unavailable=1 on the command line wins`
+	if len(got) != 1 || !strings.HasPrefix(got[0], want) {
+		t.Errorf("Shadowed = %q, want one line beginning %q", got, want)
+	}
+	if v := fs.Lookup("reboot-window").Value.String(); v != "Mon-Fri 22:00-05:00" {
+		t.Errorf("reboot-window from its variable: %q", v)
 	}
 }

@@ -142,6 +142,9 @@ func run() int {
 	for _, w := range fluoflags.Warnings(fs, fluoIgnored) {
 		klog.Warning(w)
 	}
+	for _, w := range flagenv.Shadowed(fs, os.Args[1:], "UPDATE_AGENT") {
+		klog.Warning(w)
+	}
 	log := klog.Background().WithName("update-agent")
 	bootID, err := os.ReadFile(o.bootIDFile)
 	if err != nil || strings.TrimSpace(string(bootID)) == "" {

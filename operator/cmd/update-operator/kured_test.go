@@ -113,3 +113,12 @@ func TestKuredLogFormat(t *testing.T) {
 		t.Errorf("--log-format=logfmt: exit %d, stderr:\n%s", code, stderr)
 	}
 }
+
+// The shipped Deployment passes --max-unavailable=1; `kubectl set env ... UPDATE_OPERATOR_MAX_UNAVAILABLE=10%`
+// over it changes nothing, and the binary says so at start, naming the value that won.
+func TestShadowedVariableSaid(t *testing.T) {
+	_, stderr := runOperator(t, []string{"POD_NAMESPACE=x", "UPDATE_OPERATOR_MAX_UNAVAILABLE=10%"}, "--max-unavailable=1", "--kubeconfig=/nonexistent/kubeconfig")
+	if !strings.Contains(stderr, `UPDATE_OPERATOR_MAX_UNAVAILABLE="10%" is not used: --max-unavailable=1 on the command line wins`) {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+}

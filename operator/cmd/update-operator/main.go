@@ -293,6 +293,9 @@ func run() int {
 	for _, w := range fluoflags.Warnings(fs, fluoIgnored) {
 		klog.Warning(w)
 	}
+	for _, w := range flagenv.Shadowed(fs, os.Args[1:], "UPDATE_OPERATOR") {
+		klog.Warning(w)
+	}
 	log := klog.Background().WithName("update-operator")
 	rc, err := kubeclient.RestConfig(o.kubeconfig, "slipway-update-operator/"+version.String(), o.limits)
 	if err != nil {
