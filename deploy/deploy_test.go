@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -173,16 +174,54 @@ func TestRenderedRBAC(t *testing.T) {
 			{"list", "", "pods", "", "", true}, {"watch", "", "pods", "", "", true}, {"create", "", "pods", "eviction", "default", true},
 			{"get", "apps", "daemonsets", "", "kube-system", true}, {"create", "", "events", "", "default", true},
 			{"get", "", "persistentvolumeclaims", "", "default", true}, {"list", "", "persistentvolumeclaims", "", "default", false},
-			{"update", "coordination.k8s.io", "leases", "", ns, true}, {"update", "coordination.k8s.io", "leases", "", "default", false},
+			{"update", "coordination.k8s.io", "leases", "", ns, false}, {"update", "coordination.k8s.io", "leases", "", "default", false},
 			{"delete", "", "pods", "", "default", false}, {"delete", "", "nodes", "", "", false},
 			{"get", "", "secrets", "", ns, false}, {"update", "", "nodes", "status", "", false},
 			{"delete", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", "", "", false},
 			{"create", "", "serviceaccounts", "token", ns, false},
-			{"patch", "", "configmaps", "", ns, true}, {"watch", "", "configmaps", "", ns, true},
+			{"create", "", "configmaps", "", ns, true}, {"patch", "", "configmaps", "", ns, false}, {"watch", "", "configmaps", "", ns, false},
 			{"patch", "", "configmaps", "", "kube-system", false}, {"delete", "", "configmaps", "", ns, false},
 		},
 	} {
 		checkAccess(t, who, map[string]kubernetes.Interface{"slipway-update-agent": agent, "slipway-update-operator": operator}[who], checks)
+	}
+
+	// The operator's token reaches its own three ConfigMaps and its Lease by name, as its informers and
+	// leader election use them, and nothing else of its namespace: a leaked token cannot rewrite another
+	// ConfigMap or Lease there.
+	for _, c := range []struct {
+		verb, group, resource, name string
+		want                        bool
+	}{
+		{"update", "", "configmaps", "slipway-fleet", true}, {"patch", "", "configmaps", "slipway-fleet-record", true},
+		{"get", "", "configmaps", "slipway-history", true}, {"update", "", "configmaps", "someone-elses", false},
+		{"update", "coordination.k8s.io", "leases", "slipway-update-operator", true}, {"update", "coordination.k8s.io", "leases", "other-lock", false},
+	} {
+		r, err := operator.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: c.verb, Group: c.group, Resource: c.resource, Namespace: ns, Name: c.name}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Allowed != c.want {
+			t.Errorf("operator %s %s %s: allowed=%v, want %v", c.verb, c.resource, c.name, r.Status.Allowed, c.want)
+		}
+	}
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	// The informers' list and watch by name, for real.
+	byName := metav1.ListOptions{FieldSelector: "metadata.name=slipway-fleet"}
+	if _, err := operator.CoreV1().ConfigMaps(ns).List(ctx, byName); err != nil {
+		t.Errorf("the operator's list of slipway-fleet by name: %v", err)
+	}
+	if w, err := operator.CoreV1().ConfigMaps(ns).Watch(ctx, byName); err != nil {
+		t.Errorf("the operator's watch of slipway-fleet by name: %v", err)
+	} else {
+		w.Stop()
+	}
+	if _, err := operator.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the operator's list of every ConfigMap: %v, want forbidden", err)
 	}
 
 	// And for real: the agent cannot evict a pod; the operator can. (What the agent may patch, with its

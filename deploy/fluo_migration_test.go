@@ -105,7 +105,7 @@ func TestFLUOMigrationOverlay(t *testing.T) {
 			{"list", "", "nodes", "", "", true}, {"patch", "", "nodes", "", "", true},
 			{"list", "", "pods", "", "", true}, {"create", "", "pods", "eviction", "default", true},
 			{"get", "apps", "daemonsets", "", "kube-system", true}, {"create", "", "events", "", "default", true},
-			{"update", "coordination.k8s.io", "leases", "", fluoNS, true}, {"patch", "", "configmaps", "", fluoNS, true},
+			{"create", "coordination.k8s.io", "leases", "", fluoNS, true}, {"create", "", "configmaps", "", fluoNS, true},
 			{"delete", "", "nodes", "", "", false}, {"get", "", "secrets", "", fluoNS, false},
 			{"update", "coordination.k8s.io", "leases", "", "default", false},
 		},
