@@ -194,7 +194,7 @@ func parse(args []string) (*options, *flag.FlagSet, error) {
 	fs.StringVar(&o.spec.StallPolicy, "stall-policy", def.StallPolicy, "a stalled node: \"hold\" keeps its budget slot (safe); \"release\" frees it once the node stalled after its reboot was granted, so the roll-out goes on without it")
 	fs.BoolVar(&o.startPaused, "start-paused", false, "on a fresh install (no ConfigMap slipway-fleet in --namespace yet) create it paused before the first admission, so nodes that staged an update do not start rebooting the moment Slipway is installed; a person resumes (kubectl slipway resume). Never touches an existing ConfigMap. Slipway's manifests set it; off by default for FLUO's")
 	fs.StringVar(&o.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader-election Lease (default $POD_NAMESPACE)")
-	fs.StringVar(&o.leaseName, "lease-name", "slipway-update-operator", "name of the leader-election Lease")
+	fs.StringVar(&o.leaseName, "lease-name", "slipway-update-operator", "name of the leader-election Lease (the shipped RBAC lets the operator read and renew only the Lease of this default name: change its resourceNames with it)")
 	fs.StringVar(&o.identity, "identity", "", "this instance's leader-election identity (default $POD_NAME, else the hostname, plus a random suffix per process: a restarted container is a new candidate that waits out the old lease, never the old holder taking over at once in the same term)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "hold a Lease before acting; turn off only when exactly one instance can ever run")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "how long a leader's lease lasts without renewal (failover time after a crash)")
