@@ -128,9 +128,20 @@ type Blocker struct {
 	Log klog.Logger
 
 	mu      sync.Mutex // held across the checks: concurrent decisions wait for one answer
+	reset   time.Time  // the mapper's last Reset (a new discovery of the whole API)
 	at      time.Time  // when the cached answer was made; zero: none
 	blocked bool
 	reason  string
+}
+
+// ResetEvery bounds how often a check of a resource the mapper does not know rediscovers the API.
+const ResetEvery = time.Minute
+
+func (b *Blocker) clock() time.Time {
+	if b.Now != nil {
+		return b.Now()
+	}
+	return time.Now()
 }
 
 // DefaultTTL is Blocker.TTL's default: short against the blocker retry (10 s), long against a burst of
@@ -172,8 +183,11 @@ func (b *Blocker) Check(ctx context.Context, _ *corev1.Node) (bool, string) {
 
 func (b *Blocker) check(ctx context.Context, c *Check) string {
 	gvr, err := b.Mapper.ResourceFor(c.Resource.WithVersion(""))
-	if meta.IsNoMatchError(err) {
-		b.Mapper.Reset() // a CRD installed since: look again once
+	if meta.IsNoMatchError(err) && b.clock().Sub(b.reset) >= ResetEvery {
+		// A CRD installed since: look again, at most once per ResetEvery (a check of a resource that
+		// does not exist would otherwise rediscover the whole API on every evaluation).
+		b.Mapper.Reset()
+		b.reset = b.clock()
 		gvr, err = b.Mapper.ResourceFor(c.Resource.WithVersion(""))
 	}
 	if err != nil {

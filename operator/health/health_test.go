@@ -127,6 +127,40 @@ type resettable struct{ meta.RESTMapper }
 
 func (resettable) Reset() {}
 
+// counting counts Resets.
+type counting struct {
+	meta.RESTMapper
+	resets int
+}
+
+func (c *counting) Reset() { c.resets++ }
+
+// A check of a resource the cluster does not serve rediscovers the API at most once a minute, not on
+// every evaluation (TTL 0 here: every call evaluates).
+func TestUnknownResourceResetsDiscoveryOncePerMinute(t *testing.T) {
+	c, err := Parse(`widgets.example.com/w: true`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 27, 22, 0, 0, 0, time.UTC)
+	m := &counting{RESTMapper: meta.NewDefaultRESTMapper(nil)}
+	b := &Blocker{Checks: []*Check{c}, Client: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), Mapper: m, TTL: time.Nanosecond, Now: func() time.Time { return now }}
+	for i := 0; i < 10; i++ {
+		now = now.Add(time.Second)
+		if blocked, why := b.Check(context.Background(), nil); !blocked || !strings.Contains(why, "no such resource") {
+			t.Fatalf("%v %q", blocked, why)
+		}
+	}
+	if m.resets != 1 {
+		t.Errorf("%d discoveries in 10 s, want 1", m.resets)
+	}
+	now = now.Add(ResetEvery)
+	b.Check(context.Background(), nil)
+	if m.resets != 2 {
+		t.Errorf("%d discoveries after a minute more, want 2", m.resets)
+	}
+}
+
 // What a check says when it does not hold never carries the object's values: blocked-by is readable by
 // every agent, and a Secret or a ConfigMap may be what a check reads. Every runtime error form cel-go
 // and the Kubernetes libraries produce is said by its kind; the full text (which does carry the value:
