@@ -42,14 +42,8 @@ func Set(fs *flag.FlagSet, prefix string) error {
 func Shadowed(fs *flag.FlagSet, args []string, prefix string) []string {
 	var out []string
 	seen := map[string]bool{}
-	for _, a := range args {
-		if a == "--" {
-			break
-		}
-		if !strings.HasPrefix(a, "-") {
-			continue
-		}
-		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+	for _, a := range Given(args) {
+		name := a.Name
 		f := fs.Lookup(name)
 		if f == nil || seen[name] {
 			continue
@@ -59,6 +53,30 @@ func Shadowed(fs *flag.FlagSet, args []string, prefix string) []string {
 		if v, ok := os.LookupEnv(key); ok {
 			out = append(out, fmt.Sprintf("%s=%q is not used: --%s=%s on the command line wins (change or remove the argument to set it)", key, v, name, f.Value.String()))
 		}
+	}
+	return out
+}
+
+// Arg is one flag as the command line gives it: its name (without dashes), and its value when it is
+// written --name=value.
+type Arg struct {
+	Name, Value string
+	HasValue    bool
+}
+
+// Given lists the flags of args, up to "--", in order (the values of "--name value" forms are not
+// told from other arguments: only names are certain).
+func Given(args []string) []Arg {
+	var out []Arg
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, value, has := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		out = append(out, Arg{name, value, has})
 	}
 	return out
 }

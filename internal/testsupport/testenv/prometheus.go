@@ -87,21 +87,8 @@ func StartPrometheusWith(dir string, c PrometheusConfig) (*Prometheus, error) {
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	stopped := false
 	p := &Prometheus{URL: "http://" + addr, LogDir: dir, Port: port}
-	p.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
+	p.stop = stopper(cmd, exited)
 	client := &http.Client{Timeout: time.Second}
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		if resp, err := client.Get(p.URL + "/-/ready"); err == nil {
@@ -119,6 +106,25 @@ func StartPrometheusWith(dir string, c PrometheusConfig) (*Prometheus, error) {
 		if time.Now().After(deadline) {
 			p.stop()
 			return nil, fmt.Errorf("prometheus not ready after 60s; see %s", filepath.Join(dir, "prometheus.log"))
+		}
+	}
+}
+
+// stopper stops a started process (SIGTERM, then SIGKILL after 10 s) once, however often it is called;
+// exited is closed when cmd.Wait returned.
+func stopper(cmd *exec.Cmd, exited <-chan struct{}) func() {
+	stopped := false
+	return func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
 		}
 	}
 }

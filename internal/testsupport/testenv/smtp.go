@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/clusterpki"
@@ -183,20 +182,7 @@ func StartSMTP(dir string, c SMTPConfig) (*SMTPServer, error) {
 		}
 	}()
 	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	stopped := false
-	s.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
+	s.stop = stopper(cmd, exited)
 	fail := func(why string) error {
 		s.stop()
 		log, _ := os.ReadFile(filepath.Join(dir, "smtpd.log"))

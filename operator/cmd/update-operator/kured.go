@@ -65,15 +65,9 @@ var kuredSame = []string{"blocking-pod-selector", "prometheus-url", "alert-firin
 // flags in the environment (nil: none): kured's settings carried over are never dropped in silence.
 func refuseKured(fs *flag.FlagSet, args []string) error {
 	var said []string
-	for _, a := range args {
-		if a == "--" {
-			break
-		}
-		if !strings.HasPrefix(a, "-") {
-			continue
-		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if name == "reboot-days" && hasValue && strings.TrimSpace(value) == "" {
+	for _, a := range flagenv.Given(args) {
+		name := a.Name
+		if name == "reboot-days" && a.HasValue && strings.TrimSpace(a.Value) == "" {
 			said = append(said, "--reboot-days= (empty) is kured's \"never reboot\": "+kuredNever)
 			continue
 		}
