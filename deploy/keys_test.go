@@ -188,6 +188,16 @@ func TestKeysPolicy(t *testing.T) {
 		} {
 			refused("patcher", patcher, "keys-a", w, byOperator)
 		}
+		// The agent's keys but reboot-needed: a forged reboot-in-progress (a slot held on an agentless
+		// FleetLock node), status or new-version (a version asked for) are the agent's word alone.
+		for _, w := range []write{
+			annotate(protocol.RebootInProgress, protocol.True),
+			annotate(protocol.Status, "UPDATE_STATUS_UPDATED_NEED_REBOOT"),
+			annotate(protocol.NewVersion, "9999.9.9"),
+			label(protocol.Version, "9999.9.9"),
+		} {
+			refused("patcher", patcher, "keys-a", w, "belong to the update-agent; only its ServiceAccount writes them")
+		}
 		// What a person may still do: ask for a reboot as FLUO's README does, pause a node, cordon it,
 		// label it for their own ends.
 		allowed("patcher", patcher, "keys-a", annotate(protocol.RebootNeeded, protocol.True))
@@ -225,6 +235,7 @@ func TestKeysPolicy(t *testing.T) {
 		}
 		allowed("oncall", oncall, "keys-b", with(unannotate(protocol.FailedVersion), "oncall: the release was fine, INC-42"))
 		allowed("oncall", oncall, "keys-b", with(annotate(protocol.RebootOK, protocol.False), "oncall: stop this reboot, INC-43"))
+		allowed("oncall", oncall, "keys-b", annotate(protocol.RebootInProgress, protocol.False)) // an agent's key mended in an emergency
 		mustSay := "must say who and why in the same write: update.slipway.dev/override=\"oncall: <why>\""
 		refused("oncall", oncall, "keys-b", unannotate(protocol.RebootFailed), mustSay)                                           // no override at all
 		refused("oncall", oncall, "keys-b", with(unannotate(protocol.RebootFailed), "oncall: stop this reboot, INC-43"), mustSay) // the last one's, not set anew
