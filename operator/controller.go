@@ -97,6 +97,8 @@ type Config struct {
 	// PolicyDeleteGrace: how long the nodes of a deleted RebootPolicy stay held before they move to the
 	// next matching policy (policies.DefaultDeleteGrace when 0).
 	PolicyDeleteGrace time.Duration
+	// MaxPolicies: the RebootPolicies compiled (policies.DefaultMaxPolicies when 0).
+	MaxPolicies int
 	// BlockerTimeout bounds one blocker's check (admission.DefaultCheckTimeout when 0).
 	BlockerTimeout time.Duration
 	// BlockerRetry: how soon a node held by a blocker is asked about again although nothing it watches
@@ -204,7 +206,7 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c.blockers = &policies.Blockers{Client: cfg.Client, Dynamic: cfg.Dynamic, Log: cfg.Log, Nodes: c.Nodes, OnChange: c.enqueueWaiting}
-	c.policies = policies.New(policies.Config{Dynamic: cfg.Dynamic, Flags: &c.cfg.Policy, DeleteGrace: cfg.PolicyDeleteGrace,
+	c.policies = policies.New(policies.Config{Dynamic: cfg.Dynamic, Flags: &c.cfg.Policy, DeleteGrace: cfg.PolicyDeleteGrace, MaxPolicies: cfg.MaxPolicies,
 		Log: cfg.Log, Now: cfg.Now, Index: c.index, Nodes: policyNodes{c}, Blockers: c.blockers})
 	c.blockers.WaitsUnder = func(n *corev1.Node) *policy.Policy { return c.policies.For(n, false) }
 	flags, err := c.blockers.Flags(&c.cfg.Policy)

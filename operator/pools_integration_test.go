@@ -496,3 +496,30 @@ func TestPoolSteering(t *testing.T) {
 		}
 	}
 }
+
+// RebootPolicies past the maximum are refused, the newest ones: Accepted=False with reason TooMany,
+// their nodes held (blocked-by policy); the older ones run on.
+func TestTooManyPolicies(t *testing.T) {
+	dyn := needPools(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	for _, name := range []string{"many-a", "many-c"} {
+		if _, err := testenv.CreateNode(ctx, client, name, "boot-"+name, map[string]string{"pool": name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startOperator(t, opOptions{max: "3", tweak: func(c *operator.Config) { c.Dynamic, c.MaxPolicies = dyn, 2 }})
+	for _, name := range []string{"many-a", "many-b", "many-c"} {
+		createPolicy(t, dyn, name, v1alpha1.RebootPolicySpec{NodeSelector: selector("pool", name)})
+		time.Sleep(1100 * time.Millisecond) // creation timestamps are to the second: the order is by age
+	}
+	c := waitPolicy(t, dyn, "many-c", "refused as one too many", func(rp *v1alpha1.RebootPolicy) bool { return condition(rp, "Accepted") == metav1.ConditionFalse })
+	if got := meta.FindStatusCondition(c.Status.Conditions, "Accepted"); got.Reason != "TooMany" || !strings.Contains(got.Message, "more than 2 RebootPolicies") {
+		t.Errorf("many-c's Accepted: %+v", got)
+	}
+	waitPolicy(t, dyn, "many-a", "accepted", func(rp *v1alpha1.RebootPolicy) bool { return condition(rp, "Accepted") == metav1.ConditionTrue })
+	annotate(t, "many-c", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	annotate(t, "many-a", map[string]*string{protocol.RebootNeeded: ptr(protocol.True)})
+	blockedBy(t, "many-c", "policy")
+	waitNode(t, "many-a", 30*time.Second, "admitted under the accepted policy", func(n *corev1.Node) bool { return n.Annotations[protocol.CycleStarted] != "" })
+}

@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,14 @@ import (
 	"github.com/slipway-dev/slipway/operator/budget"
 	"github.com/slipway-dev/slipway/operator/policy"
 )
+
+// DefaultMaxPolicies is Config.MaxPolicies's default: the RebootPolicies a cluster may have. Each
+// change recompiles all of them, and every node's decision looks through them; the oldest this many
+// are compiled, the newer ones refused (Accepted=False, reason TooMany) and their nodes held.
+const DefaultMaxPolicies = 100
+
+// TooMany begins the refusal of a policy past MaxPolicies (the Accepted condition's reason then).
+const TooMany = "TooMany"
 
 // DefaultDeleteGrace is Config.DeleteGrace's default.
 const DefaultDeleteGrace = 30 * time.Second
@@ -66,6 +75,8 @@ type Config struct {
 	// replace --force, Helm's hooks, GitOps) must not open its nodes to another policy's window and
 	// budget in between.
 	DeleteGrace time.Duration
+	// MaxPolicies: the RebootPolicies compiled (DefaultMaxPolicies when 0); newer ones are refused.
+	MaxPolicies int
 	Log         klog.Logger
 	Now         func() time.Time
 	Index       *admission.Index // the node controller's: the status counts its entries
@@ -271,13 +282,28 @@ func (r *Runtime) compile() {
 	now := r.cfg.Now()
 	var ps []*policy.Pool
 	seen := map[string]bool{}
+	var rps []*v1alpha1.RebootPolicy
 	for _, obj := range inf.GetStore().List() {
 		rp, err := toRebootPolicy(obj)
 		if err != nil {
 			r.cfg.Log.Error(err, "a RebootPolicy that does not decode is ignored")
 			continue
 		}
+		rps = append(rps, rp)
+	}
+	// The oldest first: a new policy past the maximum is the one refused, never an old one that runs.
+	slices.SortFunc(rps, func(a, b *v1alpha1.RebootPolicy) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	limit := cmp.Or(r.cfg.MaxPolicies, DefaultMaxPolicies)
+	for i, rp := range rps {
 		p := policy.CompilePool(r.cfg.Flags.Spec, rp)
+		if i >= limit {
+			p.Refuse(fmt.Sprintf("%s: more than %d RebootPolicies: this one, the %d. by age, is not compiled; delete or merge policies", TooMany, limit, i+1))
+		}
 		if p.Err == "" {
 			if bs, err := r.cfg.Blockers.Pool(p); err != nil {
 				p.Refuse(err.Error())

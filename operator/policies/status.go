@@ -145,7 +145,11 @@ func policyStatus(p *policy.Pool, old v1alpha1.RebootPolicyStatus, mine []admiss
 			ObservedGeneration: p.Generation, LastTransitionTime: metav1.NewTime(now.Truncate(time.Second))})
 	}
 	if p.Err != "" {
-		cond("Accepted", false, "Invalid", p.Err+"; its waiting nodes are held (blocked-by policy)")
+		reason := "Invalid"
+		if strings.HasPrefix(p.Err, TooMany+":") {
+			reason = TooMany
+		}
+		cond("Accepted", false, reason, p.Err+"; its waiting nodes are held (blocked-by policy)")
 	} else {
 		cond("Accepted", true, "Compiled", "the spec compiled; nodes matching it follow it from their next admission")
 	}
