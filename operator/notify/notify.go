@@ -30,6 +30,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nicholas-fedor/shoutrrr/pkg/services/chat/teams"
 	"github.com/nicholas-fedor/shoutrrr/pkg/types"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
@@ -334,6 +335,13 @@ func newTarget(raw string, queue int, timeout time.Duration, log klog.Logger) (*
 		s.timeout = timeout // the whole SMTP session
 	}
 	if err := svc.Initialize(u, stdLogger{log.WithName("notify").WithValues("target", name), level, secrets}); err != nil {
+		if errors.Is(err, teams.ErrMissingExtraIDComponent) {
+			// kured's documented form (teams://group@tenant/altId/groupOwner) is the old Office 365
+			// connector webhook, which has no fourth part; the webhooks Teams issues now have one.
+			return nil, fail("%v: this is the old Office 365 connector form (three parts, as kured's docs show it); "+
+				"Teams' webhook URLs now carry a fourth part: teams://GROUP@TENANT/ALTID/GROUPOWNER/EXTRAID?host=HOST "+
+				"(shoutrrr's form of https://HOST/webhookb2/GROUP@TENANT/IncomingWebhook/ALTID/GROUPOWNER/EXTRAID)", err)
+		}
 		return nil, fail("%v", err)
 	}
 	return &target{name: name, secrets: secrets, svc: svc, queue: make(chan queued, queue), escape: escaper(scheme)}, nil

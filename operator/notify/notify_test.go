@@ -332,6 +332,9 @@ func TestRefusesBadURLs(t *testing.T) {
 		{"slack://xoxb:supersecrettoken@C0123", `notify URL 2 of 2 "slack://***@C0123": invalid slack token format`, "supersecrettoken"},
 		{"telegram://secrettoken42@telegram", `notify URL 2 of 2 "telegram://***@telegram": invalid telegram token: ***:`, "secrettoken42"},
 		{"discord://", `notify URL 2 of 2 "discord://": setting config URL: webhook ID missing from config URL`, ""},
+		// kured's documented Teams URL (docs.kured.dev), the old connector form: said what to write now.
+		{"teams://11111111-4444-4444-8444-cccccccccccc@22222222-4444-4444-8444-cccccccccccc/33333333012222222222333333333344/44444444-4444-4444-8444-cccccccccccc?host=example.webhook.office.com",
+			`notify URL 2 of 2 "teams://***@22222222-4444-4444-8444-cccccccccccc/…?…": invalid URL format: missing extraId component: this is the old Office 365 connector form`, ""},
 		{"generic:///hook", `notify URL 2 of 2 "generic:///…": no host`, ""},
 		{"generic://h/x?template=xml", `notify URL 2 of 2 "generic://h/…?…": template "xml": only json (or none, for the message as plain text)`, ""},
 		{"generic://h/x?disabletls=maybe", `notify URL 2 of 2 "generic://h/…?…": setting config properties from service URL query: accepted values are 1, true, yes or 0, false, no`, ""},
