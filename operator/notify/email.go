@@ -50,6 +50,18 @@ type email struct {
 	timeout time.Duration  // the sender's: the whole exchange (the URL's timeout too, if shorter)
 	roots   *x509.CertPool // whom TLS trusts; nil: the system's roots
 	log     types.StdLogger
+	// warn logs what weakens the mail's protection (no STARTTLS, an unverified certificate) where it
+	// is seen by default, not at the services' debug level (nil: to log).
+	warn types.StdLogger
+}
+
+func (m *email) warning(msg string) {
+	switch {
+	case m.warn != nil:
+		m.warn.Print(msg)
+	case m.log != nil:
+		m.log.Print(msg)
+	}
 }
 
 func (m *email) Initialize(u *url.URL, log types.StdLogger) error {
@@ -97,8 +109,8 @@ func (m *email) Initialize(u *url.URL, log types.StdLogger) error {
 			return fmt.Errorf("toaddresses: %w", err)
 		}
 	}
-	if c.SkipTLSVerify && log != nil {
-		log.Print("Warning: skiptlsverify=Yes: the mail server's TLS certificate is not verified")
+	if c.SkipTLSVerify {
+		m.warning("Warning: skiptlsverify=Yes: the mail server's TLS certificate is not verified")
 	}
 	return nil
 }
@@ -188,8 +200,8 @@ func (m *email) Send(message string, _ *types.Params) error {
 			encrypted = true
 		} else if c.RequireStartTLS || c.Encryption == smtp.EncMethods.ExplicitTLS {
 			return wrap(errors.New("the server offers no STARTTLS, and the URL requires it (requirestarttls=Yes or encryption=ExplicitTLS)"))
-		} else if m.log != nil {
-			m.log.Print("Warning: the mail server offers no STARTTLS: this message crosses the network unencrypted")
+		} else {
+			m.warning("Warning: the mail server offers no STARTTLS: this message crosses the network unencrypted")
 		}
 	}
 	if c.Auth != smtp.AuthTypes.None {

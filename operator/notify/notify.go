@@ -333,6 +333,7 @@ func newTarget(raw string, queue int, timeout time.Duration, log klog.Logger) (*
 		s.timeout = timeout // the whole request, body included: a stalled server does not hold its URL's queue
 	case *email:
 		s.timeout = timeout // the whole SMTP session
+		s.warn = stdLogger{log.WithName("notify").WithValues("target", name), 0, secrets}
 	}
 	if err := svc.Initialize(u, stdLogger{log.WithName("notify").WithValues("target", name), level, secrets}); err != nil {
 		if errors.Is(err, teams.ErrMissingExtraIDComponent) {
