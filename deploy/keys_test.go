@@ -10,8 +10,10 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -204,6 +206,27 @@ func TestKeysPolicy(t *testing.T) {
 		allowed("patcher", patcher, "keys-a", annotate(protocol.RebootPaused, protocol.True))
 		allowed("patcher", patcher, "keys-a", label("team", "payments"))
 		allowed("patcher", patcher, "keys-a", write{"cordon", func(p *nodes.Patch, n *corev1.Node) { p.SetUnschedulable(n, true) }})
+	})
+	// A ServiceAccount named like the operator's, in a tenant's namespace, with "patch nodes": none of
+	// Slipway's, so the operator's keys are refused it (matched by name alone, it passed as Slipway's).
+	t.Run("the operator's name in another namespace", func(t *testing.T) {
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		if _, err := admin.CoreV1().ServiceAccounts("tenant").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "slipway-update-operator"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		grant("test-keys-impostor", rbacv1.Subject{Kind: "ServiceAccount", Name: "slipway-update-operator", Namespace: "tenant"})
+		tr, err := admin.CoreV1().ServiceAccounts("tenant").CreateToken(ctx, "slipway-update-operator", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		impostor := tokenClient(cp, tr.Status.Token)
+		if u := whoAmI(ctx, t, impostor); u.Username != "system:serviceaccount:tenant:slipway-update-operator" {
+			t.Fatalf("the impostor authenticates as %s", u.Username)
+		}
+		refused("impostor", impostor, "keys-a", annotate(protocol.RebootOK, protocol.True), byOperator)
+		refused("impostor", impostor, "keys-a", annotate(protocol.RebootInProgress, protocol.True), "belong to the update-agent")
 	})
 	t.Run("a kubelet", func(t *testing.T) {
 		for _, w := range []write{annotate(protocol.RebootOK, protocol.True), unannotate(protocol.FailedVersion), label(protocol.AfterReboot, protocol.True)} {

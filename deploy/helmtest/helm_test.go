@@ -60,6 +60,28 @@ type object = map[string]any
 // objects are rendered objects by key (see keyOf).
 type objects = map[string]object
 
+// replaceStrings replaces old with new in every string value under v.
+func replaceStrings(v any, old, new string) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if s, ok := e.(string); ok {
+				x[k] = strings.ReplaceAll(s, old, new)
+				continue
+			}
+			replaceStrings(e, old, new)
+		}
+	case []any:
+		for i, e := range x {
+			if s, ok := e.(string); ok {
+				x[i] = strings.ReplaceAll(s, old, new)
+				continue
+			}
+			replaceStrings(e, old, new)
+		}
+	}
+}
+
 // keyOf names an object: apiVersion, kind and namespace/name (name alone when cluster-scoped).
 func keyOf(o object) string {
 	md, _ := o["metadata"].(map[string]any)
@@ -704,6 +726,10 @@ func TestValues(t *testing.T) {
 				if spec, ok := obj["spec"].(map[string]any); ok && spec["paramRef"] != nil {
 					ref := spec["paramRef"].(map[string]any)
 					ref["namespace"] = "ops" // the fence's Lease
+				}
+				if obj["kind"] == "ValidatingAdmissionPolicy" {
+					// The policies name Slipway's ServiceAccounts with their namespace.
+					replaceStrings(obj, "system:serviceaccount:slipway-system:", "system:serviceaccount:ops:")
 				}
 			}
 		},
