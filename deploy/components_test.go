@@ -167,6 +167,11 @@ func TestRemediationFenceComponent(t *testing.T) {
 	if _, err := leases.List(ctx, metav1.ListOptions{}); err != nil {
 		t.Errorf("list: %v", err)
 	}
+	if w, err := leases.Watch(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("watch: %v", err)
+	} else {
+		w.Stop()
+	}
 	if err := leases.Delete(ctx, "node-a", metav1.DeleteOptions{}); err != nil {
 		t.Errorf("delete: %v", err)
 	}

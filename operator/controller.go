@@ -337,6 +337,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.store.Load(marks)
 	// What an operator before this one left on remediation controllers' objects: kept for nodes in
 	// their cycle, removed for the rest.
+	c.cfg.Remediation.Start(ctx)
 	c.cfg.Remediation.Sweep(ctx, c.fenced)
 	c.synced.Store(true)
 	c.lastProgress.Store(c.cfg.Now().UnixNano())

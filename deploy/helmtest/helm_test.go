@@ -657,7 +657,7 @@ func TestValues(t *testing.T) {
 			o["rbac.authorization.k8s.io/v1 Role medik8s-leases/slipway-remediation-fence"] = map[string]any{
 				"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
 				"metadata": map[string]any{"name": "slipway-remediation-fence", "namespace": "medik8s-leases"},
-				"rules":    []any{map[string]any{"apiGroups": []any{"coordination.k8s.io"}, "resources": []any{"leases"}, "verbs": []any{"get", "list", "create", "update", "delete"}}}}
+				"rules":    []any{map[string]any{"apiGroups": []any{"coordination.k8s.io"}, "resources": []any{"leases"}, "verbs": []any{"get", "list", "watch", "create", "update", "delete"}}}}
 			o["rbac.authorization.k8s.io/v1 RoleBinding medik8s-leases/slipway-remediation-fence"] = map[string]any{
 				"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
 				"metadata": map[string]any{"name": "slipway-remediation-fence", "namespace": "medik8s-leases"},

@@ -11,7 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	coordinationlisters "k8s.io/client-go/listers/coordination/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
 
@@ -29,6 +32,26 @@ type Lease struct {
 	Client    kubernetes.Interface
 	Namespace string
 	Now       func() time.Time
+
+	// leases caches the namespace's Leases for Refuses (every waiting node's admission asks it): set
+	// by Start; until then Refuses reads the API.
+	leases coordinationlisters.LeaseLister
+}
+
+// Start watches the lease namespace (a few leases: one per node under remediation or in its cycle) so
+// that Refuses, asked for every waiting node at every decision, reads a cache, not the API server. It
+// returns once the cache is filled (at most 30 s); the watch runs until ctx ends.
+func (l *Lease) Start(ctx context.Context) error {
+	f := informers.NewSharedInformerFactoryWithOptions(l.Client, 0, informers.WithNamespace(l.Namespace))
+	lister := f.Coordination().V1().Leases().Lister()
+	f.Start(ctx.Done())
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if !cache.WaitForCacheSync(wait.Done(), f.Coordination().V1().Leases().Informer().HasSynced) {
+		return fmt.Errorf("leases of namespace %s never listed: check the operator's RBAC there (list, watch leases: deploy/remediation-fence)", l.Namespace)
+	}
+	l.leases = lister
+	return nil
 }
 
 func (l *Lease) Kind() string { return "nhc-lease" }
@@ -80,7 +103,13 @@ func (l *Lease) Hold(ctx context.Context, n *corev1.Node, since time.Time, valid
 
 // Refuses: another holder keeps the node's lease valid. An error reading it refuses too (fail closed).
 func (l *Lease) Refuses(ctx context.Context, n *corev1.Node) (bool, string) {
-	cur, err := l.Client.CoordinationV1().Leases(l.Namespace).Get(ctx, leaseName(n.Name), metav1.GetOptions{})
+	var cur *coordinationv1.Lease
+	var err error
+	if l.leases != nil {
+		cur, err = l.leases.Leases(l.Namespace).Get(leaseName(n.Name))
+	} else {
+		cur, err = l.Client.CoordinationV1().Leases(l.Namespace).Get(ctx, leaseName(n.Name), metav1.GetOptions{})
+	}
 	if apierrors.IsNotFound(err) {
 		return false, ""
 	}

@@ -240,6 +240,24 @@ func (k *Keeper) forget(ctx context.Context, node string, n *corev1.Node) bool {
 	return good
 }
 
+// starter is a fence with a cache to fill before the first decision; it is kept until ctx ends.
+type starter interface{ Start(ctx context.Context) error }
+
+// Start fills the fences' caches (the lease namespace's Leases). A cache that cannot be filled leaves
+// its fence reading the API server, said once in the log.
+func (k *Keeper) Start(ctx context.Context) {
+	if k == nil {
+		return
+	}
+	for _, f := range k.fences {
+		if s, ok := f.(starter); ok {
+			if err := s.Start(ctx); err != nil {
+				k.report(nil, f.Kind(), "watch", err)
+			}
+		}
+	}
+}
+
 // Sweep, before the first sync, takes over what a previous operator left: the signs of nodes still in
 // their cycle are remembered (their syncs renew them), every other one is removed. fenced says whether
 // a node (by name) is in its cycle and not stalled; false for a node that no longer exists.
