@@ -241,7 +241,9 @@ func (k *Keeper) forget(ctx context.Context, node string, n *corev1.Node) bool {
 }
 
 // starter is a fence with a cache to fill before the first decision; it is kept until ctx ends.
-type starter interface{ Start(ctx context.Context) error }
+type starter interface {
+	Start(ctx context.Context) error
+}
 
 // Start fills the fences' caches (the lease namespace's Leases). A cache that cannot be filled leaves
 // its fence reading the API server, said once in the log.
