@@ -56,11 +56,16 @@ func installMachineCRD(t *testing.T) schema.GroupVersionResource {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := remediation.MachinesResource(disc)
-	if err != nil {
-		t.Fatal(err)
+	// Discovery serves a new group a moment after its CRD is established.
+	var res schema.GroupVersionResource
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if res, err = remediation.MachinesResource(disc); err == nil {
+			return res
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
 	}
-	return res
 }
 
 // machine creates a v1beta2 Machine in namespace capi backing node (status.nodeRef), with annotations.
