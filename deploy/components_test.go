@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -147,13 +148,19 @@ func TestRemediationFenceComponent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := admin.RbacV1().Roles("medik8s-leases").Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+	if _, err := admin.RbacV1().Roles("medik8s-leases").Create(ctx, &role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	if _, err := admin.RbacV1().RoleBindings("medik8s-leases").Create(ctx, &binding, metav1.CreateOptions{}); err != nil {
+	if _, err := admin.RbacV1().RoleBindings("medik8s-leases").Create(ctx, &binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	op := as(t, cp, "slipway-update-operator")
+	// The API server's RBAC cache takes a moment to see the new binding.
+	for deadline := time.Now().Add(30 * time.Second); !can(t, op, "create", "coordination.k8s.io", "leases", "", "medik8s-leases"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the component's RoleBinding never let the operator create a lease in medik8s-leases")
+		}
+	}
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("slipway-update-operator")}}
 	leases := op.CoordinationV1().Leases("medik8s-leases")
 	created, err := leases.Create(ctx, lease, metav1.CreateOptions{})

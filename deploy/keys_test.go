@@ -222,6 +222,13 @@ func TestKeysPolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 		impostor := tokenClient(cp, tr.Status.Token)
+		// The API server's RBAC cache takes a moment to see the new binding: what is refused below must
+		// be refused by the policy, not by RBAC.
+		for deadline := time.Now().Add(30 * time.Second); !can(t, impostor, "patch", "", "nodes", "", ""); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the impostor's ClusterRoleBinding never took effect")
+			}
+		}
 		if u := whoAmI(ctx, t, impostor); u.Username != "system:serviceaccount:tenant:slipway-update-operator" {
 			t.Fatalf("the impostor authenticates as %s", u.Username)
 		}
