@@ -36,7 +36,9 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	if err != nil {
 		return 0, err
 	}
-	retry = minRetry(retry, c.cfg.Remediation.Sync(ctx, n, fenced(state, f), protocol.StageSince(state, n)))
+	if c.cfg.Remediation != nil { // the stage's start is read only when a fence is on
+		retry = minRetry(retry, c.cfg.Remediation.Sync(ctx, n, fenced(state, f), protocol.StageSince(state, n)))
+	}
 	if n, err = c.publishUpdate(ctx, n); err != nil {
 		return 0, err
 	}

@@ -72,6 +72,9 @@ type Keeper struct {
 type held struct {
 	mark  Mark
 	since time.Time
+	// none: the fence does not apply to the node at this stage (no Machine backs it, or its Machine
+	// backs another node): nothing to remove, and nothing to ask again until the next stage.
+	none bool
 }
 
 // NewKeeper keeps fences for nodes whose stages each have timeout (--reboot-timeout, > 0). reg may be nil.
@@ -182,26 +185,38 @@ func (k *Keeper) hold(ctx context.Context, n *corev1.Node, since time.Time) bool
 		m, ok, err := f.Hold(ctx, n, since, k.timeout+Grace)
 		if err != nil {
 			k.report(n, f.Kind(), "set", err)
-			if !errors.Is(err, ErrNotBacking) { // a Machine that does not back the node stays so: no retry
+			if errors.Is(err, ErrNotBacking) { // a Machine that does not back the node stays so: no retry
+				k.remember(n.Name, f.Kind(), held{since: since, none: true})
+			} else {
 				good = false
 			}
 			continue
 		}
-		if !ok {
-			continue
-		}
-		k.mu.Lock()
-		if k.held[n.Name] == nil {
-			k.held[n.Name] = map[string]held{}
-		}
-		if _, had := k.held[n.Name][f.Kind()]; !had {
-			k.gauge.WithLabelValues(f.Kind()).Inc()
+		if k.remember(n.Name, f.Kind(), held{mark: m, since: since, none: !ok}) {
 			k.log.V(1).Info("remediation fence set", "node", n.Name, "fence", f.Kind(), "object", m.Namespace+"/"+m.Name)
 		}
-		k.held[n.Name][f.Kind()] = held{mark: m, since: since}
-		k.mu.Unlock()
 	}
 	return good
+}
+
+// remember records what fence kind holds for node; it reports whether a sign is held now that was
+// not before (the gauge counts signs, not the nodes a fence does not apply to).
+func (k *Keeper) remember(node, kind string, h held) (added bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.held[node] == nil {
+		k.held[node] = map[string]held{}
+	}
+	old, had := k.held[node][kind]
+	k.held[node][kind] = h
+	switch {
+	case !h.none && (!had || old.none):
+		k.gauge.WithLabelValues(kind).Inc()
+		return true
+	case h.none && had && !old.none:
+		k.gauge.WithLabelValues(kind).Dec()
+	}
+	return false
 }
 
 // Forget removes every fence Slipway holds for node (its cycle ended, it stalled, or it was deleted).
@@ -223,10 +238,12 @@ func (k *Keeper) forget(ctx context.Context, node string, n *corev1.Node) bool {
 		if !ok {
 			continue
 		}
-		if err := f.Release(ctx, h.mark); err != nil {
-			k.report(n, f.Kind(), "remove", fmt.Errorf("node %s: %w", node, err))
-			good = false
-			continue // kept: the node's next sync (at the latest RetryAfter) tries again
+		if !h.none {
+			if err := f.Release(ctx, h.mark); err != nil {
+				k.report(n, f.Kind(), "remove", fmt.Errorf("node %s: %w", node, err))
+				good = false
+				continue // kept: the node's next sync (at the latest RetryAfter) tries again
+			}
 		}
 		k.mu.Lock()
 		delete(k.held[node], f.Kind())
@@ -234,8 +251,10 @@ func (k *Keeper) forget(ctx context.Context, node string, n *corev1.Node) bool {
 			delete(k.held, node)
 		}
 		k.mu.Unlock()
-		k.gauge.WithLabelValues(f.Kind()).Dec()
-		k.log.V(1).Info("remediation fence removed", "node", node, "fence", f.Kind())
+		if !h.none {
+			k.gauge.WithLabelValues(f.Kind()).Dec()
+			k.log.V(1).Info("remediation fence removed", "node", node, "fence", f.Kind())
+		}
 	}
 	return good
 }
@@ -275,15 +294,7 @@ func (k *Keeper) Sweep(ctx context.Context, fenced func(node string) bool) {
 		}
 		for _, m := range marks {
 			if fenced(m.Node) {
-				k.mu.Lock()
-				if k.held[m.Node] == nil {
-					k.held[m.Node] = map[string]held{}
-				}
-				if _, had := k.held[m.Node][f.Kind()]; !had {
-					k.gauge.WithLabelValues(f.Kind()).Inc()
-				}
-				k.held[m.Node][f.Kind()] = held{mark: m} // zero since: the node's next sync renews it
-				k.mu.Unlock()
+				k.remember(m.Node, f.Kind(), held{mark: m}) // zero since: the node's next sync renews it
 				continue
 			}
 			if err := f.Release(ctx, m); err != nil {
