@@ -43,6 +43,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/httpserve"
 	"github.com/slipway-dev/slipway/internal/kubeclient"
 	"github.com/slipway-dev/slipway/internal/logformat"
+	"github.com/slipway-dev/slipway/internal/serverclock"
 	"github.com/slipway-dev/slipway/internal/version"
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/fence"
@@ -302,6 +303,8 @@ func run() int {
 		log.Error(err, "no Kubernetes client configuration")
 		return 1
 	}
+	clock := serverClock(rc, log)
+	cfg.Now = clock.Now
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		log.Error(err, "building Kubernetes client")
@@ -334,7 +337,7 @@ func run() int {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics, notifier, err := o.instrument(reg, log)
+	metrics, notifier, err := o.instrument(reg, log, clock)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "update-operator: notify-url:", err)
 		return 2
@@ -433,7 +436,7 @@ func run() int {
 func (o *options) remediation(client kubernetes.Interface, cfg operator.Config, reg prometheus.Registerer, log klog.Logger) (*remediation.Keeper, error) {
 	var fences []remediation.Fence
 	if o.remediationLeaseNamespace != "" {
-		fences = append(fences, &remediation.Lease{Client: client, Namespace: o.remediationLeaseNamespace, Now: time.Now})
+		fences = append(fences, &remediation.Lease{Client: client, Namespace: o.remediationLeaseNamespace, Now: cfg.Now})
 	}
 	if o.machinesKubeconfig != "" {
 		rc, err := clientcmd.BuildConfigFromFlags("", o.machinesKubeconfig)
@@ -464,11 +467,30 @@ func (o *options) remediation(client kubernetes.Interface, cfg operator.Config, 
 		}
 		fences = append(fences, &remediation.Machine{Client: dyn, Resource: res, Cluster: cluster, Namespace: o.machinesNamespace})
 	}
-	return remediation.NewKeeper(fences, cfg.RebootTimeout, cfg.Recorder, log, time.Now, reg)
+	return remediation.NewKeeper(fences, cfg.RebootTimeout, cfg.Recorder, log, cfg.Now, reg)
 }
 
-func (o *options) instrument(reg prometheus.Registerer, log klog.Logger) (*operator.Metrics, *notify.Sender, error) {
+// serverClock is the API server's clock, learned from the Date of every response to rc's clients
+// (rc is wrapped to feed it): the operator stamps what it records with it, so that a failure and a
+// person's resume (dated by the API server's clock by kubectl slipway) are compared on one clock.
+func serverClock(rc *rest.Config, log klog.Logger) *serverclock.Clock {
+	c := serverclock.New(time.Now, func(off time.Duration, first bool) {
+		msg := "the API server's clock moved against this node's"
+		if first {
+			msg = "the API server's clock against this node's"
+		}
+		log.Info(msg, "offset", off.Round(time.Millisecond), "stampsUse", "the API server's clock")
+	})
+	rc.Wrap(c.Transport)
+	return c
+}
+
+func (o *options) instrument(reg prometheus.Registerer, log klog.Logger, clock *serverclock.Clock) (*operator.Metrics, *notify.Sender, error) {
 	kubeclient.RegisterMetrics(reg, "slipway_operator")
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "slipway_operator_api_server_clock_offset_seconds",
+		Help: "The API server's clock minus this operator's node's, from the Date of its responses (0 until the first): " +
+			"everything the operator records is stamped with the API server's clock, as kubectl slipway's resumes are."},
+		func() float64 { off, _ := clock.Offset(); return off.Seconds() }))
 	m := operator.NewMetrics(reg)
 	n, err := notify.New(o.notifyURLs, reg, log, notify.BlockedAfter(o.notifyBlockedAfter),
 		notify.Templates(o.templateDrain, o.templateReboot, o.templateUncordon))

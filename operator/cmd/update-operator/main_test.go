@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"slices"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/slipway-dev/slipway/internal/flagenv"
@@ -426,5 +429,35 @@ func TestDefaultIdentity(t *testing.T) {
 	host, _ := os.Hostname()
 	if got := defaultIdentity("", "abcdef12"); got != host+"_abcdef12" {
 		t.Errorf("without POD_NAME: %q, want the hostname and the suffix", got)
+	}
+}
+
+// The operator's clients feed its clock: a client built from the wrapped config learns the API
+// server's offset from the Date of its responses (here an API server an hour and a half ahead).
+func TestServerClockWired(t *testing.T) {
+	ahead := 90 * time.Minute
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Date", time.Now().Add(ahead).UTC().Format(http.TimeFormat))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"major":"1","minor":"35","gitVersion":"v1.35.0"}`))
+	}))
+	defer srv.Close()
+	rc := &rest.Config{Host: srv.URL}
+	clock := serverClock(rc, klog.Background())
+	if off, known := clock.Offset(); known || off != 0 {
+		t.Fatalf("before any response: %v %v", off, known)
+	}
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Discovery().ServerVersion(); err != nil {
+		t.Fatal(err)
+	}
+	if off, known := clock.Offset(); !known || off < ahead-2*time.Second || off > ahead+2*time.Second {
+		t.Fatalf("offset %v (known %v), want about %v", off, known, ahead)
+	}
+	if d := clock.Now().Sub(time.Now()); d < ahead-2*time.Second || d > ahead+2*time.Second {
+		t.Fatalf("Now is %v from this machine's clock, want about %v", d, ahead)
 	}
 }

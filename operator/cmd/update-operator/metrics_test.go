@@ -16,6 +16,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/protocol"
+	"github.com/slipway-dev/slipway/internal/serverclock"
 	"github.com/slipway-dev/slipway/internal/testsupport/docs"
 	"github.com/slipway-dev/slipway/operator/admission"
 	"github.com/slipway-dev/slipway/operator/remediation"
@@ -26,7 +27,7 @@ import (
 func TestMetricsReference(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	rec := &recorder{Registerer: reg}
-	m, _, err := new(options).instrument(rec, klog.Background())
+	m, _, err := new(options).instrument(rec, klog.Background(), serverclock.New(nil, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
