@@ -46,7 +46,7 @@ unit:
 ## test: everything: unit + integration (real apiserver, etcd, kube-controller-manager, dbus-daemon,
 ##       systemd in VMs, terraform + libvirtd), then the e2e suites on local QEMU VMs that really reboot.
 ##       Modules: the product (.), the test machinery (e2e/: chaos, fleet bench, terraform, VM harness),
-##       hack/ociimage, butane/, deploy/helmtest/ (Helm 4 and Helm 3), hack/release (a whole release, checked). Says how long each stage took, and sums up at the end.
+##       hack/ociimage, butane/, deploy/helmtest/ (Helm 4 and Helm 3), hack/release (a whole release, checked, and every command of the README and docs/ run against it: deploy/docsguard). Says how long each stage took, and sums up at the end.
 ##       -race for the product's tests only: the e2e/ module runs the operator and agents as separate
 ##       processes (chaos, fleet bench, VMs), so -race there would race-compile its whole dependency tree
 ##       (e2e-framework, controller-runtime, terraform-exec) again for the harness code alone; without it

@@ -346,6 +346,17 @@ func TestRelease(t *testing.T) {
 	}
 	checkKrew(t, must(os.ReadFile(filepath.Join(out, KrewFile))), out, version)
 
+	// Every command the README and docs/ show, run as written against this release on real API
+	// servers with the real kubectl, helm and the bundle's kubectl-slipway (deploy/docsguard, in the
+	// product's module, where the control planes are).
+	guard := exec.Command("go", "test", "-count=1", "-run", "^TestDocumentedCommands$", "-v", "./deploy/docsguard")
+	guard.Dir, guard.Env = "../..", append(os.Environ(), "SLIPWAY_DIST="+out)
+	if b, err := guard.CombinedOutput(); err != nil || !bytes.Contains(b, []byte("--- PASS: TestDocumentedCommands")) {
+		t.Errorf("the documented commands against this release (deploy/docsguard): %v\n%s", err, b)
+	} else {
+		t.Logf("the documented commands against this release:\n%s", b)
+	}
+
 	// A second release into the same directory replaces this one: its SHA256SUMS lists every file it
 	// wrote, so prepareOut takes all of them for an earlier release's (TestOutIsNeverSomeonesDirectory
 	// has the refusals).
