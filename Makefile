@@ -77,13 +77,14 @@ docs:
 	SLIPWAY_UPDATE_DOCS=1 go test ./operator/cmd/update-operator/ ./agent/cmd/update-agent/ ./internal/protocol/ ./deploy/ ./operator/ ./api/v1alpha1/ -run '^(TestFlagReference|TestMetricsReference|TestKeyReference|TestHelmValuesReference|TestGateTable|TestCRDReference)$$' -count=1
 
 ## demo: a local control plane, simulated nodes with real agents on real D-Bus, the real update-operator
-##       binary installed paused, then resumed: a rolling reboot, its history and a timeline SVG
+##       binary installed paused, then resumed: a rolling reboot, its history and a timeline SVG.
+##       make demo DEMO_FLAGS=-stay keeps it running until Ctrl-C and prints the KUBECONFIG to look around with
 demo: deps
 	@echo "make demo: installs dbus-daemon with apt if missing (needs root or sudo), builds etcd, kube-apiserver and"
 	@echo "  kube-controller-manager from the Go module proxy into ~/.cache/slipway (cold: ~9-13 min on 2 cores, then"
 	@echo "  cached) and update-operator from this tree, then runs the demo (~1 min)."
 	@SLIPWAY_CONTROLPLANE_DIR=$$(hack/build-controlplane.sh etcd kube-apiserver kube-controller-manager | tail -1) && \
-		cd e2e && SLIPWAY_CONTROLPLANE_DIR=$$SLIPWAY_CONTROLPLANE_DIR go run ./cmd/demo
+		cd e2e && SLIPWAY_CONTROLPLANE_DIR=$$SLIPWAY_CONTROLPLANE_DIR go run ./cmd/demo $(DEMO_FLAGS)
 
 ## demo-promotion: staging and production as two real control planes, each with its operator and simulated
 ##                 nodes, and a real Prometheus scraping staging: production reboots into a version only after

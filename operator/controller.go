@@ -224,7 +224,7 @@ func New(cfg Config) (*Controller, error) {
 		BlockerRetry: cfg.BlockerRetry,
 	}, c.index)
 	if c.store, err = fleetstore.New(fleetstore.Config{Client: cfg.Client, Namespace: cfg.Namespace, Log: cfg.Log, Now: cfg.Now,
-		LazyEvery: cfg.FleetLazyEvery, HistoryEvery: cfg.HistoryEvery,
+		LazyEvery: cfg.FleetLazyEvery, HistoryEvery: cfg.HistoryEvery, Quiet: c.index.Quiet,
 		MaxFailedReboots: cfg.MaxFailedReboots, MaxFailedPerVersion: cfg.Canary.MaxFailed,
 		Status: statusOf(cfg), Policies: policy.Publish(policy.Named{Spec: cfg.Spec}), // the Spec the policy was compiled from
 		OnSync:    func(d time.Duration) { c.queue.AddAfter(fleetKey, d) },
@@ -385,6 +385,9 @@ func (c *Controller) processNext(ctx context.Context, slot int) bool {
 		c.waitingPass()
 	default:
 		retryAfter, err = c.sync(ctx, name)
+		if c.store.NewsWaits() && c.index.Quiet() {
+			c.queue.Add(fleetKey) // the roll-out is over: its last durations and proofs wait for nothing
+		}
 	}
 	c.syncStarted[slot].Store(0)
 	c.lastProgress.Store(c.cfg.Now().UnixNano())

@@ -3,20 +3,23 @@ package operator_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kptr "k8s.io/utils/ptr"
 
 	"github.com/slipway-dev/slipway/internal/fleetrecord"
 	"github.com/slipway-dev/slipway/internal/fleetswitch"
 	"github.com/slipway-dev/slipway/internal/history"
+	"github.com/slipway-dev/slipway/internal/protocol"
 	"github.com/slipway-dev/slipway/operator"
 	"github.com/slipway-dev/slipway/operator/policy"
 )
 
-// News only the status view reads waits: with no policy running canaries, a finished cycle's proof
+// News only the status view reads waits while the roll-out goes on: with no policy running canaries, a finished cycle's proof
 // and duration are not in the fleet record and Status when the cycle's end is seen, nor after fleet
 // syncs that had them in hand, until Config.FleetLazyEvery has passed; then they are written. With
 // canaries, the proof is in the record before the cycle's end is seen (a successor must know the canary
@@ -56,6 +59,9 @@ func TestLazyFleetNews(t *testing.T) {
 				c.FleetLazyEvery = lazy
 				c.HistoryEvery = historyEvery
 			}})
+			// A node that asks and is held (paused by hand): the roll-out is not over, so the news
+			// waits (once none asks and none is in its cycle, it is written at once: TestQuietFleetNews).
+			holdAsking(t, "lazy-held")
 			proofs := func() int {
 				cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, fleetrecord.ConfigMapName, metav1.GetOptions{})
 				if err != nil {
@@ -202,4 +208,44 @@ func publishedCycles(ctx context.Context, ns string) int {
 	}
 	st, _ := fleetswitch.ReadStatus(cm)
 	return len(st.CycleSeconds)
+}
+
+// holdAsking starts one more simulated node, paused by hand, that asks to reboot: it waits (blocked-by
+// paused: node) for as long as the test runs, so a roll-out is never over.
+func holdAsking(t *testing.T, name string) {
+	t.Helper()
+	sn := simNodes(t, name, 1)[0]
+	annotate(t, sn.Name, map[string]*string{protocol.RebootPaused: kptr.To(protocol.True)})
+	stageVersion(t, sn, "4800.0.0")
+	waitNode(t, sn.Name, 30*time.Second, "held by its pause", func(n *corev1.Node) bool {
+		return strings.HasPrefix(n.Annotations[protocol.BlockedBy], "paused:")
+	})
+}
+
+// Once a roll-out is over (no node in its cycle, none asking), what waited for the status view is
+// written at once: right after the last cycle, kubectl slipway status has its duration and the record
+// its proof, although FleetLazyEvery (a day, on the test's clock, which it never advances) has not passed.
+func TestQuietFleetNews(t *testing.T) {
+	needCluster(t)
+	cleanNodes(t)
+	ctx := context.Background()
+	const ns = "slipway-quiet"
+	_, _ = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	for _, cm := range []string{fleetrecord.ConfigMapName, fleetswitch.ConfigMapName, history.ConfigMapName} {
+		_ = client.CoreV1().ConfigMaps(ns).Delete(ctx, cm, metav1.DeleteOptions{})
+	}
+	clock := newOpClock()
+	sns := simNodes(t, "quiet", 2)
+	startOperator(t, opOptions{max: "2", now: clock.Now, tweak: func(c *operator.Config) {
+		c.Namespace = ns
+		c.FleetLazyEvery = 24 * time.Hour
+		c.HistoryEvery = 24 * time.Hour
+	}})
+	for _, sn := range sns {
+		stageVersion(t, sn, "4800.0.0")
+	}
+	for _, sn := range sns {
+		waitNode(t, sn.Name, 60*time.Second, "finished on 4800.0.0", finished)
+	}
+	waitTrue(t, 30*time.Second, "both durations published once the roll-out was over", func() bool { return publishedCycles(ctx, ns) == 2 })
 }

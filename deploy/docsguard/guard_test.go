@@ -148,6 +148,7 @@ func rules() []*rule {
 		{page: "README.md", re: `^make (test|demo|unit) `, mode: makeN},
 
 		// docs/install.md.
+		{page: "docs/install.md", re: `^make demo DEMO_FLAGS=-stay$`, mode: makeN},
 		{page: "docs/install.md", re: `^kubectl apply --dry-run=client -f install.yaml && kubectl apply -f install.yaml$`, mode: run, cluster: "release", dir: "dist"},
 		{page: "docs/install.md", re: `^sudo systemctl mask --now locksmithd.service`, mode: excused, why: "runs on a Flatcar node; the VM suite's nodes get the same unit change and it is checked on a real systemd", test: "TestNodeConfigOnRealSystemd"},
 		{page: "docs/install.md", re: `^cp -r deploy/examples/install deploy/examples/my-slipway `, mode: run},

@@ -163,8 +163,11 @@ func (r *Record) AddFailure(f Failure) bool {
 // is written before the cycle's last PATCH; a leader killed in between leaves the PATCH to the next,
 // whose finish is the later one -- and the bake must start from the finish the fleet saw. It reports
 // whether the record changed.
+//
+// The record keeps whole seconds; a proof's time is rounded up, never down: a canary's bake and a
+// version's soak count from it, and a finish dated up to a second early would cut them short.
 func (r *Record) AddProof(p Proof) bool {
-	p.At = p.At.UTC().Truncate(time.Second)
+	p.At = ceilSecond(p.At)
 	for i, q := range r.Proofs {
 		if q.UID == p.UID && q.Node == p.Node && q.Version == p.Version {
 			if !p.At.After(q.At) {
@@ -178,6 +181,15 @@ func (r *Record) AddProof(p Proof) bool {
 	r.Proofs = append(r.Proofs, p)
 	r.sort()
 	return true
+}
+
+// ceilSecond is t in UTC rounded up to a whole second.
+func ceilSecond(t time.Time) time.Time {
+	t = t.UTC()
+	if w := t.Truncate(time.Second); w.Before(t) {
+		return w.Add(time.Second)
+	}
+	return t
 }
 
 // AddResume records x.

@@ -70,6 +70,17 @@ func TestBudgetCountsMachinesSinceTheLastReset(t *testing.T) {
 	}
 }
 
+// A proof is kept to the second, rounded up: the bake that counts from it is never shorter than asked.
+func TestProofRoundedUp(t *testing.T) {
+	var r Record
+	r.AddProof(Proof{Node: "a", UID: "u1", Version: "v", At: at(0).Add(200 * time.Millisecond)})
+	r.AddProof(Proof{Node: "b", UID: "u2", Version: "v", At: at(3)})
+	got := r.VersionProofs("v", func(string) bool { return false })
+	if len(got) != 2 || !got[0].Equal(at(0).Add(time.Second)) || !got[1].Equal(at(3)) {
+		t.Fatalf("proofs %v, want %v (rounded up) and %v (whole)", got, at(0).Add(time.Second), at(3))
+	}
+}
+
 func TestAddIsIdempotentAndMergeConverges(t *testing.T) {
 	f := Failure{Node: "a", UID: "u1", Reason: ReasonOldVersion, Version: "v", At: at(0).Add(300 * time.Millisecond), Budget: true}
 	var r Record

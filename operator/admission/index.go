@@ -233,6 +233,14 @@ func (x *Index) Snapshot() Snapshot {
 	return s
 }
 
+// Quiet reports whether no node is in its cycle, asks to start one or is being admitted: a roll-out
+// is over (nodes still settling may hold their slots; no cycle follows them unless one asks).
+func (x *Index) Quiet() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.busy[0] == 0 && x.busy[1] == 0 && len(x.waiting) == 0 && len(x.reserved) == 0
+}
+
 // Gen is the index's generation.
 func (x *Index) Gen() uint64 {
 	x.mu.Lock()

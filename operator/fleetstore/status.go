@@ -74,6 +74,7 @@ func (s *Store) Sync(ctx context.Context) error {
 	s.mu.Lock()
 	due := !s.lazySince.IsZero() && !now.Before(s.lazySince.Add(s.cfg.LazyEvery))
 	s.mu.Unlock()
+	due = due || s.cfg.Quiet != nil && s.cfg.Quiet()
 	recLazy, recErr := s.WriteRecord(ctx, due)
 	if wait, err := s.WriteHistory(ctx, false); err != nil {
 		s.cfg.Log.Error(err, "history not written; will retry") // the history never holds admissions up
@@ -144,6 +145,13 @@ func (s *Store) Sync(ctx context.Context) error {
 		s.cfg.OnSelfPause(reason)
 	}
 	return s.lazyNews(now, recLazy, false, recErr)
+}
+
+// NewsWaits reports whether news only the status view reads was left for a later fleet sync.
+func (s *Store) NewsWaits() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.lazySince.IsZero()
 }
 
 // lazyNews ends a fleet sync: when the record (record) or the status (status) has news left unwritten

@@ -55,7 +55,10 @@ type Config struct {
 	Log       klog.Logger
 	Now       func() time.Time
 	// LazyEvery and HistoryEvery: DefaultLazyEvery and DefaultHistoryEvery when 0.
-	LazyEvery    time.Duration
+	LazyEvery time.Duration
+	// Quiet, when set, reports that a roll-out is over (admission.Index.Quiet): news only the status
+	// view reads is then written at once, since no cycle follows to batch it with.
+	Quiet        func() bool
 	HistoryEvery time.Duration
 	// MaxFailedReboots is --max-failed-reboots (0: no failure budget); MaxFailedPerVersion
 	// --max-failed-per-version (Remembered's halts).
