@@ -3,7 +3,6 @@ package operator_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -41,31 +40,17 @@ func installMachineCRD(t *testing.T) schema.GroupVersionResource {
 	if json.Unmarshal(out, &m); err != nil || m.Dir == "" {
 		t.Skipf("%s is not in the module cache and the module proxy did not serve it (%v %s): Cluster API's Machine CRD is read from its module", capiModule, err, m.Error)
 	}
-	raw, err := os.ReadFile(filepath.Join(m.Dir, "config", "crd", "bases", "cluster.x-k8s.io_machines.yaml"))
-	if err != nil {
+	if err := testenv.InstallCRDFiles(context.Background(), cp.RestConfig(), filepath.Join(m.Dir, "config", "crd", "bases", "cluster.x-k8s.io_machines.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "machines.yaml"), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := testenv.InstallCRDs(context.Background(), cp.RestConfig(), dir); err != nil {
-		t.Fatal(err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cp.RestConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Discovery serves a new group a moment after its CRD is established.
 	var res schema.GroupVersionResource
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if res, err = remediation.MachinesResource(disc); err == nil {
-			return res
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
+	if err := testenv.WaitDiscovery(cp.RestConfig(), 30*time.Second, func(d discovery.DiscoveryInterface) (err error) {
+		res, err = remediation.MachinesResource(d)
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
+	return res
 }
 
 // machine creates a v1beta2 Machine in namespace capi backing node (status.nodeRef), with annotations.

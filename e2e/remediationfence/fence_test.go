@@ -55,29 +55,14 @@ func machineCRD(t *testing.T, cp *testenv.ControlPlane) {
 	if err != nil || json.Unmarshal(out, &m) != nil || m.Dir == "" {
 		t.Fatalf("go list -m sigs.k8s.io/cluster-api: %v %s (go mod download in e2e/ fetches it)", err, out)
 	}
-	dir := t.TempDir()
-	raw, err := os.ReadFile(filepath.Join(m.Dir, "config", "crd", "bases", "cluster.x-k8s.io_machines.yaml"))
-	if err != nil {
+	if err := testenv.InstallCRDFiles(context.Background(), cp.RestConfig(), filepath.Join(m.Dir, "config", "crd", "bases", "cluster.x-k8s.io_machines.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "machines.yaml"), raw, 0o644); err != nil {
+	if err := testenv.WaitDiscovery(cp.RestConfig(), 30*time.Second, func(d discovery.DiscoveryInterface) error {
+		_, err := remediation.MachinesResource(d)
+		return err
+	}); err != nil {
 		t.Fatal(err)
-	}
-	if err := testenv.InstallCRDs(context.Background(), cp.RestConfig(), dir); err != nil {
-		t.Fatal(err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cp.RestConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Discovery serves a new group a moment after its CRD is established.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if _, err = remediation.MachinesResource(disc); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
 	}
 }
 

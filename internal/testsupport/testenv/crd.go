@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 )
@@ -24,13 +25,18 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 // InstallCRDs creates (or updates) every CustomResourceDefinition in the YAML files of dir, as the
 // installs ship them (deploy/base/crd), and returns once each is Established and its resource lists.
 func InstallCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no CRD files in %s (%v)", dir, err)
+	}
+	return InstallCRDFiles(ctx, cfg, files...)
+}
+
+// InstallCRDFiles is InstallCRDs for the YAML files named (another project's CRD in its module, say).
+func InstallCRDFiles(ctx context.Context, cfg *rest.Config, files ...string) error {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
 	}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
@@ -84,4 +90,18 @@ func applyCRD(ctx context.Context, dyn dynamic.Interface, obj *unstructured.Unst
 		_, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, nil
 	})
+}
+
+// WaitDiscovery polls (bounded by timeout) until ready, asked with a discovery client of cfg, returns
+// nil: discovery serves a new group a moment after its CRD is established.
+func WaitDiscovery(cfg *rest.Config, timeout time.Duration, ready func(discovery.DiscoveryInterface) error) error {
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(timeout); ; time.Sleep(200 * time.Millisecond) {
+		if err = ready(disc); err == nil || time.Now().After(deadline) {
+			return err
+		}
+	}
 }
