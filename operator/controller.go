@@ -189,6 +189,9 @@ func New(cfg Config) (*Controller, error) {
 		cfg.StuckAfter = DefaultStuckAfter
 	}
 	cfg.Recorder = newDedupRecorder(cfg.Recorder, 10*time.Minute, cfg.Now)
+	if cfg.Metrics != nil {
+		cfg.Metrics.now = cfg.Now // waits and proofs are dated by the controller's clock: the scrape reads them by it
+	}
 	c := &Controller{cfg: cfg, overlay: nodes.NewOverlay(), index: admission.NewIndex(), log: cfg.Log,
 		syncStarted: make([]atomic.Int64, cfg.Workers)}
 	// The queue's own limiter (client-go's default for controllers) paces retries of failed syncs;

@@ -296,7 +296,8 @@ func (c *Controller) drain(ctx context.Context, v view, log klog.Logger) (time.D
 				c.cfg.Metrics.drainFails.Inc()
 			}
 		}
-		if wait := c.drains.retryAt(r).Sub(c.cfg.Now()); wait > 0 {
+		// The drainer dates its attempts by the wall clock (the controller's may be the API server's).
+		if wait := time.Until(c.drains.retryAt(r)); wait > 0 {
 			return wait, nil
 		}
 	}

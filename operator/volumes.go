@@ -111,7 +111,7 @@ func (c *Controller) volumesHeld(v view, log klog.Logger) (bool, time.Duration) 
 	if len(names) == 0 {
 		return false, 0
 	}
-	waited := c.cfg.Now().Sub(r.at)
+	waited := time.Since(r.at) // the drainer's wall clock, as it dated the attempt
 	timeout := c.cfg.Drain.VolumeDetachTimeout
 	list := strings.Join(names, ", ")
 	if waited < timeout {

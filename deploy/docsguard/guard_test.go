@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -182,8 +183,8 @@ func rules() []*rule {
 					w.t.Fatal(err)
 				}
 			}
-		}, dir: "dist"},
-		{page: "docs/install.md", re: `^kubectl apply -f slipway-memory.yaml$`, mode: run, cluster: "release", dir: "dist", before: func(w *world) {
+		}}, // in the work directory: dist/ is the release's, and hack/release checks it holds nothing else
+		{page: "docs/install.md", re: `^kubectl apply -f slipway-memory.yaml$`, mode: run, cluster: "release", before: func(w *world) {
 			// "... reinstall ...": the namespace's ConfigMaps are gone.
 			for _, name := range []string{"slipway-fleet-record", "slipway-history"} {
 				if err := w.clusters["release"].Client().CoreV1().ConfigMaps("slipway-system").Delete(w.ctx, name, metav1.DeleteOptions{}); err != nil {
@@ -393,7 +394,9 @@ func (w *world) do(r *rule, c Command) {
 	dir := map[string]string{"": w.work, "dist": w.dist, "repo": w.repo}[r.dir]
 	switch r.mode {
 	case makeN:
-		text = regexp.MustCompile(`^make `).ReplaceAllString(text, "make -n ")
+		// make -n still runs recipe lines that name $(MAKE): make test's stage wrapper among them, which
+		// would append to the stage list of the make test this may run inside; STAGES points it away.
+		text = regexp.MustCompile(`^make `).ReplaceAllString(text, "make -n STAGES="+filepath.Join(w.home, "stages.txt")+" ")
 		dir = w.repo
 	case parse:
 		text += " --version"
@@ -406,6 +409,10 @@ func (w *world) do(r *rule, c Command) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", text)
 	cmd.Dir, cmd.Env = dir, w.env(r.cluster)
+	// The whole process group ends with it (bash may fork the command: a watch would outlive bash).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()

@@ -6,8 +6,11 @@
 //
 // A Date header has a resolution of one second and was written somewhere between the request leaving
 // and the response arriving, so each response bounds the offset (server minus local) to an interval;
-// the clock keeps the intersection of the intervals seen, which narrows to well under a second, and
-// starts again from the newest when they no longer meet (a clock stepped on either side).
+// the clock keeps the intersection of the intervals seen, which narrows to well under a second. When
+// a response no longer meets it (a clock stepped on either side), one response is not believed: the
+// clock moves only when the next one agrees with it. Only successful responses count (an error page
+// may come from a proxy with a clock of its own), an offset beyond MaxOffset is not applied (a clock
+// that far off is broken: the operator keeps its node's and says so), and Now never goes backwards.
 package serverclock
 
 import (
@@ -15,6 +18,10 @@ import (
 	"sync"
 	"time"
 )
+
+// MaxOffset is the largest offset Now applies: beyond it the clocks disagree by more than time
+// sync ever lets them, one of them is broken, and the local one is kept (Applied says so).
+const MaxOffset = 10 * time.Minute
 
 // Clock is the local clock corrected by the offset the responses observed so far bound. The zero
 // value is not usable; use New.
@@ -24,8 +31,13 @@ type Clock struct {
 	mu     sync.Mutex
 	known  bool
 	lo, hi time.Duration // the offset (server minus local) lies in [lo, hi]
-	steps  int           // times the intervals stopped meeting and the clock started again
-	onSet  func(offset time.Duration, first bool)
+	// cand: a response that did not meet [lo, hi], kept until the next one says whether it was a
+	// step (it agrees) or an outlier (it does not).
+	candLo, candHi time.Duration
+	cand           bool
+	steps          int       // times the clock moved to a new interval
+	last           time.Time // the latest Now returned: it never goes backwards
+	onSet          func(offset time.Duration, first bool)
 }
 
 // New is a clock over local (time.Now in production). onChange, when not nil, is called (outside the
@@ -41,8 +53,24 @@ func New(local func() time.Time, onChange func(offset time.Duration, first bool)
 // Now is the API server's time now, as well as the responses so far tell it; the local time until
 // one has.
 func (c *Clock) Now() time.Time {
-	off, _ := c.Offset()
-	return c.local().Add(off)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.local()
+	if off := c.mid(); abs(off) <= MaxOffset {
+		now = now.Add(off)
+	}
+	if now.Before(c.last) {
+		return c.last
+	}
+	c.last = now
+	return now
+}
+
+// Applied reports whether Now applies the offset (known and within MaxOffset).
+func (c *Clock) Applied() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.known && abs(c.mid()) <= MaxOffset
 }
 
 // Offset is the best estimate of server minus local time (the middle of what the responses bound)
@@ -75,11 +103,16 @@ func (c *Clock) Observe(sent, received, date time.Time) {
 	switch {
 	case !c.known:
 		c.lo, c.hi, c.known = lo, hi, true
-	case lo > c.hi || hi < c.lo:
-		c.lo, c.hi = lo, hi // no longer meet: a clock stepped; the newest response is the truth now
+	case lo <= c.hi && hi >= c.lo:
+		c.lo, c.hi = max(c.lo, lo), min(c.hi, hi)
+		c.cand = false
+	case c.cand && lo <= c.candHi && hi >= c.candLo:
+		// Two responses in a row agree on another offset: a clock stepped.
+		c.lo, c.hi = max(c.candLo, lo), min(c.candHi, hi)
+		c.cand = false
 		c.steps++
 	default:
-		c.lo, c.hi = max(c.lo, lo), min(c.hi, hi)
+		c.candLo, c.candHi, c.cand = lo, hi, true
 	}
 	after := c.mid()
 	onSet := c.onSet
@@ -117,7 +150,7 @@ type roundTripper struct {
 func (r roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	sent := r.c.local()
 	resp, err := r.rt.RoundTrip(req)
-	if err == nil {
+	if err == nil && resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		if d, perr := http.ParseTime(resp.Header.Get("Date")); perr == nil {
 			r.c.Observe(sent, r.c.local(), d)
 		}

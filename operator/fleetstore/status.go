@@ -147,11 +147,12 @@ func (s *Store) Sync(ctx context.Context) error {
 	return s.lazyNews(now, recLazy, false, recErr)
 }
 
-// NewsWaits reports whether news only the status view reads was left for a later fleet sync.
+// NewsWaits reports whether news only the status view reads was left for a later fleet sync, and the
+// last fleet sync succeeded (one that failed is retried on the queue's backoff, not sooner).
 func (s *Store) NewsWaits() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.lazySince.IsZero()
+	return !s.lazySince.IsZero() && !s.syncFailed
 }
 
 // lazyNews ends a fleet sync: when the record (record) or the status (status) has news left unwritten
@@ -160,6 +161,7 @@ func (s *Store) NewsWaits() bool {
 func (s *Store) lazyNews(now time.Time, record, status bool, err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.syncFailed = err != nil
 	switch {
 	case record || status:
 		if s.lazySince.IsZero() {

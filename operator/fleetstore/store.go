@@ -120,6 +120,8 @@ type Store struct {
 	// lazySince: when a fleet sync first found only lazy news to write, zero when none waits; it is
 	// written LazyEvery after.
 	lazySince time.Time
+	// syncFailed: the last fleet sync returned an error (NewsWaits is false until one succeeds).
+	syncFailed bool
 }
 
 // New builds a Store; Start starts its informers.

@@ -235,13 +235,13 @@ func run(count int, maxUnavail string, timeout time.Duration, keep bool) error {
 	if err := testenv.GoBuild(life, root, "-o", plugin, "./operator/cmd/kubectl-slipway"); err != nil {
 		return err
 	}
-	fmt.Printf("\nThe cluster, its 5 nodes and the operator keep running until Ctrl-C. In another terminal:\n\n"+
+	fmt.Printf("\nThe cluster, its %d nodes and the operator keep running until Ctrl-C. In another terminal:\n\n"+
 		"  export KUBECONFIG=%s PATH=%s:$PATH\n"+
 		"  kubectl-slipway status -n %s       # or kubectl slipway status -n %s, with kubectl installed\n"+
 		"  kubectl-slipway history -n %s\n"+
 		"  kubectl get nodes,rebootpolicies     # with kubectl installed\n"+
 		"  kubectl annotate node flatcar-0 --overwrite %s=true   # another cycle, by hand\n\n",
-		cp.Kubeconfig, filepath.Dir(plugin), ns, ns, ns, protocol.RebootNeeded)
+		count, cp.Kubeconfig, filepath.Dir(plugin), ns, ns, ns, protocol.RebootNeeded)
 	<-interrupted.Done()
 	say("Ctrl-C: stopping the operator, the nodes and the control plane")
 	return nil

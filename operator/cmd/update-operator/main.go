@@ -475,6 +475,11 @@ func (o *options) remediation(client kubernetes.Interface, cfg operator.Config, 
 // person's resume (dated by the API server's clock by kubectl slipway) are compared on one clock.
 func serverClock(rc *rest.Config, log klog.Logger) *serverclock.Clock {
 	c := serverclock.New(time.Now, func(off time.Duration, first bool) {
+		if off > serverclock.MaxOffset || off < -serverclock.MaxOffset {
+			log.Error(nil, "the API server's clock and this node's disagree by more than time sync allows: stamps keep this node's clock; fix time sync (chrony, systemd-timesyncd) on both",
+				"offset", off.Round(time.Millisecond), "max", serverclock.MaxOffset)
+			return
+		}
 		msg := "the API server's clock moved against this node's"
 		if first {
 			msg = "the API server's clock against this node's"
@@ -488,8 +493,9 @@ func serverClock(rc *rest.Config, log klog.Logger) *serverclock.Clock {
 func (o *options) instrument(reg prometheus.Registerer, log klog.Logger, clock *serverclock.Clock) (*operator.Metrics, *notify.Sender, error) {
 	kubeclient.RegisterMetrics(reg, "slipway_operator")
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "slipway_operator_api_server_clock_offset_seconds",
-		Help: "The API server's clock minus this operator's node's, from the Date of its responses (0 until the first): " +
-			"everything the operator records is stamped with the API server's clock, as kubectl slipway's resumes are."},
+		Help: "The API server's clock minus this operator's node's, from the Date of its successful responses (0 until the first): " +
+			"the fleet record, the history and the cycle keys are stamped with the API server's clock, as kubectl slipway's resumes are, " +
+			"unless the two disagree by more than 10m (then with this node's, and an error is logged)."},
 		func() float64 { off, _ := clock.Offset(); return off.Seconds() }))
 	m := operator.NewMetrics(reg)
 	n, err := notify.New(o.notifyURLs, reg, log, notify.BlockedAfter(o.notifyBlockedAfter),
