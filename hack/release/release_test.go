@@ -349,7 +349,7 @@ func TestRelease(t *testing.T) {
 	// Every command the README and docs/ show, run as written against this release on real API
 	// servers with the real kubectl, helm and the bundle's kubectl-slipway (deploy/docsguard, in the
 	// product's module, where the control planes are).
-	guard := exec.Command("go", "test", "-count=1", "-run", "^TestDocumentedCommands$", "-v", "./deploy/docsguard")
+	guard := exec.Command("go", "test", "-count=1", "-timeout=30m", "-run", "^TestDocumentedCommands$", "-v", "./deploy/docsguard")
 	guard.Dir, guard.Env = "../..", append(os.Environ(), "SLIPWAY_DIST="+out)
 	if b, err := guard.CombinedOutput(); err != nil || !bytes.Contains(b, []byte("--- PASS: TestDocumentedCommands")) {
 		t.Errorf("the documented commands against this release (deploy/docsguard): %v\n%s", err, b)
