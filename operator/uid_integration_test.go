@@ -95,8 +95,10 @@ func TestNodeDeletedInItsCycleIsReplaced(t *testing.T) {
 		counterLabel(t, reg, "slipway_operator_failed_reboots_total", "reason", "blocker"); v != 0 {
 		t.Errorf("a replaced node was counted as a failed reboot (%v)", v)
 	}
-	if events(t, first, "CycleReplaced") != 1 {
-		t.Error("no CycleReplaced Event for the deleted node")
+	// Events are written by the broadcaster after the fact: the slot may be given before it lands.
+	waitTrue(t, 10*time.Second, "a CycleReplaced Event for the deleted node", func() bool { return events(t, first, "CycleReplaced") > 0 })
+	if n := events(t, first, "CycleReplaced"); n != 1 {
+		t.Errorf("%d CycleReplaced Events for the deleted node, want 1", n)
 	}
 	if n := getNode(t, second); strings.HasPrefix(n.Annotations[protocol.BlockedBy], "paused:") {
 		t.Errorf("the fleet paused itself: %v", n.Annotations)
