@@ -2,8 +2,6 @@ package operator_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -24,18 +22,7 @@ func runOperatorProcess(t *testing.T, identity string, extra ...string) *operato
 		"--kubeconfig=" + cp.Kubeconfig, "--namespace=slipway-leader", "--identity=" + identity,
 		"--lease-duration=4s", "--renew-deadline=3s", "--retry-period=500ms", "--http-address=127.0.0.1:0",
 	}, extra...) // a flag given again in extra wins
-	p, err := operatorproc.Start(bins, args, filepath.Join(t.TempDir(), identity+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Kill()
-		if t.Failed() {
-			b, _ := os.ReadFile(p.Log())
-			t.Logf("log of %s:\n%s", identity, b)
-		}
-	})
-	return p
+	return operatorproc.StartT(t, bins, args, identity)
 }
 
 func leaseHolder(t *testing.T) string {

@@ -167,24 +167,13 @@ func TestFenceAsTheRemediatorsSeeItAcrossSIGKILL(t *testing.T) {
 		t.Fatalf("NodeHealthCheck could not take fence-1's lease before any cycle: %v", err)
 	}
 	op := func(id string) *operatorproc.Proc {
-		p, err := operatorproc.Start(bin.Path, []string{
+		return operatorproc.StartT(t, bin.Path, []string{
 			"--kubeconfig=" + cp.Kubeconfig, "--namespace=slipway-fence", "--identity=" + id,
 			"--lease-duration=4s", "--renew-deadline=3s", "--retry-period=500ms", "--http-address=127.0.0.1:0",
 			"--max-unavailable=2", "--before-reboot-annotations=" + hold, "--reboot-timeout=30m",
 			"--remediation-lease-namespace=" + remediation.DefaultLeaseNamespace,
 			"--remediation-machines-kubeconfig=" + cp.Kubeconfig, "--remediation-machines-namespace=capi",
-		}, filepath.Join(t.TempDir(), id+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			p.Kill()
-			if t.Failed() {
-				b, _ := os.ReadFile(p.Log())
-				t.Logf("log of operator %s:\n%s", id, b)
-			}
-		})
-		return p
+		}, id)
 	}
 	first := op("op-a")
 	for _, sn := range nodes {

@@ -23,6 +23,9 @@ import (
 // sync ever lets them, one of them is broken, and the local one is kept (Applied says so).
 const MaxOffset = 10 * time.Minute
 
+// Applies reports whether an offset is within MaxOffset, so Now applies it.
+func Applies(off time.Duration) bool { return abs(off) <= MaxOffset }
+
 // Clock is the local clock corrected by the offset the responses observed so far bound. The zero
 // value is not usable; use New.
 type Clock struct {
@@ -56,7 +59,7 @@ func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.local()
-	if off := c.mid(); abs(off) <= MaxOffset {
+	if off := c.mid(); Applies(off) {
 		now = now.Add(off)
 	}
 	if now.Before(c.last) {
@@ -70,7 +73,7 @@ func (c *Clock) Now() time.Time {
 func (c *Clock) Applied() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.known && abs(c.mid()) <= MaxOffset
+	return c.known && Applies(c.mid())
 }
 
 // Offset is the best estimate of server minus local time (the middle of what the responses bound)

@@ -470,18 +470,12 @@ func versionLine(v Version, now time.Time) string {
 	// A version nothing asks for and nothing is rebooting into (the one the nodes run): its canary
 	// state would only say what would happen if a node asked, and that none proved it, which reads like
 	// a problem with the version every node runs.
-	quiet := v.InCycle+v.Asking == 0 && (v.Canary == "canaries" || v.Canary == "waiting")
-	switch v.Canary {
+	canary := v.Canary
+	if v.InCycle+v.Asking == 0 && (canary == "canaries" || canary == "waiting") {
+		canary = ""
+	}
+	switch canary {
 	case "":
-	case "canaries", "waiting":
-		if quiet {
-			break
-		}
-		if v.Canary == "waiting" {
-			l += "; others wait for its canaries"
-		} else {
-			l += "; canaries go"
-		}
 	case "baking":
 		l += "; canaries baking"
 		if v.BakeEnd != nil {
@@ -489,10 +483,14 @@ func versionLine(v Version, now time.Time) string {
 		}
 	case "halted":
 		l += "; HALTED (undo: resume --version " + v.Version + ")"
+	case "waiting":
+		l += "; others wait for its canaries"
+	case "canaries":
+		l += "; canaries go"
 	default:
 		l += "; " + v.Canary
 	}
-	if v.Canary != "" && v.Canary != "released" && !quiet && v.Unproven > 0 {
+	if canary != "" && canary != "released" && v.Unproven > 0 {
 		// Nodes on it that Slipway never rebooted onto it: they release no canary hold.
 		l += fmt.Sprintf(" (%d on it without a Slipway cycle: no proof)", v.Unproven)
 	}

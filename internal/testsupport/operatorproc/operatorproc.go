@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/testsupport/testenv"
@@ -134,6 +135,24 @@ func StartEnv(bin string, args, env []string, logPath string) (*Proc, error) {
 	p.started = time.Now()
 	go func() { p.err = p.cmd.Wait(); p.ended = time.Now(); f.Close(); close(p.done) }()
 	return p, nil
+}
+
+// StartT is Start for a test: the log in t's temporary directory (named name.log), the process
+// SIGKILLed when t ends, and its log printed then if t failed.
+func StartT(t testing.TB, bin string, args []string, name string) *Proc {
+	t.Helper()
+	p, err := Start(bin, args, filepath.Join(t.TempDir(), name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			b, _ := os.ReadFile(p.Log())
+			t.Logf("log of %s:\n%s", name, b)
+		}
+	})
+	return p
 }
 
 // Pid is the process's id.

@@ -475,7 +475,7 @@ func (o *options) remediation(client kubernetes.Interface, cfg operator.Config, 
 // person's resume (dated by the API server's clock by kubectl slipway) are compared on one clock.
 func serverClock(rc *rest.Config, log klog.Logger) *serverclock.Clock {
 	c := serverclock.New(time.Now, func(off time.Duration, first bool) {
-		if off > serverclock.MaxOffset || off < -serverclock.MaxOffset {
+		if !serverclock.Applies(off) {
 			log.Error(nil, "the API server's clock and this node's disagree by more than time sync allows: stamps keep this node's clock; fix time sync (chrony, systemd-timesyncd) on both",
 				"offset", off.Round(time.Millisecond), "max", serverclock.MaxOffset)
 			return
